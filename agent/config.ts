@@ -1,0 +1,70 @@
+// Agent settings from flags (--id a --port 7401 --labels zone=a,disk=ssd ...) or env, parsed once.
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { LabelsSchema, RuntimeId } from '../domain/schemas';
+
+export const AgentConfigSchema = z.object({
+  id: RuntimeId,
+  /** where this agent's HTTP server listens */
+  host: z.string().default('127.0.0.1'),
+  port: z.coerce.number().int().min(1).max(65535),
+  /** the URL the control plane uses to reach this agent */
+  endpoint: z.string().url().optional(),
+  labels: LabelsSchema,
+  slots: z.coerce.number().int().min(1).default(4),
+  /** state folder: recorded port pairs, task scratch space */
+  stateDir: z.string().min(1),
+  apiUrl: z.string().url(),
+  token: z.string().min(8),
+  /** the port range process tasks draw from; kept below Linux's ephemeral range (32768+) */
+  portRangeStart: z.coerce.number().int().min(1024).default(20000),
+  portRangeEnd: z.coerce.number().int().max(32767).default(29999),
+  /** how long a released port pair waits before another task may be given it */
+  portQuarantineMs: z.coerce.number().int().min(0).default(30_000),
+  databaseUrl: z.string().optional(),
+});
+export type AgentConfig = z.infer<typeof AgentConfigSchema>;
+
+export function parseLabels(text: string | undefined): Record<string, string> {
+  if (!text) return {};
+  return Object.fromEntries(
+    text.split(',').filter(Boolean).map((pair) => {
+      const at = pair.indexOf('=');
+      if (at <= 0) throw new Error(`label "${pair}" is not key=value`);
+      return [pair.slice(0, at).trim(), pair.slice(at + 1).trim()];
+    }),
+  );
+}
+
+export function parseAgentConfig(argv = process.argv.slice(2), env = process.env): AgentConfig {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      id: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, endpoint: { type: 'string' },
+      labels: { type: 'string' }, slots: { type: 'string' }, 'state-dir': { type: 'string' }, api: { type: 'string' },
+      'port-range': { type: 'string' },
+    },
+  });
+  const id = values.id ?? env.SCALEGATE_AGENT_ID;
+  const [rangeStart, rangeEnd] = (values['port-range'] ?? env.SCALEGATE_AGENT_PORT_RANGE ?? '').split('-');
+  const parsed = AgentConfigSchema.safeParse({
+    id,
+    host: values.host ?? env.SCALEGATE_AGENT_HOST,
+    port: values.port ?? env.SCALEGATE_AGENT_PORT,
+    endpoint: values.endpoint ?? env.SCALEGATE_AGENT_ENDPOINT,
+    labels: parseLabels(values.labels ?? env.SCALEGATE_AGENT_LABELS),
+    slots: values.slots ?? env.SCALEGATE_AGENT_SLOTS,
+    stateDir: values['state-dir'] ?? env.SCALEGATE_AGENT_STATE_DIR ?? path.join(env.SCALEGATE_HOME ?? '.scalegate', 'agents', String(id)),
+    apiUrl: values.api ?? env.SCALEGATE_API_URL ?? 'http://127.0.0.1:8080',
+    token: env.SCALEGATE_AGENT_TOKEN,
+    portRangeStart: rangeStart || undefined,
+    portRangeEnd: rangeEnd || undefined,
+    portQuarantineMs: env.SCALEGATE_AGENT_PORT_QUARANTINE_MS,
+    databaseUrl: env.DATABASE_URL,
+  });
+  if (!parsed.success) {
+    throw new Error(`invalid agent configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,96 @@
+// The agent's task host: which tasks run here, through which driver. Starts and stops are
+// idempotent so the control plane can retry them freely.
+import type { WorkloadKind } from '../domain/schemas';
+import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
+
+interface Hosted {
+  start: TaskStart;
+  handle: TaskHandle;
+}
+
+export type StartOutcome = { created: boolean; status: TaskStatus };
+
+export class TaskHost {
+  private readonly tasks: Record<string, Hosted> = {};
+  /** Starts and drains in progress, so a retried call joins the first instead of racing it. */
+  private readonly pending: Record<string, Promise<unknown>> = {};
+
+  constructor(private readonly drivers: Partial<Record<WorkloadKind, TaskDriver>>) {}
+
+  private driverFor(kind: WorkloadKind): TaskDriver {
+    const driver = this.drivers[kind];
+    if (!driver) throw new DriverError('unsupported-kind', `this agent has no ${kind} driver`);
+    return driver;
+  }
+
+  private serialise<T>(taskId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.pending[taskId] ?? Promise.resolve();
+    const next = previous.catch(() => {}).then(work);
+    this.pending[taskId] = next;
+    return next.finally(() => {
+      if (this.pending[taskId] === next) delete this.pending[taskId];
+    });
+  }
+
+  /** PUT semantics: absent → start; same generation → update in place (or nothing); newer → restart. */
+  ensure(start: TaskStart): Promise<StartOutcome> {
+    return this.serialise(start.taskId, async () => {
+      const existing = this.tasks[start.taskId];
+      if (existing) {
+        if (start.generation < existing.start.generation) {
+          throw new DriverError('stale-generation', `task ${start.taskId} runs generation ${existing.start.generation}; refusing ${start.generation}`);
+        }
+        const terminal = ['stopped', 'failed'].includes(existing.handle.status().state);
+        if (start.generation === existing.start.generation && !terminal) {
+          if (existing.handle.update && JSON.stringify(existing.start.partitions) !== JSON.stringify(start.partitions)) {
+            await existing.handle.update(start);
+          }
+          existing.start = start;
+          return { created: false, status: existing.handle.status() };
+        }
+        await existing.handle.drain({}).catch(() => {});
+        delete this.tasks[start.taskId];
+      }
+      const handle = await this.driverFor(start.kind).start(start);
+      this.tasks[start.taskId] = { start, handle };
+      return { created: true, status: handle.status() };
+    });
+  }
+
+  /** DELETE semantics: drain and forget; an absent task is already stopped. */
+  remove(taskId: string, options: { graceMs?: number; deadlineMs?: number } = {}): Promise<DrainReceipt | null> {
+    return this.serialise(taskId, async () => {
+      const hosted = this.tasks[taskId];
+      if (!hosted) return null;
+      const receipt = await hosted.handle.drain(options);
+      delete this.tasks[taskId];
+      return receipt;
+    });
+  }
+
+  get(taskId: string): TaskStatus | null {
+    return this.tasks[taskId]?.handle.status() ?? null;
+  }
+
+  list(): TaskStatus[] {
+    return Object.values(this.tasks).map((t) => t.handle.status());
+  }
+
+  /** Connectivity probe for the scale-out gate; a driver without a probe has nothing to reach. */
+  async probe(kind: WorkloadKind, spec: unknown) {
+    const driver = this.driverFor(kind);
+    if (!driver.probe) {
+      const none = { ok: true, detail: `${kind} driver declares no source or destination` };
+      return { source: none, destination: none };
+    }
+    return driver.probe(spec);
+  }
+
+  async revoke(taskIds: string[]): Promise<void> {
+    await Promise.all(taskIds.map((id) => this.remove(id).catch(() => null)));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(Object.values(this.drivers).map((d) => d?.close?.()));
+  }
+}

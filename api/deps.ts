@@ -1,0 +1,18 @@
+import type { Pool } from 'pg';
+import type { LedgerStore } from '../store/ledger';
+import type { RegistryStore } from '../store/registry';
+import type { RuntimeStore } from '../store/runtimes';
+import type { ApiConfig } from './config';
+import type { Metrics } from './metrics';
+import type { TemporalGateway } from './temporal';
+
+/** Everything a route may use; built once in api/main.ts and handed to the route modules. */
+export interface ApiDeps {
+  config: ApiConfig;
+  db: Pool;
+  runtimes: RuntimeStore;
+  registry: RegistryStore;
+  ledger: LedgerStore;
+  temporal: TemporalGateway;
+  metrics: Metrics;
+}

@@ -1,0 +1,389 @@
+// The evidence gates before a replica increase (DESIGN.md §4.1, reference/placement-and-scaling.txt
+// "Safe replica checklist"). Pure: the scaleOut workflow gathers the evidence (baseline, probes,
+// eligible runtimes) through activities and hands it here.
+//
+// Every row is always evaluated, even after one has failed, so one evidence-gap report names the
+// whole gap at once. An unknown is never turned into a safe-scale recommendation: a row whose
+// evidence is missing fails and says which evidence would close it.
+import { assertNever } from './assert';
+import type { Contract, Workload } from './schemas';
+
+export const GATE = {
+  baseline: 'baseline',
+  inputOwnership: 'input-ownership',
+  state: 'state',
+  ordering: 'ordering',
+  delivery: 'delivery',
+  recovery: 'recovery',
+  capacity: 'capacity',
+  connectivity: 'connectivity',
+  downstream: 'downstream',
+} as const;
+export type GateName = (typeof GATE)[keyof typeof GATE];
+
+/** Rows appear in this order: the order of the evidence-gate flowchart in the reference. */
+export const GATE_ORDER: readonly GateName[] = [
+  GATE.baseline,
+  GATE.inputOwnership,
+  GATE.state,
+  GATE.ordering,
+  GATE.delivery,
+  GATE.recovery,
+  GATE.capacity,
+  GATE.connectivity,
+  GATE.downstream,
+];
+
+export interface GateRow {
+  gate: GateName;
+  passed: boolean;
+  detail: string;
+  /** set on every failed row: the evidence that would close the gap */
+  missingEvidence?: string;
+}
+
+export interface GateReport {
+  passed: boolean;
+  rows: GateRow[];
+}
+
+export interface ProbeOutcome {
+  ok: boolean;
+  detail?: string;
+}
+
+export interface RuntimeProbe {
+  runtimeId: string;
+  /** can the runtime reach the workload's sources (broker, table, credentials …) */
+  source: ProbeOutcome;
+  /** can the runtime reach the workload's destinations (sink, downstream service …) */
+  destination: ProbeOutcome;
+}
+
+export interface EligibleRuntime {
+  id: string;
+  freeSlots: number;
+  alreadyHostsWorkload: boolean;
+}
+
+/** Pick over each member of a union, so `kind` still narrows `spec` in the result. */
+type DistributivePick<T, K extends keyof T> = T extends unknown ? Pick<T, K> : never;
+export type GateWorkload = DistributivePick<Workload, 'name' | 'kind' | 'contract' | 'spec'>;
+
+export interface ScaleOutGateInput {
+  workload: GateWorkload;
+  currentReplicas: number;
+  targetReplicas: number;
+  /** fresh READY runtimes matching the selector */
+  eligibleRuntimes: EligibleRuntime[];
+  probes: RuntimeProbe[];
+  /** the healthy-baseline capture; when absent this evaluation does not judge it */
+  baseline?: ProbeOutcome;
+  /** total input rate expected at the target size, compared with contract.downstream.maxRatePerSec */
+  expectedRatePerSec?: number;
+  /**
+   * The runtimes the plan would start new replicas on. Without a plan any capacity candidate may be
+   * chosen by placement, so every candidate must then pass its probes.
+   */
+  recipientRuntimeIds?: string[];
+}
+
+/** Replicas a scale-out from `current` to `target` adds (0 when it is not an increase). */
+export function smallestIncrease(current: number, target: number): number {
+  return Math.max(0, target - current);
+}
+
+export function evaluateScaleOutGates(input: ScaleOutGateInput): GateReport {
+  const rowsByGate: Record<GateName, GateRow> = {
+    [GATE.baseline]: baselineGate(input),
+    [GATE.inputOwnership]: inputOwnershipGate(input),
+    [GATE.state]: stateGate(input),
+    [GATE.ordering]: orderingGate(input),
+    [GATE.delivery]: deliveryGate(input.workload.contract),
+    [GATE.recovery]: recoveryGate(input.workload.contract),
+    [GATE.capacity]: capacityGate(input),
+    [GATE.connectivity]: connectivityGate(input),
+    [GATE.downstream]: downstreamGate(input),
+  };
+  const rows = GATE_ORDER.map((gate) => rowsByGate[gate]);
+  return { passed: rows.every((row) => row.passed), rows };
+}
+
+/** One line per failed row, naming the gate, why it failed and the missing evidence; '' if none. */
+export function formatEvidenceGap(report: GateReport): string {
+  return report.rows
+    .filter((row) => !row.passed)
+    .map((row) => `${row.gate}: ${row.detail} — missing evidence: ${row.missingEvidence ?? 'unspecified'}`)
+    .join('\n');
+}
+
+const pass = (gate: GateName, detail: string): GateRow => ({ gate, passed: true, detail });
+const fail = (gate: GateName, detail: string, missingEvidence: string): GateRow => ({
+  gate,
+  passed: false,
+  detail,
+  missingEvidence,
+});
+
+function baselineGate({ baseline }: ScaleOutGateInput): GateRow {
+  if (baseline === undefined) return pass(GATE.baseline, 'no baseline supplied to this evaluation');
+  if (baseline.ok) return pass(GATE.baseline, withDetail('healthy baseline captured', baseline.detail));
+  return fail(
+    GATE.baseline,
+    withDetail('baseline is not healthy', baseline.detail),
+    'a healthy baseline (throughput, latency, backlog, errors) to compare against after the change',
+  );
+}
+
+function inputOwnershipGate({ workload, targetReplicas }: ScaleOutGateInput): GateRow {
+  const { contract } = workload;
+  switch (contract.ownership) {
+    case 'unknown':
+      return fail(
+        GATE.inputOwnership,
+        'input ownership unknown: need the broker/connector contract for partition or record assignment',
+        'broker/connector contract for partition or record assignment',
+      );
+    case 'partitioned': {
+      const partitions = contract.partitions;
+      if (partitions === undefined) {
+        return fail(
+          GATE.inputOwnership,
+          'ownership is partitioned but the partition count is not declared',
+          'contract.partitions (the source partition count)',
+        );
+      }
+      // A consumer's spec names the partitions it really reads; a contract that disagrees is not proof.
+      if (workload.kind === 'consumer' && workload.spec.partitions !== partitions) {
+        return fail(
+          GATE.inputOwnership,
+          `contract declares ${partitions} partitions but the consumer spec reads ${workload.spec.partitions}`,
+          'one agreed partition count for the source',
+        );
+      }
+      if (targetReplicas > partitions) {
+        return fail(
+          GATE.inputOwnership,
+          `target ${targetReplicas} above ${partitions} partitions would leave replicas idle or competing`,
+          `more source partitions (at least ${targetReplicas}) or a target ≤ ${partitions}`,
+        );
+      }
+      return pass(GATE.inputOwnership, `target ${targetReplicas} ≤ ${partitions} partitions: each replica owns its own partitions`);
+    }
+    case 'shared-queue':
+      return pass(GATE.inputOwnership, 'shared queue: the broker hands each record to one consumer');
+    case 'none':
+      // Without input ownership, replicas are only safe when there is no input to compete for:
+      // a stateless request-serving service. Consumers and streams always read an input.
+      if (workload.kind === 'service' && contract.state === 'none') {
+        return pass(GATE.inputOwnership, 'stateless service: no input to own');
+      }
+      return fail(
+        GATE.inputOwnership,
+        `ownership "none" is only safe for a stateless service (this is a ${workload.kind} with state "${contract.state}")`,
+        'broker/connector contract for partition or record assignment',
+      );
+    default:
+      return assertNever(contract.ownership, 'contract.ownership');
+  }
+}
+
+function stateGate({ workload, currentReplicas, targetReplicas }: ScaleOutGateInput): GateRow {
+  const { state } = workload.contract;
+  switch (state) {
+    case 'unknown':
+      return fail(GATE.state, 'state unknown', 'local/shared/reconstructable state and its checkpoint location');
+    case 'local':
+      if (targetReplicas > currentReplicas) {
+        return fail(
+          GATE.state,
+          'local state cannot be split across replicas',
+          'state moved to shared/durable storage or checkpoints, and proof every runtime can reach it',
+        );
+      }
+      return pass(GATE.state, 'local state, but no replica is added');
+    case 'none':
+      return pass(GATE.state, 'stateless');
+    case 'shared':
+      return pass(GATE.state, 'state lives in a shared store every replica reaches');
+    case 'checkpointed':
+      return pass(GATE.state, 'state is checkpointed and can be redistributed');
+    default:
+      return assertNever(state, 'contract.state');
+  }
+}
+
+function orderingGate({ workload, targetReplicas }: ScaleOutGateInput): GateRow {
+  const { ordering, ownership } = workload.contract;
+  switch (ordering) {
+    case 'unknown':
+      return fail(GATE.ordering, 'ordering scope unknown', 'required ordering scope and how concurrency preserves it');
+    case 'none':
+      return pass(GATE.ordering, 'no ordering required');
+    case 'global':
+      if (targetReplicas > 1) {
+        return fail(
+          GATE.ordering,
+          `global ordering allows a single replica; target is ${targetReplicas}`,
+          'a narrower ordering scope (per key or per partition) that concurrency can preserve',
+        );
+      }
+      return pass(GATE.ordering, 'global ordering kept by a single replica');
+    case 'per-partition':
+    case 'per-key':
+      // Order within a partition (and per key, since keys hash to partitions) survives concurrency
+      // only when each partition has exactly one owner.
+      if (ownership !== 'partitioned') {
+        return fail(
+          GATE.ordering,
+          `${ordering} ordering needs partitioned ownership, but ownership is "${ownership}"`,
+          'a partitioned input contract so that each partition (and key) has one owner',
+        );
+      }
+      return pass(GATE.ordering, `${ordering} ordering kept: each partition has one owner`);
+    default:
+      return assertNever(ordering, 'contract.ordering');
+  }
+}
+
+function deliveryGate({ delivery }: Contract): GateRow {
+  switch (delivery) {
+    case 'unknown':
+      return fail(GATE.delivery, 'delivery semantics unknown', 'ack, retry, duplicate and loss behaviour');
+    case 'at-most-once':
+      return pass(GATE.delivery, 'at-most-once: records in flight on a moved replica may be lost');
+    case 'at-least-once':
+      return pass(GATE.delivery, 'at-least-once: a reassignment may redeliver, expect duplicates');
+    case 'exactly-once':
+      return pass(GATE.delivery, 'exactly-once: duplicates are suppressed end to end');
+    default:
+      return assertNever(delivery, 'contract.delivery');
+  }
+}
+
+function recoveryGate({ recovery }: Contract): GateRow {
+  switch (recovery) {
+    case 'unknown':
+      return fail(GATE.recovery, 'recovery procedure unknown', 'restart, reassignment and scale-in/drain procedure');
+    case 'restart':
+      return pass(GATE.recovery, 'recovers by restarting the task');
+    case 'reassign':
+      return pass(GATE.recovery, 'recovers by reassigning input ownership');
+    case 'replay-from-checkpoint':
+      return pass(GATE.recovery, 'recovers by replaying from the last checkpoint');
+    default:
+      return assertNever(recovery, 'contract.recovery');
+  }
+}
+
+/**
+ * The runtimes that could take a new replica: services and consumers run one task per runtime, so
+ * only runtimes not hosting the workload yet; stream jobs pack subtasks into slots, so any runtime
+ * with a free slot.
+ */
+function capacityCandidates({ workload, eligibleRuntimes }: ScaleOutGateInput): EligibleRuntime[] {
+  const withRoom = eligibleRuntimes.filter((runtime) => runtime.freeSlots > 0);
+  switch (workload.kind) {
+    case 'service':
+    case 'consumer':
+      return withRoom.filter((runtime) => !runtime.alreadyHostsWorkload);
+    case 'stream':
+      return withRoom;
+    default:
+      return assertNever(workload, 'workload.kind');
+  }
+}
+
+function capacityGate(input: ScaleOutGateInput): GateRow {
+  const needed = smallestIncrease(input.currentReplicas, input.targetReplicas);
+  const candidates = capacityCandidates(input);
+  const available =
+    input.workload.kind === 'stream'
+      ? candidates.reduce((sum, runtime) => sum + runtime.freeSlots, 0)
+      : candidates.length;
+  const unit = input.workload.kind === 'stream' ? 'free slots' : 'eligible runtimes with a free slot not already hosting it';
+  const detail = `needs ${needed} new replica(s); ${available} ${unit}`;
+  if (available >= needed) return pass(GATE.capacity, detail);
+  return fail(
+    GATE.capacity,
+    detail,
+    `${needed - available} more fresh READY runtime(s) matching the selector with a free slot`,
+  );
+}
+
+function connectivityGate(input: ScaleOutGateInput): GateRow {
+  const needed = smallestIncrease(input.currentReplicas, input.targetReplicas);
+  const recipients = input.recipientRuntimeIds ?? capacityCandidates(input).map((runtime) => runtime.id);
+  if (needed === 0) return pass(GATE.connectivity, 'no replica is added');
+  if (recipients.length === 0) {
+    // Nothing was probed, so reachability is unproven (capacity reports why there is no recipient).
+    return fail(
+      GATE.connectivity,
+      'no runtime would receive a new replica, so no reachability was proven',
+      'source and destination probes from the runtimes that would host the new replicas',
+    );
+  }
+  const problems: string[] = [];
+  const failing: string[] = [];
+  for (const runtimeId of recipients) {
+    const runtimeProblems = probeProblems(
+      input.probes.filter((probe) => probe.runtimeId === runtimeId),
+    );
+    if (runtimeProblems.length > 0) {
+      failing.push(runtimeId);
+      problems.push(`${runtimeId}: ${runtimeProblems.join(', ')}`);
+    }
+  }
+  if (failing.length === 0) {
+    return pass(GATE.connectivity, `sources and destinations reachable from ${recipients.join(', ')}`);
+  }
+  return fail(
+    GATE.connectivity,
+    problems.join('; '),
+    `passing source and destination probes from ${failing.join(', ')}`,
+  );
+}
+
+/** Every probe of one runtime must pass; several results for one runtime are all held to it. */
+function probeProblems(probes: RuntimeProbe[]): string[] {
+  if (probes.length === 0) return ['no probe result'];
+  const problems: string[] = [];
+  for (const probe of probes) {
+    if (!probe.source.ok) problems.push(withDetail('source unreachable', probe.source.detail));
+    if (!probe.destination.ok) problems.push(withDetail('destination unreachable', probe.destination.detail));
+  }
+  return problems;
+}
+
+function downstreamGate({ workload, targetReplicas, expectedRatePerSec }: ScaleOutGateInput): GateRow {
+  const downstream = workload.contract.downstream;
+  if (downstream === undefined) return pass(GATE.downstream, 'no downstream limit declared');
+  const failures: string[] = [];
+  const notes: string[] = [];
+  const { maxReplicas, maxRatePerSec } = downstream;
+  if (maxReplicas !== undefined) {
+    if (targetReplicas > maxReplicas) failures.push(`target ${targetReplicas} above downstream maxReplicas ${maxReplicas}`);
+    else notes.push(`target ${targetReplicas} ≤ downstream maxReplicas ${maxReplicas}`);
+  }
+  if (maxRatePerSec !== undefined) {
+    if (expectedRatePerSec === undefined) {
+      notes.push(`downstream maxRatePerSec ${maxRatePerSec} declared; not checked without an expected rate`);
+    } else if (expectedRatePerSec > maxRatePerSec) {
+      failures.push(`expected ${expectedRatePerSec}/s above downstream maxRatePerSec ${maxRatePerSec}`);
+    } else {
+      notes.push(`expected ${expectedRatePerSec}/s ≤ downstream maxRatePerSec ${maxRatePerSec}`);
+    }
+  }
+  if (failures.length > 0) {
+    return fail(
+      GATE.downstream,
+      failures.join('; '),
+      'more downstream capacity (a raised downstream limit) or a smaller target',
+    );
+  }
+  return pass(GATE.downstream, notes.length > 0 ? notes.join('; ') : 'downstream declared without limits');
+}
+
+function withDetail(text: string, detail: string | undefined): string {
+  return detail ? `${text} (${detail})` : text;
+}

@@ -1,0 +1,94 @@
+// Spawning scalegate's own processes (API, worker, agents) as real OS processes running TypeScript
+// through tsx, and stopping them cleanly. Used by `npm start` and by the integration tests.
+import { ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import readline from 'node:readline';
+
+export const ROOT = path.resolve(__dirname, '..');
+
+export interface ServiceProcess {
+  name: string;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  stop(graceMs?: number): Promise<void>;
+  kill(signal: NodeJS.Signals): void;
+}
+
+/** Starts `entry` (a .ts file under the repo) with tsx; output goes to `output` line by line. */
+export function spawnService(options: {
+  name: string;
+  entry: string;
+  args?: string[];
+  env: NodeJS.ProcessEnv;
+  output?: (name: string, line: string) => void;
+  logFile?: string;
+}): ServiceProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, options.entry), ...(options.args ?? [])], {
+    cwd: ROOT,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = options.logFile ? fs.createWriteStream(options.logFile, { flags: 'a' }) : null;
+  for (const stream of [child.stdout, child.stderr]) {
+    if (!stream) continue;
+    readline.createInterface({ input: stream }).on('line', (line) => {
+      log?.write(`${line}\n`);
+      options.output?.(options.name, line);
+    });
+  }
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
+    log?.end();
+    resolve(code);
+  }));
+  return {
+    name: options.name,
+    child,
+    exited,
+    kill: (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+    stop: async (graceMs = 15_000) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      child.kill('SIGTERM');
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+export async function waitForHttp(url: string, timeoutMs = 60_000, isAlive: () => boolean = () => true): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      if (response.ok) return;
+    } catch {
+      // not up yet
+    }
+    if (!isAlive()) throw new Error(`the process behind ${url} exited`);
+    if (Date.now() > deadline) throw new Error(`${url} did not answer 2xx within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}

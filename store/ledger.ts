@@ -1,0 +1,61 @@
+// The append-only scale ledger.
+import type { Pool } from 'pg';
+
+export interface LedgerEntry {
+  kind: string;
+  workload?: string | null;
+  tier?: string | null;
+  fromReplicas?: number | null;
+  toReplicas?: number | null;
+  reason?: string | null;
+  inputs?: Record<string, unknown>;
+  planId?: string | null;
+  workflowId?: string | null;
+  runId?: string | null;
+  outcome?: string | null;
+  evidence?: unknown;
+  /** makes a retried write one row */
+  idempotencyKey?: string | null;
+}
+
+export interface LedgerRow extends LedgerEntry {
+  id: number;
+  at: string;
+}
+
+export function createLedgerStore(db: Pool) {
+  return {
+    async append(entry: LedgerEntry): Promise<number | null> {
+      const { rows } = await db.query<{ id: string }>(
+        `insert into ledger (kind, workload, tier, from_replicas, to_replicas, reason, inputs, plan_id,
+                             workflow_id, run_id, outcome, evidence, idempotency_key)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         on conflict (idempotency_key) do nothing
+         returning id`,
+        [
+          entry.kind, entry.workload ?? null, entry.tier ?? null, entry.fromReplicas ?? null, entry.toReplicas ?? null,
+          entry.reason ?? null, JSON.stringify(entry.inputs ?? {}), entry.planId ?? null, entry.workflowId ?? null,
+          entry.runId ?? null, entry.outcome ?? null, entry.evidence === undefined ? null : JSON.stringify(entry.evidence),
+          entry.idempotencyKey ?? null,
+        ],
+      );
+      return rows[0] ? Number(rows[0].id) : null;
+    },
+
+    /** Newest first. */
+    async list(filter: { workload?: string; kind?: string; limit: number }): Promise<LedgerRow[]> {
+      const { rows } = await db.query(
+        `select * from ledger
+          where ($1::text is null or workload = $1) and ($2::text is null or kind = $2)
+          order by id desc limit $3`,
+        [filter.workload ?? null, filter.kind ?? null, filter.limit],
+      );
+      return rows.map((r) => ({
+        id: Number(r.id), at: r.at.toISOString(), kind: r.kind, workload: r.workload, tier: r.tier,
+        fromReplicas: r.from_replicas, toReplicas: r.to_replicas, reason: r.reason, inputs: r.inputs,
+        planId: r.plan_id, workflowId: r.workflow_id, runId: r.run_id, outcome: r.outcome, evidence: r.evidence,
+      }));
+    },
+  };
+}
+export type LedgerStore = ReturnType<typeof createLedgerStore>;

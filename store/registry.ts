@@ -1,0 +1,179 @@
+// Workloads, their fenced placement records, unplaced work, events and the reconcile marker.
+import type { Pool, PoolClient } from 'pg';
+import type { Assignment, WorkloadDefinition } from '../domain/schemas';
+import type { Placement, Unplaced, Workload } from '../domain/types';
+
+type Queryable = Pool | PoolClient;
+
+export class StalePlacementError extends Error {
+  readonly code = 'stale-fence';
+  constructor(
+    readonly workload: string,
+    readonly expectedFence: number,
+  ) {
+    super(`placement of ${workload} moved past fence ${expectedFence}: a newer decision exists, nothing was written`);
+  }
+}
+
+interface WorkloadRow {
+  name: string;
+  kind: Workload['kind'];
+  definition: WorkloadDefinition;
+  revision: string;
+  retired: boolean;
+}
+const toWorkload = (row: WorkloadRow): Workload =>
+  ({ ...row.definition, name: row.name, revision: Number(row.revision), retired: row.retired }) as Workload;
+
+interface PlacementRow {
+  workload: string;
+  fence: string;
+  generation: number;
+  assignments: Assignment[];
+}
+const toPlacement = (row: PlacementRow): Placement => ({
+  workload: row.workload,
+  fence: Number(row.fence),
+  generation: row.generation,
+  assignments: row.assignments,
+});
+
+export function createRegistryStore(db: Pool) {
+  return {
+    /** Creates or replaces a workload definition; un-retires it. Returns it with its new revision. */
+    async putWorkload(name: string, definition: WorkloadDefinition): Promise<Workload> {
+      const { rows } = await db.query<WorkloadRow>(
+        `insert into workloads (name, kind, definition) values ($1, $2, $3)
+         on conflict (name) do update set kind = excluded.kind, definition = excluded.definition,
+           revision = nextval('registry_revision'), retired = false, updated_at = now()
+         returning *`,
+        [name, definition.kind, JSON.stringify(definition)],
+      );
+      return toWorkload(rows[0]);
+    },
+
+    async retireWorkload(name: string): Promise<Workload | null> {
+      const { rows } = await db.query<WorkloadRow>(
+        `update workloads set retired = true, revision = nextval('registry_revision'), updated_at = now()
+          where name = $1 returning *`,
+        [name],
+      );
+      return rows[0] ? toWorkload(rows[0]) : null;
+    },
+
+    async deleteWorkload(name: string): Promise<boolean> {
+      const result = await db.query('delete from workloads where name = $1', [name]);
+      return (result.rowCount ?? 0) > 0;
+    },
+
+    async getWorkload(name: string): Promise<Workload | null> {
+      const { rows } = await db.query<WorkloadRow>('select * from workloads where name = $1', [name]);
+      return rows[0] ? toWorkload(rows[0]) : null;
+    },
+
+    async listWorkloads(): Promise<Workload[]> {
+      const { rows } = await db.query<WorkloadRow>('select * from workloads order by name');
+      return rows.map(toWorkload);
+    },
+
+    async registryRevision(): Promise<number> {
+      const { rows } = await db.query<{ revision: string | null }>('select max(revision) as revision from workloads');
+      return Number(rows[0].revision ?? 0);
+    },
+
+    async getPlacement(workload: string, q: Queryable = db): Promise<Placement | null> {
+      const { rows } = await q.query<PlacementRow>('select * from placements where workload = $1', [workload]);
+      return rows[0] ? toPlacement(rows[0]) : null;
+    },
+
+    async listPlacements(): Promise<Placement[]> {
+      const { rows } = await db.query<PlacementRow>('select * from placements order by workload');
+      return rows.map(toPlacement);
+    },
+
+    /**
+     * Compare-and-set on the fence: writes only if the record's fence is still `expectedFence`
+     * (0 = no record yet), and moves it to expectedFence + 1. A stale writer gets
+     * StalePlacementError and changes nothing.
+     */
+    async writePlacement(
+      workload: string,
+      expectedFence: number,
+      assignments: Assignment[],
+      options: { generation?: number; writer?: string } = {},
+      q: Queryable = db,
+    ): Promise<Placement> {
+      const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null];
+      const { rows } =
+        expectedFence === 0
+          ? await q.query<PlacementRow>(
+              `insert into placements (workload, fence, generation, assignments, updated_by)
+               values ($1, $2 + 1, coalesce($4, 1), $3, $5)
+               on conflict (workload) do nothing returning *`,
+              params,
+            )
+          : await q.query<PlacementRow>(
+              `update placements set fence = fence + 1, assignments = $3, generation = coalesce($4, generation),
+                      updated_at = now(), updated_by = $5
+                where workload = $1 and fence = $2 returning *`,
+              params,
+            );
+      if (!rows[0]) throw new StalePlacementError(workload, expectedFence);
+      return toPlacement(rows[0]);
+    },
+
+    /** Runtime ids → the task ids placed on them, across every workload. */
+    async tasksOnRuntime(runtimeId: string): Promise<string[]> {
+      const { rows } = await db.query<{ task_id: string }>(
+        `select a->>'taskId' as task_id
+           from placements p, jsonb_array_elements(p.assignments) a
+          where a->>'runtimeId' = $1`,
+        [runtimeId],
+      );
+      return rows.map((r) => r.task_id);
+    },
+
+    async setUnplaced(entry: Unplaced & { detail?: string }): Promise<void> {
+      await db.query(
+        `insert into unplaced (workload, reason, missing, detail) values ($1, $2, $3, $4)
+         on conflict (workload) do update set reason = excluded.reason, missing = excluded.missing,
+           detail = excluded.detail, at = now()`,
+        [entry.workload, entry.reason, entry.missing, entry.detail ?? null],
+      );
+    },
+
+    async clearUnplaced(workload: string): Promise<void> {
+      await db.query('delete from unplaced where workload = $1', [workload]);
+    },
+
+    async listUnplaced(): Promise<(Unplaced & { detail: string | null; at: string })[]> {
+      const { rows } = await db.query('select * from unplaced order by workload');
+      return rows.map((r) => ({ workload: r.workload, reason: r.reason, missing: r.missing, detail: r.detail, at: r.at.toISOString() }));
+    },
+
+    async emitEvent(type: string, subject: string, detail: Record<string, unknown> = {}): Promise<void> {
+      await db.query('insert into events (type, subject, detail) values ($1, $2, $3)', [type, subject, JSON.stringify(detail)]);
+    },
+
+    async listEvents(limit = 100) {
+      const { rows } = await db.query('select * from events order by id desc limit $1', [limit]);
+      return rows.map((r) => ({ id: Number(r.id), at: r.at.toISOString(), type: r.type, subject: r.subject, detail: r.detail }));
+    },
+
+    async reconcileMarker() {
+      const { rows } = await db.query('select * from reconcile_state where id = 1');
+      const r = rows[0];
+      return { at: r.at ? r.at.toISOString() : null, skipped: r.skipped, inputsKey: r.inputs_key as string | null, passes: Number(r.passes), skips: Number(r.skips) };
+    },
+
+    async recordReconcile(inputsKey: string, skipped: boolean): Promise<void> {
+      await db.query(
+        `update reconcile_state set inputs_key = $1, skipped = $2, at = now(),
+                passes = passes + (case when $2 then 0 else 1 end), skips = skips + (case when $2 then 1 else 0 end)
+          where id = 1`,
+        [inputsKey, skipped],
+      );
+    },
+  };
+}
+export type RegistryStore = ReturnType<typeof createRegistryStore>;

@@ -1,0 +1,110 @@
+// The foundation on the real stack: agents register and heartbeat, a killed agent goes LOST after
+// its lease, the ping workflow runs through Temporal to PostgreSQL, and bad input never yields a 500.
+import { WorkflowFailedError } from '@temporalio/client';
+import { startStack, Stack } from '../support/stack';
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack({ leaseTtlMs: 1500, agents: [{ id: 'node-a', labels: { zone: 'a' } }, { id: 'node-b', labels: { zone: 'b' } }] });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const runtimeStatus = async (id: string) => {
+  const { body } = await stack.api('GET', '/v1/state', { role: 'viewer' });
+  return body.runtimes.find((r: { id: string }) => r.id === id);
+};
+
+describe('runtimes and leases', () => {
+  it('lists both agents READY with their labels, renewing their leases', async () => {
+    const a = await runtimeStatus('node-a');
+    expect(a).toMatchObject({ status: 'READY', labels: { zone: 'a' }, endpoint: stack.agents['node-a'].url, fence: 1 });
+    expect((await runtimeStatus('node-b')).labels).toEqual({ zone: 'b' });
+    const firstLease = a.leaseExpiresAt;
+    await stack.waitFor('a lease renewal', async () => (await runtimeStatus('node-a')).leaseExpiresAt > firstLease);
+  });
+
+  it('shows an agent killed with SIGKILL as LOST after its lease, and the other stays READY', async () => {
+    stack.agents['node-b'].process.kill('SIGKILL');
+    const lost = await stack.waitFor('node-b LOST', async () => {
+      const b = await runtimeStatus('node-b');
+      return b.status === 'LOST' ? b : null;
+    });
+    expect(lost.fence).toBe(2); // declared LOST bumps the fence: the old incarnation's writes are refused
+    expect((await runtimeStatus('node-a')).status).toBe('READY');
+  });
+
+  it('refuses a heartbeat on a stale fence and lists the reported tasks as revoked', async () => {
+    const task = { taskId: 'x-0-g1', workload: 'x', incarnation: 'i1', state: 'ready' };
+    const { status, body } = await stack.api('POST', '/v1/runtimes/node-b/heartbeat', { role: 'agent', body: { fence: 1, tasks: [task] } });
+    expect(status).toBe(409);
+    expect(body).toMatchObject({ error: 'stale-fence', currentFence: 2, revoked: ['x-0-g1'] });
+  });
+
+  it('brings a returning agent back READY with a new fence', async () => {
+    const agent = await stack.startAgent({ id: 'node-b', labels: { zone: 'b' } });
+    expect(agent.port).toBeGreaterThan(0);
+    const b = await runtimeStatus('node-b');
+    expect(b.status).toBe('READY');
+    expect(b.fence).toBe(3);
+  });
+});
+
+describe('the ping workflow', () => {
+  it('runs on the real server and reads the store', async () => {
+    const result = await stack.temporal.workflow.execute('ping', {
+      taskQueue: stack.taskQueue, workflowId: `ping-${Date.now()}`, args: [{ note: 'hello' }],
+    });
+    expect(result).toEqual({ runtimes: 2, ready: 2, workloads: 0, note: 'hello' });
+  });
+
+  it('fails non-retryably with a message naming the bad field', async () => {
+    const run = stack.temporal.workflow.execute('ping', { taskQueue: stack.taskQueue, workflowId: `ping-bad-${Date.now()}`, args: [{ note: 42 }] });
+    const error = await run.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WorkflowFailedError);
+    expect(String((error as WorkflowFailedError).cause?.message)).toMatch(/invalid input: note:/);
+  });
+});
+
+describe('bad input and auth', () => {
+  const register = { id: 'node-z', endpoint: 'http://127.0.0.1:9', labels: {}, slots: 1 };
+
+  it.each([
+    ['malformed JSON', 400, 'invalid-json', { rawBody: '{"id":', role: 'agent' as const }],
+    ['a missing field', 422, 'validation-failed', { body: { id: 'node-z' }, role: 'agent' as const }],
+    ['a wrong type', 422, 'validation-failed', { body: { ...register, slots: 'many' }, role: 'agent' as const }],
+    ['no token', 401, 'unauthorized', { body: register, role: null }],
+    ['a wrong token', 401, 'unauthorized', { body: register, role: 'agent' as const, wrongToken: true }],
+    ['a viewer token on an agent route', 403, 'forbidden', { body: register, role: 'viewer' as const }],
+  ])('register with %s → %i %s', async (_what, status, code, options) => {
+    const response =
+      'wrongToken' in options
+        ? await fetch(`${stack.apiUrl}/v1/runtimes`, { method: 'POST', headers: { authorization: 'Bearer not-a-token', 'content-type': 'application/json' }, body: JSON.stringify(register) })
+            .then(async (r) => ({ status: r.status, body: await r.json() }))
+        : await stack.api('POST', '/v1/runtimes', options);
+    expect(response.status).toBe(status);
+    expect(response.body.error).toBe(code);
+    expect(typeof response.body.message).toBe('string');
+  });
+
+  it('refuses an agent token on an operator route with 403', async () => {
+    const { status, body } = await stack.api('POST', '/v1/runtimes/node-a/cordon', { role: 'agent' });
+    expect(status).toBe(403);
+    expect(body.error).toBe('forbidden');
+  });
+
+  it('validates heartbeats: missing fence → 422, unknown runtime → 404', async () => {
+    expect((await stack.api('POST', '/v1/runtimes/node-a/heartbeat', { role: 'agent', body: { tasks: [] } })).status).toBe(422);
+    expect((await stack.api('POST', '/v1/runtimes/nobody/heartbeat', { role: 'agent', body: { fence: 1 } })).status).toBe(404);
+  });
+
+  it('answers readiness, OpenAPI and metrics without a token', async () => {
+    expect((await stack.api('GET', '/readyz', { role: null })).body).toEqual({ status: 'ready', postgres: true, temporal: true });
+    const openapi = (await stack.api('GET', '/openapi.json', { role: null })).body;
+    expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(['/v1/state', '/v1/runtimes', '/v1/runtimes/{id}/heartbeat']));
+    const metrics = (await stack.api('GET', '/metrics', { role: null })).body as string;
+    expect(metrics).toMatch(/scalegate_runtimes\{status="READY"\} 2/);
+  });
+});

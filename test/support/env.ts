@@ -1,0 +1,18 @@
+// What the system tests' global setup started, shared with every test file through one JSON file.
+import fs from 'node:fs';
+
+export interface TestEnv {
+  temporalAddress: string;
+  /** admin URL of the shared PostgreSQL (database "postgres"); each stack makes its own database */
+  postgresAdminUrl: string;
+  workflowBundlePath: string;
+  tmpDir: string;
+}
+
+export const TEST_ENV_VAR = 'SCALEGATE_TEST_ENV_FILE';
+
+export function testEnv(): TestEnv {
+  const file = process.env[TEST_ENV_VAR];
+  if (!file) throw new Error('system tests run under jest with the "system" project global setup (npm test)');
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as TestEnv;
+}

@@ -1,0 +1,168 @@
+// A scalegate stack for one test file: its own database on the shared PostgreSQL, its own task
+// queue on the shared Temporal server, and real API, worker and agent processes.
+import { Client, Connection } from '@temporalio/client';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Client as PgClient, Pool } from 'pg';
+import { createPool } from '../../store/db';
+import { migrate } from '../../store/migrate';
+import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../scripts/processes';
+import { testEnv } from './env';
+
+export interface AgentSpec {
+  id: string;
+  labels?: Record<string, string>;
+  slots?: number;
+  portRange?: string;
+}
+
+export interface RunningAgent {
+  id: string;
+  port: number;
+  url: string;
+  stateDir: string;
+  process: ServiceProcess;
+}
+
+export type Role = 'operator' | 'agent' | 'viewer';
+
+export interface Stack {
+  apiUrl: string;
+  databaseUrl: string;
+  db: Pool;
+  taskQueue: string;
+  tokens: Record<Role, string>;
+  temporal: Client;
+  agents: Record<string, RunningAgent>;
+  worker: ServiceProcess | null;
+  logs: string[];
+  /** An authenticated JSON call to the API. */
+  api(method: string, urlPath: string, options?: { body?: unknown; role?: Role | null; rawBody?: string }): Promise<{ status: number; body: any }>;
+  /** A call to an agent's own API with the agent token. */
+  agentApi(id: string, method: string, urlPath: string, body?: unknown): Promise<{ status: number; body: any }>;
+  startAgent(spec: AgentSpec): Promise<RunningAgent>;
+  startWorker(): Promise<ServiceProcess>;
+  waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs?: number): Promise<T>;
+  stop(): Promise<void>;
+}
+
+export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<Stack> {
+  const env = testEnv();
+  const name = `t_${crypto.randomBytes(5).toString('hex')}`;
+  const admin = new PgClient({ connectionString: env.postgresAdminUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const databaseUrl = env.postgresAdminUrl.replace(/\/[^/]*$/, `/${name}`);
+  const db = createPool(databaseUrl, 5);
+  await migrate(db);
+
+  const home = fs.mkdtempSync(path.join(env.tmpDir, 'stack-'));
+  const tokens: Record<Role, string> = {
+    operator: `op-${crypto.randomBytes(12).toString('hex')}`,
+    agent: `ag-${crypto.randomBytes(12).toString('hex')}`,
+    viewer: `vw-${crypto.randomBytes(12).toString('hex')}`,
+  };
+  const apiPort = await freePort();
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  const taskQueue = `scalegate-${name}`;
+  const logs: string[] = [];
+  const output = (service: string, line: string) => {
+    logs.push(`[${service}] ${line}`);
+    if (logs.length > 5000) logs.shift();
+    if (process.env.SCALEGATE_TEST_VERBOSE) console.log(`[${service}] ${line}`);
+  };
+  const childEnv: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    SCALEGATE_HOME: home,
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: env.temporalAddress,
+    SCALEGATE_TASK_QUEUE: taskQueue,
+    SCALEGATE_API_PORT: String(apiPort),
+    SCALEGATE_API_URL: apiUrl,
+    SCALEGATE_OPERATOR_TOKEN: tokens.operator,
+    SCALEGATE_AGENT_TOKEN: tokens.agent,
+    SCALEGATE_VIEWER_TOKEN: tokens.viewer,
+    SCALEGATE_LEASE_TTL_MS: String(options.leaseTtlMs ?? 3000),
+    SCALEGATE_WORKFLOW_BUNDLE: env.workflowBundlePath,
+    SCALEGATE_LOG_LEVEL: 'warn',
+    ...options.env,
+  };
+  const processes: ServiceProcess[] = [];
+  const launch = (service: string, entry: string, args: string[] = []) => {
+    const p = spawnService({ name: service, entry, args, env: childEnv, output });
+    processes.push(p);
+    return p;
+  };
+
+  const api = launch('api', 'api/main.ts');
+  await waitForHttp(`${apiUrl}/healthz`, 60_000, () => api.child.exitCode === null);
+
+  const connection = await Connection.connect({ address: env.temporalAddress });
+  const temporal = new Client({ connection });
+  const agents: Record<string, RunningAgent> = {};
+
+  const call = async (url: string, method: string, token: string | null, body?: unknown, rawBody?: string) => {
+    const headers: Record<string, string> = {};
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined || rawBody !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(url, { method, headers, body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)) });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON (e.g. /metrics)
+    }
+    return { status: response.status, body: parsed as any };
+  };
+
+  const waitFor = async <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== null && value !== undefined && value !== false) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${logs.slice(-40).join('\n')}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+
+  const stack: Stack = {
+    apiUrl, databaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, logs,
+    api: (method, urlPath, o = {}) => call(`${apiUrl}${urlPath}`, method, o.role === null ? null : tokens[o.role ?? 'operator'], o.body, o.rawBody),
+    agentApi: (id, method, urlPath, body) => call(`${agents[id].url}${urlPath}`, method, tokens.agent, body),
+    waitFor,
+    async startAgent(spec) {
+      const port = await freePort();
+      const stateDir = path.join(home, 'agents', spec.id);
+      const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
+      const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', apiUrl, '--slots', String(spec.slots ?? 4)];
+      if (labels) args.push('--labels', labels);
+      if (spec.portRange) args.push('--port-range', spec.portRange);
+      const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args);
+      const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
+      agents[spec.id] = agent;
+      await waitFor(`agent ${spec.id} READY`, async () => {
+        const { rows } = await db.query(`select status from runtimes where id = $1`, [spec.id]);
+        return rows[0]?.status === 'READY' && agentProcess.child.exitCode === null;
+      });
+      return agent;
+    },
+    async startWorker() {
+      const worker = launch('worker', 'workers/main.ts');
+      stack.worker = worker;
+      return worker;
+    },
+    async stop() {
+      await Promise.all(processes.map((p) => p.stop(5000)));
+      await connection.close();
+      await db.end();
+    },
+  };
+
+  if (options.worker !== false) await stack.startWorker();
+  for (const spec of options.agents ?? []) await stack.startAgent(spec);
+  return stack;
+}

@@ -1,0 +1,354 @@
+import {
+  GATE,
+  GATE_ORDER,
+  evaluateScaleOutGates,
+  formatEvidenceGap,
+  smallestIncrease,
+  type GateName,
+  type GateReport,
+  type ScaleOutGateInput,
+} from '../../domain/gates';
+import { UNKNOWN_CONTRACT, type Contract } from '../../domain/schemas';
+
+// A consumer that passes every gate: 8 partitions, going 2 → 4 replicas onto rt-c and rt-d
+// (rt-a and rt-b already host it, rt-e is full).
+const passingContract: Contract = {
+  ownership: 'partitioned',
+  partitions: 8,
+  state: 'checkpointed',
+  ordering: 'per-partition',
+  delivery: 'at-least-once',
+  recovery: 'replay-from-checkpoint',
+  downstream: { maxReplicas: 10, maxRatePerSec: 5000 },
+};
+
+const okProbe = (runtimeId: string) => ({ runtimeId, source: { ok: true }, destination: { ok: true } });
+
+function passingInput(): ScaleOutGateInput {
+  return {
+    workload: {
+      name: 'orders',
+      kind: 'consumer',
+      contract: { ...passingContract },
+      spec: { partitions: 8, source: 'orders_in', sink: 'orders_out', workMs: 1 },
+    },
+    currentReplicas: 2,
+    targetReplicas: 4,
+    eligibleRuntimes: [
+      { id: 'rt-a', freeSlots: 2, alreadyHostsWorkload: true },
+      { id: 'rt-b', freeSlots: 2, alreadyHostsWorkload: true },
+      { id: 'rt-c', freeSlots: 1, alreadyHostsWorkload: false },
+      { id: 'rt-d', freeSlots: 3, alreadyHostsWorkload: false },
+      { id: 'rt-e', freeSlots: 0, alreadyHostsWorkload: false },
+    ],
+    probes: ['rt-a', 'rt-b', 'rt-c', 'rt-d', 'rt-e'].map(okProbe),
+    baseline: { ok: true },
+    expectedRatePerSec: 4000,
+  };
+}
+
+function withContract(patch: Partial<Contract>): ScaleOutGateInput {
+  const input = passingInput();
+  input.workload = { ...input.workload, contract: { ...passingContract, ...patch } } as ScaleOutGateInput['workload'];
+  return input;
+}
+
+const failedGates = (report: GateReport): GateName[] => report.rows.filter((r) => !r.passed).map((r) => r.gate);
+const row = (report: GateReport, gate: GateName) => report.rows.find((r) => r.gate === gate)!;
+
+/** The gate fails alone, names its missing evidence, and the gap report has exactly its line. */
+function expectOnlyFailure(report: GateReport, gate: GateName, detail: RegExp, missing: RegExp): void {
+  expect(failedGates(report)).toEqual([gate]);
+  expect(report.passed).toBe(false);
+  expect(report.rows.map((r) => r.gate)).toEqual(GATE_ORDER);
+  expect(row(report, gate).detail).toMatch(detail);
+  expect(row(report, gate).missingEvidence).toMatch(missing);
+  const gap = formatEvidenceGap(report).split('\n');
+  expect(gap).toHaveLength(1);
+  expect(gap[0]).toMatch(new RegExp(`^${gate}: `));
+  expect(gap[0]).toContain(row(report, gate).missingEvidence!);
+}
+
+describe('evaluateScaleOutGates', () => {
+  it('passes every row, in checklist order, when all evidence is present', () => {
+    const report = evaluateScaleOutGates(passingInput());
+    expect(report.passed).toBe(true);
+    expect(report.rows.map((r) => r.gate)).toEqual([
+      'baseline',
+      'input-ownership',
+      'state',
+      'ordering',
+      'delivery',
+      'recovery',
+      'capacity',
+      'connectivity',
+      'downstream',
+    ]);
+    expect(report.rows.every((r) => r.passed && r.missingEvidence === undefined)).toBe(true);
+    expect(formatEvidenceGap(report)).toBe('');
+  });
+
+  it('turns the all-unknown default contract into a failure naming every unknown row', () => {
+    const input = passingInput();
+    input.workload = { ...input.workload, contract: UNKNOWN_CONTRACT };
+    const report = evaluateScaleOutGates(input);
+    expect(report.passed).toBe(false);
+    expect(failedGates(report)).toEqual(['input-ownership', 'state', 'ordering', 'delivery', 'recovery']);
+    // every row is still evaluated and reported
+    expect(report.rows).toHaveLength(GATE_ORDER.length);
+    expect(formatEvidenceGap(report).split('\n')).toHaveLength(5);
+    for (const r of report.rows.filter((x) => !x.passed)) expect(r.missingEvidence).toBeTruthy();
+  });
+
+  describe('baseline', () => {
+    it('fails alone when the baseline is unhealthy', () => {
+      const input = passingInput();
+      input.baseline = { ok: false, detail: 'error rate 12%' };
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.baseline, /not healthy.*error rate 12%/, /healthy baseline/);
+    });
+
+    it('is not judged when no baseline is supplied', () => {
+      const input = passingInput();
+      delete input.baseline;
+      const report = evaluateScaleOutGates(input);
+      expect(report.passed).toBe(true);
+      expect(row(report, GATE.baseline).detail).toMatch(/no baseline supplied/);
+    });
+  });
+
+  describe('input ownership', () => {
+    it('fails alone when ownership is unknown and names the broker/connector contract', () => {
+      const report = evaluateScaleOutGates(withContract({ ownership: 'unknown', partitions: undefined, ordering: 'none' }));
+      expectOnlyFailure(
+        report,
+        GATE.inputOwnership,
+        /^input ownership unknown: need the broker\/connector contract for partition or record assignment$/,
+        /broker\/connector contract/,
+      );
+    });
+
+    it('fails alone when the target is above the partition count', () => {
+      const input = withContract({ partitions: 4 });
+      input.workload = { ...input.workload, spec: { partitions: 4, source: 'orders_in', sink: 'orders_out', workMs: 1 } } as ScaleOutGateInput['workload'];
+      input.currentReplicas = 4;
+      input.targetReplicas = 6;
+      const report = evaluateScaleOutGates(input);
+      expectOnlyFailure(
+        report,
+        GATE.inputOwnership,
+        /^target 6 above 4 partitions would leave replicas idle or competing$/,
+        /partitions/,
+      );
+    });
+
+    it('accepts a target equal to the partition count', () => {
+      const input = withContract({ partitions: 4 });
+      input.workload = { ...input.workload, spec: { partitions: 4, source: 'orders_in', sink: 'orders_out', workMs: 1 } } as ScaleOutGateInput['workload'];
+      expect(evaluateScaleOutGates(input).passed).toBe(true);
+    });
+
+    it('fails alone when the contract and the consumer spec disagree on partitions', () => {
+      const report = evaluateScaleOutGates(withContract({ partitions: 16 }));
+      expectOnlyFailure(report, GATE.inputOwnership, /contract declares 16 partitions but the consumer spec reads 8/, /partition count/);
+    });
+
+    it('accepts a shared queue', () => {
+      const report = evaluateScaleOutGates(withContract({ ownership: 'shared-queue', partitions: undefined, ordering: 'none' }));
+      expect(report.passed).toBe(true);
+    });
+
+    it('accepts ownership "none" for a stateless service', () => {
+      const input = withContract({ ownership: 'none', partitions: undefined, state: 'none', ordering: 'none' });
+      input.workload = { name: 'web', kind: 'service', contract: input.workload.contract, spec: { command: ['node', 'server.js'], env: {}, graceMs: 5000 } };
+      expect(evaluateScaleOutGates(input).passed).toBe(true);
+    });
+
+    it('fails alone for ownership "none" on a service with shared state', () => {
+      const input = withContract({ ownership: 'none', partitions: undefined, state: 'shared', ordering: 'none' });
+      input.workload = { name: 'web', kind: 'service', contract: input.workload.contract, spec: { command: ['node', 'server.js'], env: {}, graceMs: 5000 } };
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.inputOwnership, /only safe for a stateless service/, /broker\/connector contract/);
+    });
+
+    it('fails alone for ownership "none" on a stateless consumer (it still reads an input)', () => {
+      const report = evaluateScaleOutGates(withContract({ ownership: 'none', partitions: undefined, state: 'none', ordering: 'none' }));
+      expectOnlyFailure(report, GATE.inputOwnership, /consumer/, /broker\/connector contract/);
+    });
+  });
+
+  describe('state', () => {
+    it('fails alone when state is unknown', () => {
+      expectOnlyFailure(evaluateScaleOutGates(withContract({ state: 'unknown' })), GATE.state, /unknown/, /checkpoint location/);
+    });
+
+    it('fails alone for local state on a replica increase', () => {
+      expectOnlyFailure(
+        evaluateScaleOutGates(withContract({ state: 'local' })),
+        GATE.state,
+        /^local state cannot be split across replicas$/,
+        /shared\/durable storage/,
+      );
+    });
+
+    it.each(['none', 'shared', 'checkpointed'] as const)('passes for %s state', (state) => {
+      expect(evaluateScaleOutGates(withContract({ state })).passed).toBe(true);
+    });
+  });
+
+  describe('ordering', () => {
+    it('fails alone when ordering is unknown', () => {
+      expectOnlyFailure(evaluateScaleOutGates(withContract({ ordering: 'unknown' })), GATE.ordering, /unknown/, /ordering scope/);
+    });
+
+    it('fails alone for global ordering with more than one replica', () => {
+      expectOnlyFailure(evaluateScaleOutGates(withContract({ ordering: 'global' })), GATE.ordering, /global ordering allows a single replica; target is 4/, /narrower ordering scope/);
+    });
+
+    it.each(['per-key', 'per-partition'] as const)('fails alone for %s ordering without partitioned ownership', (ordering) => {
+      const report = evaluateScaleOutGates(withContract({ ordering, ownership: 'shared-queue', partitions: undefined }));
+      expectOnlyFailure(report, GATE.ordering, new RegExp(`${ordering} ordering needs partitioned ownership, but ownership is "shared-queue"`), /partitioned input contract/);
+    });
+
+    it.each(['per-key', 'per-partition', 'none'] as const)('passes %s ordering with partitioned ownership', (ordering) => {
+      expect(evaluateScaleOutGates(withContract({ ordering })).passed).toBe(true);
+    });
+  });
+
+  describe('delivery and recovery', () => {
+    it('fails alone when delivery is unknown', () => {
+      expectOnlyFailure(evaluateScaleOutGates(withContract({ delivery: 'unknown' })), GATE.delivery, /unknown/, /ack, retry, duplicate and loss/);
+    });
+
+    it('records which delivery semantics passed', () => {
+      const report = evaluateScaleOutGates(withContract({ delivery: 'exactly-once' }));
+      expect(report.passed).toBe(true);
+      expect(row(report, GATE.delivery).detail).toMatch(/^exactly-once/);
+    });
+
+    it('fails alone when recovery is unknown', () => {
+      expectOnlyFailure(evaluateScaleOutGates(withContract({ recovery: 'unknown' })), GATE.recovery, /unknown/, /restart, reassignment and scale-in\/drain/);
+    });
+  });
+
+  describe('capacity', () => {
+    it('fails alone when too few runtimes not hosting the consumer have a free slot', () => {
+      const input = passingInput();
+      // rt-d now hosts it: only rt-c can take a new task, the increase needs two
+      input.eligibleRuntimes = input.eligibleRuntimes.map((r) => (r.id === 'rt-d' ? { ...r, alreadyHostsWorkload: true } : r));
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.capacity, /needs 2 new replica\(s\); 1 eligible runtime/, /1 more fresh READY runtime/);
+    });
+
+    it('counts free slots, including on hosting runtimes, for a stream job', () => {
+      const input = passingInput();
+      input.workload = {
+        name: 'clicks',
+        kind: 'stream',
+        contract: { ...passingContract },
+        spec: { partitions: 8, checkpointIntervalMs: 1000, maxParallelism: 128, operators: [{ id: 'src', kind: 'source', parallelism: 2 }] },
+      };
+      // only hosting runtimes have room: 2 + 1 free slots for 2 new subtasks
+      input.eligibleRuntimes = [
+        { id: 'rt-a', freeSlots: 2, alreadyHostsWorkload: true },
+        { id: 'rt-b', freeSlots: 1, alreadyHostsWorkload: true },
+      ];
+      const report = evaluateScaleOutGates(input);
+      expect(report.passed).toBe(true);
+      expect(row(report, GATE.capacity).detail).toBe('needs 2 new replica(s); 3 free slots');
+
+      input.targetReplicas = 6; // 4 new subtasks, 3 slots
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.capacity, /needs 4 new replica\(s\); 3 free slots/, /1 more/);
+    });
+  });
+
+  describe('connectivity', () => {
+    it('fails alone naming each runtime with a failing or missing probe', () => {
+      const input = passingInput();
+      input.probes = [
+        okProbe('rt-a'),
+        { runtimeId: 'rt-d', source: { ok: true }, destination: { ok: false, detail: 'sink refused credentials' } },
+      ];
+      const report = evaluateScaleOutGates(input);
+      expectOnlyFailure(
+        report,
+        GATE.connectivity,
+        /^rt-c: no probe result; rt-d: destination unreachable \(sink refused credentials\)$/,
+        /rt-c, rt-d/,
+      );
+    });
+
+    it('fails when any of several probes of one runtime fails', () => {
+      const input = passingInput();
+      input.probes.push({ runtimeId: 'rt-c', source: { ok: false }, destination: { ok: true } });
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.connectivity, /^rt-c: source unreachable$/, /rt-c/);
+    });
+
+    it('checks only the planned recipients when they are given', () => {
+      const input = passingInput();
+      input.probes = [okProbe('rt-d')];
+      input.recipientRuntimeIds = ['rt-d'];
+      expect(evaluateScaleOutGates(input).passed).toBe(true);
+      input.recipientRuntimeIds = ['rt-c', 'rt-d'];
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.connectivity, /rt-c: no probe result/, /rt-c$/);
+    });
+
+    it('is unproven (and fails) when no runtime could receive a replica', () => {
+      const input = passingInput();
+      input.eligibleRuntimes = [];
+      const report = evaluateScaleOutGates(input);
+      expect(failedGates(report)).toEqual(['capacity', 'connectivity']);
+    });
+  });
+
+  describe('downstream', () => {
+    it('fails alone when the target is above downstream maxReplicas', () => {
+      expectOnlyFailure(
+        evaluateScaleOutGates(withContract({ downstream: { maxReplicas: 3 } })),
+        GATE.downstream,
+        /target 4 above downstream maxReplicas 3/,
+        /downstream capacity/,
+      );
+    });
+
+    it('fails alone when the expected rate is above downstream maxRatePerSec', () => {
+      const input = passingInput();
+      input.expectedRatePerSec = 6000;
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.downstream, /expected 6000\/s above downstream maxRatePerSec 5000/, /downstream capacity/);
+    });
+
+    it('reports maxRatePerSec as unchecked when no expected rate is given', () => {
+      const input = passingInput();
+      delete input.expectedRatePerSec;
+      const report = evaluateScaleOutGates(input);
+      expect(report.passed).toBe(true);
+      expect(row(report, GATE.downstream).detail).toMatch(/maxRatePerSec 5000 declared; not checked without an expected rate/);
+    });
+
+    it('passes with "no downstream limit declared" when there is none', () => {
+      const report = evaluateScaleOutGates(withContract({ downstream: undefined }));
+      expect(report.passed).toBe(true);
+      expect(row(report, GATE.downstream).detail).toBe('no downstream limit declared');
+    });
+  });
+
+  it('reports every failed row at once', () => {
+    const input = withContract({ state: 'local', delivery: 'unknown', downstream: { maxReplicas: 2 } });
+    input.baseline = { ok: false };
+    input.probes = [];
+    const report = evaluateScaleOutGates(input);
+    expect(failedGates(report)).toEqual(['baseline', 'state', 'delivery', 'connectivity', 'downstream']);
+    expect(formatEvidenceGap(report).split('\n').map((line) => line.split(':')[0])).toEqual([
+      'baseline',
+      'state',
+      'delivery',
+      'connectivity',
+      'downstream',
+    ]);
+  });
+});
+
+describe('smallestIncrease', () => {
+  it('is the replicas added, never negative', () => {
+    expect(smallestIncrease(2, 5)).toBe(3);
+    expect(smallestIncrease(5, 5)).toBe(0);
+    expect(smallestIncrease(5, 3)).toBe(0);
+  });
+});

@@ -1,0 +1,21 @@
+import { z } from 'zod';
+
+export const WorkerConfigSchema = z.object({
+  DATABASE_URL: z.string().min(1),
+  TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  SCALEGATE_TASK_QUEUE: z.string().default('scalegate'),
+  /** the agents' shared token: activities call agents with it */
+  SCALEGATE_AGENT_TOKEN: z.string().min(8),
+  /** a prebuilt workflow bundle (tests build one per run); unset: bundle workflows/ at start */
+  SCALEGATE_WORKFLOW_BUNDLE: z.string().optional(),
+});
+export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
+
+export function parseWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  const parsed = WorkerConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(`invalid worker configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}

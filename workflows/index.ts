@@ -1,0 +1,2 @@
+// Every workflow type the orchestrator worker registers.
+export { ping } from './ping';

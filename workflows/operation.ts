@@ -1,0 +1,46 @@
+// What every scalegate workflow shares: its phase as a query and a search attribute, the input
+// validation that fails non-retryably with a message naming the bad field, and activity profiles.
+import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import type { z } from 'zod';
+import { describeIssues } from '../domain/schemas';
+
+export const phaseQuery = defineQuery<string>('phase');
+
+/** Activity option profiles, named once. */
+export const profiles = {
+  storeWrite: { startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
+  agentCall: { startToCloseTimeout: '60 seconds', retry: { maximumAttempts: 5, initialInterval: '500ms', maximumInterval: '5s' } },
+  longDrain: { startToCloseTimeout: '15 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 3 } },
+} as const;
+
+export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType: string): T {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) {
+    throw ApplicationFailure.create({
+      type: 'invalid-input',
+      nonRetryable: true,
+      message: `${workflowType}: invalid input: ${describeIssues(parsed.error)}`,
+    });
+  }
+  return parsed.data;
+}
+
+/** Tracks the operation's phase for the `phase` query and the ScalegatePhase search attribute. */
+export function trackOperation(operation: string, workload: string | null) {
+  let phase = 'starting';
+  setHandler(phaseQuery, () => phase);
+  upsertSearchAttributes({
+    ScalegateOperation: [operation],
+    ScalegatePhase: [phase],
+    ...(workload ? { ScalegateWorkload: [workload] } : {}),
+  });
+  return {
+    get phase() {
+      return phase;
+    },
+    enter(next: string) {
+      phase = next;
+      upsertSearchAttributes({ ScalegatePhase: [next] });
+    },
+  };
+}
