@@ -1,0 +1,298 @@
+// The process driver with real child processes and real loopback ports (21500-21999 only; the
+// allocator tests use 21000-21499). Waits are bounded polls on conditions, never fixed sleeps.
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
+import { createProcessDriver, nextTaskState, portKeyFor, taskFolder, taskLogPath } from '../../agent/drivers/process';
+import { PortAllocator } from '../../agent/ports';
+
+const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+
+const stateDirs: string[] = [];
+const drivers: TaskDriver[] = [];
+
+afterAll(async () => {
+  // Whatever a failed test left running goes; then the folders.
+  await Promise.all(drivers.map((driver) => driver.close?.()));
+  for (const dir of stateDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+interface Harness {
+  stateDir: string;
+  ports: PortAllocator;
+  driver: TaskDriver;
+  events: Array<{ event: string; fields?: Record<string, unknown> }>;
+}
+
+function harness(range: [number, number], stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-process-'))): Harness {
+  if (!stateDirs.includes(stateDir)) stateDirs.push(stateDir);
+  const events: Harness['events'] = [];
+  const ctx: DriverContext = { runtimeId: 'rt-test', stateDir, log: (event, fields) => events.push({ event, fields }) };
+  const ports = new PortAllocator({ stateDir, rangeStart: range[0], rangeEnd: range[1], quarantineMs: 30_000 });
+  const driver = createProcessDriver(ctx, ports);
+  drivers.push(driver);
+  return { stateDir, ports, driver, events };
+}
+
+let taskCounter = 0;
+function serviceTask(spec: unknown, overrides: Partial<TaskStart> = {}): TaskStart {
+  taskCounter++;
+  return { taskId: `web-${taskCounter}-g1`, workload: 'web', kind: 'service', index: taskCounter, generation: 1, placementFence: 1, spec, ...overrides };
+}
+
+const fixtureSpec = (extra: Record<string, unknown> = {}) => ({ command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, ...extra });
+
+async function waitFor<T>(what: string, check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const waitForState = (handle: TaskHandle, state: string) =>
+  waitFor(`task ${handle.taskId} to be ${state} (is ${handle.status().state}: ${handle.status().detail})`, () => handle.status().state === state);
+
+/** Alive and not a zombie: an orphaned grandchild is reaped by init whenever init gets to it. */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) S ..." with S the state letter; Z is a zombie.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return true; // no /proc (not Linux): signal 0 succeeding is the best we know
+  }
+}
+
+function getJson(port: number, pathname = '/'): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: pathname, agent: false }, (response) => {
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (body += chunk));
+        response.on('end', () => {
+          try {
+            resolve(JSON.parse(body));
+          } catch (error) {
+            reject(error);
+          }
+        });
+      })
+      .on('error', reject);
+  });
+}
+
+function pidOf(handle: TaskHandle): number {
+  const pid = handle.status().counts.pid;
+  if (pid === undefined) throw new Error(`task ${handle.taskId} reports no pid`);
+  return pid;
+}
+
+describe('nextTaskState', () => {
+  test('an exit is a failure unless a drain asked for it', () => {
+    expect(nextTaskState('starting', 'probe-passed')).toBe('ready');
+    expect(nextTaskState('draining', 'probe-passed')).toBe('draining');
+    expect(nextTaskState('ready', 'exited')).toBe('failed');
+    expect(nextTaskState('starting', 'exited')).toBe('failed');
+    expect(nextTaskState('ready', 'drain-requested')).toBe('draining');
+    expect(nextTaskState('draining', 'exited')).toBe('stopped');
+    expect(nextTaskState('failed', 'drain-requested')).toBe('failed');
+  });
+});
+
+describe('process driver', () => {
+  test('refuses an invalid service spec with invalid-spec', async () => {
+    const { driver } = harness([21500, 21519]);
+    await expect(driver.start(serviceTask({ command: [] }))).rejects.toMatchObject({ code: 'invalid-spec' });
+    await expect(driver.start(serviceTask({ command: ['node'], readiness: { http: 'no-slash' } }))).rejects.toBeInstanceOf(DriverError);
+  });
+
+  test('a service has no source or destination, so the probe passes both and says why', async () => {
+    const { driver } = harness([21500, 21519]);
+    const probe = await driver.probe!(fixtureSpec());
+    expect(probe.source.ok).toBe(true);
+    expect(probe.destination.ok).toBe(true);
+    expect(probe.source.detail).toMatch(/no source/);
+    expect(probe.destination.detail).toMatch(/no destination/);
+  });
+
+  test('starts the fixture, becomes ready by HTTP, serves on its pair, and drains cleanly on SIGTERM', async () => {
+    const { driver, ports, stateDir } = harness([21520, 21559]);
+    const task = serviceTask(fixtureSpec());
+    const handle = await driver.start(task);
+    const { ports: pair } = handle.status();
+    expect(pair).toBeDefined();
+
+    await waitForState(handle, 'ready');
+    const pid = pidOf(handle);
+    const publicAnswer = await getJson(pair!.public);
+    expect(publicAnswer).toMatchObject({
+      port: pair!.public,
+      internalPort: pair!.internal,
+      taskId: task.taskId,
+      incarnation: handle.incarnation,
+      pid,
+    });
+    expect(await getJson(pair!.internal)).toMatchObject({ listener: 'internal', pid });
+    expect(handle.status()).toMatchObject({ state: 'ready', generation: 1, counts: { restarts: 0, pid }, errors: 0 });
+
+    const receipt = await handle.drain({ graceMs: 5000 });
+    expect(receipt).toMatchObject({ taskId: task.taskId, incarnation: handle.incarnation, inFlight: 0, forced: false });
+    expect(handle.status().state).toBe('stopped');
+    expect(isRunning(pid)).toBe(false);
+    // Drained: the record is gone and the pair is in quarantine.
+    expect(await ports.recorded(portKeyFor(task))).toBeUndefined();
+    expect(fs.readFileSync(taskLogPath(stateDir, task.taskId), 'utf8')).toContain('SIGTERM, closing');
+  });
+
+  test('a process that ignores SIGTERM is killed when the grace period runs out', async () => {
+    const { driver } = harness([21560, 21579]);
+    const handle = await driver.start(serviceTask(fixtureSpec({ env: { IGNORE_SIGTERM: '1' }, graceMs: 60_000 })));
+    await waitForState(handle, 'ready');
+    const pid = pidOf(handle);
+
+    const draining = handle.drain({ graceMs: 300 });
+    expect(handle.status().state).toBe('draining');
+    const receipt = await draining;
+    expect(receipt.forced).toBe(true);
+    expect(handle.status().state).toBe('stopped');
+    expect(() => process.kill(pid, 0)).toThrow();
+  });
+
+  test('readiness by TCP connect, and without a probe once the process stays up', async () => {
+    const { driver } = harness([21580, 21599]);
+    const byTcp = await driver.start(serviceTask(fixtureSpec({ readiness: { tcp: true } })));
+    const noProbe = await driver.start(serviceTask({ command: [process.execPath, FIXTURE] }));
+    await waitForState(byTcp, 'ready');
+    await waitForState(noProbe, 'ready');
+    const [tcpReceipt, noProbeReceipt] = await Promise.all([byTcp.drain({}), noProbe.drain({})]);
+    expect(tcpReceipt.forced).toBe(false);
+    expect(noProbeReceipt.forced).toBe(false);
+  });
+
+  test('an HTTP probe that never answers 2xx keeps the task starting, and says why', async () => {
+    const { driver } = harness([21600, 21619]);
+    const handle = await driver.start(serviceTask(fixtureSpec({ readiness: { http: '/missing' } })));
+    // The fixture is up and a probe has been answered 404: still not ready.
+    await waitFor('a probe answered 404', () => handle.status().detail?.includes('answered 404'));
+    expect(handle.status().state).toBe('starting');
+    const pid = pidOf(handle);
+    await handle.drain({});
+    expect(isRunning(pid)).toBe(false);
+  });
+
+  test('an exit nobody asked for is failed with the exit code; the env is the spec env plus ports, minus agent settings', async () => {
+    const { driver, stateDir } = harness([21620, 21639]);
+    const previousToken = process.env.SCALEGATE_AGENT_TOKEN;
+    process.env.SCALEGATE_AGENT_TOKEN = 'agent-secret-token';
+    const script = [
+      "require('fs').writeFileSync('env.json', JSON.stringify(process.env));",
+      "console.log('to stdout'); console.error('to stderr');",
+      'process.exit(3);',
+    ].join(' ');
+    const task = serviceTask({ command: [process.execPath, '-e', script], env: { GREETING: 'hello' } });
+    try {
+      const handle = await driver.start(task);
+      await waitForState(handle, 'failed');
+      expect(handle.status().detail).toContain('code 3');
+      expect(handle.status().errors).toBe(1);
+
+      const env = JSON.parse(fs.readFileSync(path.join(taskFolder(stateDir, task.taskId), 'env.json'), 'utf8')) as Record<string, string>;
+      const { ports: pair } = handle.status();
+      expect(env).toMatchObject({
+        GREETING: 'hello',
+        PORT: String(pair!.public),
+        INTERNAL_PORT: String(pair!.internal),
+        SCALEGATE_TASK_ID: task.taskId,
+        SCALEGATE_INCARNATION: handle.incarnation,
+      });
+      expect(env.SCALEGATE_AGENT_TOKEN).toBeUndefined();
+      const log = fs.readFileSync(taskLogPath(stateDir, task.taskId), 'utf8');
+      expect(log).toContain('to stdout');
+      expect(log).toContain('to stderr');
+    } finally {
+      if (previousToken === undefined) delete process.env.SCALEGATE_AGENT_TOKEN;
+      else process.env.SCALEGATE_AGENT_TOKEN = previousToken;
+    }
+  });
+
+  test('a command that cannot be run is refused with spawn-failed', async () => {
+    const { driver } = harness([21640, 21659]);
+    await expect(driver.start(serviceTask({ command: ['/nonexistent/scalegate-no-such-binary'] }))).rejects.toMatchObject({ code: 'spawn-failed' });
+  });
+
+  test('drain reaches grandchildren through the process group', async () => {
+    const { driver, stateDir } = harness([21660, 21679]);
+    // sh starts a long sleep in the background and waits for it: the sleep is the grandchild.
+    const task = serviceTask({ command: ['sh', '-c', 'sleep 600 & echo $! > grandchild.pid; wait'] });
+    const handle = await driver.start(task);
+    const pidFile = path.join(taskFolder(stateDir, task.taskId), 'grandchild.pid');
+    const grandchild = await waitFor('the grandchild pid', () => {
+      const text = fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').trim() : '';
+      return text ? Number(text) : undefined;
+    });
+    expect(isRunning(grandchild)).toBe(true);
+
+    await handle.drain({ graceMs: 5000 });
+    await waitFor('the grandchild to be gone', () => !isRunning(grandchild));
+  });
+
+  test('a restart finding its recorded port taken moves to a new pair and logs both pairs', async () => {
+    const first = harness([21800, 21819]);
+    const before = await first.driver.start(serviceTask(fixtureSpec(), { workload: 'api', index: 1, taskId: 'api-1-g1' }));
+    await waitForState(before, 'ready');
+    const recorded = before.status().ports!;
+    await first.driver.close!();
+
+    const squatter = net.createServer();
+    await new Promise<void>((resolve) => squatter.listen(recorded.public, '127.0.0.1', resolve));
+    try {
+      const second = harness([21800, 21819], first.stateDir);
+      const after = await second.driver.start(serviceTask(fixtureSpec(), { workload: 'api', index: 1, taskId: 'api-1-g2', generation: 2 }));
+      const moved = after.status().ports!;
+      expect(moved.public).not.toBe(recorded.public);
+      expect(second.events).toContainEqual({
+        event: 'port-pair-moved',
+        fields: expect.objectContaining({ workload: 'api', index: 1, from: recorded, to: moved }),
+      });
+      await waitForState(after, 'ready');
+      await after.drain({});
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
+  });
+
+  test('a restart of the same workload/index (new agent, same state folder) gets the same ports', async () => {
+    const first = harness([21700, 21799]);
+    const firstTask = serviceTask(fixtureSpec(), { workload: 'api', index: 0, taskId: 'api-0-g1' });
+    const before = await first.driver.start(firstTask);
+    await waitForState(before, 'ready');
+    const beforePid = pidOf(before);
+    const pair = before.status().ports!;
+
+    // Agent shutdown: every child killed, records kept.
+    await first.driver.close!();
+    expect(isRunning(beforePid)).toBe(false);
+    expect(await first.ports.recorded('api/0')).toEqual(pair);
+
+    const second = harness([21700, 21799], first.stateDir);
+    const after = await second.driver.start(serviceTask(fixtureSpec(), { workload: 'api', index: 0, taskId: 'api-0-g2', generation: 2 }));
+    expect(after.status().ports).toEqual(pair);
+    expect(after.incarnation).not.toBe(before.incarnation);
+    await waitForState(after, 'ready');
+    expect(await getJson(pair.public)).toMatchObject({ taskId: 'api-0-g2', incarnation: after.incarnation });
+    expect(second.events.some((entry) => entry.event === 'port-pair-moved')).toBe(false);
+    await after.drain({});
+  });
+});
