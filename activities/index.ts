@@ -1,18 +1,81 @@
 // Activities: thin I/O adapters the workflows call. Built by a factory over injected dependencies
 // so tests hand in real or fake ports without module mocking.
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
+import { buildPlan, Plan } from '../domain/plan';
+import type { Assignment, ReplicaCount, WorkloadKind } from '../domain/schemas';
+import type { Placement, Unplaced, Workload } from '../domain/types';
+import { inTransaction } from '../store/db';
 import { createLedgerStore, LedgerEntry } from '../store/ledger';
-import { createRegistryStore } from '../store/registry';
+import { createPlanStore } from '../store/plans';
+import { createRegistryStore, StalePlacementError } from '../store/registry';
 import { createRuntimeStore } from '../store/runtimes';
+import { AgentTaskStatus, createAgentClient } from './agents';
 
 export interface ActivityDeps {
   db: Pool;
+  agentToken: string;
+  now?: () => number;
+}
+
+export interface TaskRef {
+  runtimeId: string;
+  taskId: string;
+}
+
+export interface ReconcilePassResult {
+  skipped: boolean;
+  inputsKey: string;
+  /** plans (stored, with ids) for workloads whose placement the pass decided to change */
+  planIds: { workload: string; planId: string }[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Heartbeats when running inside an activity; a no-op when called directly (unit use). */
+function heartbeat(details?: unknown): void {
+  try {
+    Context.current().heartbeat(details);
+  } catch {
+    // not in an activity context
+  }
+}
+
+function idempotencyKey(): string | null {
+  try {
+    const info = Context.current().info;
+    if (!info.workflowExecution) return null;
+    return `${info.workflowExecution.workflowId}/${info.workflowExecution.runId}/${info.activityId}`;
+  } catch {
+    return null;
+  }
 }
 
 export function createActivities(deps: ActivityDeps) {
+  const now = deps.now ?? Date.now;
   const runtimes = createRuntimeStore(deps.db);
   const registry = createRegistryStore(deps.db);
   const ledger = createLedgerStore(deps.db);
+  const plans = createPlanStore(deps.db);
+  const agents = createAgentClient(deps.agentToken);
+
+  async function endpointOf(runtimeId: string): Promise<string> {
+    const runtime = await runtimes.get(runtimeId);
+    if (!runtime) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${runtimeId} is not registered`, nonRetryable: true });
+    return runtime.endpoint;
+  }
+
+  async function requireWorkload(name: string): Promise<Workload> {
+    const workload = await registry.getWorkload(name);
+    if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `no workload ${name}`, nonRetryable: true });
+    return workload;
+  }
+
+  async function planFor(workload: Workload, replicas: ReplicaCount, newGeneration = false): Promise<Plan> {
+    const [all, placements, workloads] = await Promise.all([runtimes.list(), registry.listPlacements(), registry.listWorkloads()]);
+    return buildPlan({ workload, replicas, runtimes: all, placements, workloads, nowMs: now(), newGeneration });
+  }
+
   return {
     /** A store round trip: proves the worker reaches PostgreSQL. */
     async storePing(): Promise<{ runtimes: number; ready: number; workloads: number }> {
@@ -22,7 +85,201 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async appendLedger(entry: LedgerEntry): Promise<number | null> {
-      return ledger.append(entry);
+      return ledger.append({ ...entry, idempotencyKey: entry.idempotencyKey ?? idempotencyKey() });
+    },
+
+    async loadWorkload(name: string): Promise<Workload | null> {
+      return registry.getWorkload(name);
+    },
+
+    async loadPlacement(name: string): Promise<Placement | null> {
+      return registry.getPlacement(name);
+    },
+
+    async loadPlan(planId: string) {
+      const plan = await plans.get(planId);
+      if (!plan) throw ApplicationFailure.create({ type: 'not-found', message: `no plan ${planId}`, nonRetryable: true });
+      return plan;
+    },
+
+    /** Plans a change on the current basis and stores it (so apply can check the basis). */
+    async preparePlan(input: { workload: string; replicas: ReplicaCount; newGeneration?: boolean }) {
+      const workload = await requireWorkload(input.workload);
+      return plans.save(await planFor(workload, input.replicas, input.newGeneration));
+    },
+
+    /**
+     * The fenced write: refuses (non-retryable `stale-plan`) when the workload's registry revision
+     * or its placement fence moved since the plan was made; otherwise compare-and-set on the fence.
+     * Records or clears the workload's unplaced entry in the same breath.
+     */
+    async commitPlacement(input: {
+      workload: string;
+      basis: { registryRevision: number; placementFence: number };
+      assignments: Assignment[];
+      generation: number;
+      unplaced: Unplaced | null;
+      writer: string;
+    }): Promise<Placement> {
+      try {
+        const placement = await inTransaction(deps.db, async (client) => {
+          const { rows } = await client.query<{ revision: string }>('select revision from workloads where name = $1 for update', [input.workload]);
+          if (!rows[0] || Number(rows[0].revision) !== input.basis.registryRevision) {
+            throw new StalePlacementError(input.workload, input.basis.placementFence);
+          }
+          return registry.writePlacement(input.workload, input.basis.placementFence, input.assignments,
+            { generation: input.generation, writer: input.writer }, client);
+        });
+        if (input.unplaced) {
+          await registry.setUnplaced({ ...input.unplaced, detail: `${input.unplaced.missing} replica(s) have no eligible runtime` });
+          await registry.emitEvent('placement.pending', input.workload, { missing: input.unplaced.missing, reason: input.unplaced.reason });
+        } else {
+          await registry.clearUnplaced(input.workload);
+        }
+        return placement;
+      } catch (error) {
+        if (error instanceof StalePlacementError) {
+          throw ApplicationFailure.create({ type: 'stale-plan', message: error.message, nonRetryable: true });
+        }
+        throw error;
+      }
+    },
+
+    /** Retirement: an empty placement (fenced on whatever is current) and no unplaced entry. */
+    async clearPlacement(input: { workload: string; writer: string }): Promise<void> {
+      const current = await registry.getPlacement(input.workload);
+      await registry.writePlacement(input.workload, current?.fence ?? 0, [], { writer: input.writer });
+      await registry.clearUnplaced(input.workload);
+    },
+
+    /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
+    async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[] }) {
+      const statuses: AgentTaskStatus[] = [];
+      for (const assignment of input.assignments) {
+        heartbeat({ started: statuses.length });
+        const status = await agents.startTask(await endpointOf(assignment.runtimeId), assignment.taskId, {
+          workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
+          placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
+        });
+        statuses.push(status);
+      }
+      const portsByTask = Object.fromEntries(statuses.filter((s) => s.ports).map((s) => [s.taskId, s.ports]));
+      if (Object.keys(portsByTask).length) {
+        // Ports are an observation of what the agents bound, not a placement decision: recorded
+        // under the same fence, and only if the fence has not moved meanwhile.
+        await deps.db.query(
+          `update placements set assignments = (
+             select jsonb_agg(case when $3::jsonb ? (a->>'taskId') then a || jsonb_build_object('ports', $3::jsonb -> (a->>'taskId')) else a end
+                              order by ord)
+               from jsonb_array_elements(assignments) with ordinality as t(a, ord))
+           where workload = $1 and fence = $2`,
+          [input.workload, input.placementFence, JSON.stringify(portsByTask)],
+        );
+      }
+      return statuses;
+    },
+
+    /** Waits until every task reports ready; fails non-retryably on a failed task or at the deadline. */
+    async awaitTasksReady(input: { tasks: TaskRef[]; timeoutMs: number }): Promise<AgentTaskStatus[]> {
+      const deadline = now() + input.timeoutMs;
+      for (;;) {
+        const statuses = await Promise.all(
+          input.tasks.map(async (t) => (await agents.taskStatus(await endpointOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
+        );
+        const failed = statuses.find((s) => s?.state === 'failed');
+        if (failed) {
+          throw ApplicationFailure.create({ type: 'task-failed', message: `task ${failed.taskId} failed: ${failed.detail ?? 'no detail'}`, nonRetryable: true });
+        }
+        const ready = statuses.filter((s) => s?.state === 'ready').length;
+        heartbeat({ ready, of: input.tasks.length });
+        if (ready === input.tasks.length) return statuses as AgentTaskStatus[];
+        if (now() > deadline) {
+          const waiting = input.tasks.filter((_, i) => statuses[i]?.state !== 'ready').map((t) => `${t.taskId}@${t.runtimeId}`);
+          throw ApplicationFailure.create({
+            type: 'converge-deadline',
+            message: `not ready within ${input.timeoutMs} ms: ${waiting.join(', ')}`,
+            nonRetryable: true,
+          });
+        }
+        await sleep(250);
+      }
+    },
+
+    /** Drains and stops tasks; answers the drain receipts. An unreachable LOST runtime is skipped. */
+    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; deadlineMs?: number }) {
+      const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
+      for (const t of input.tasks) {
+        heartbeat({ stopped: receipts.length });
+        const runtime = await runtimes.get(t.runtimeId);
+        if (!runtime) continue;
+        try {
+          const answer = await agents.stopTask(runtime.endpoint, t.taskId, { graceMs: input.graceMs, deadlineMs: input.deadlineMs });
+          receipts.push({ ...t, ...answer });
+        } catch (error) {
+          if (runtime.status !== 'LOST') throw error;
+          receipts.push({ ...t, state: 'unreachable' }); // its fence is revoked: it stops them on return
+        }
+      }
+      return receipts;
+    },
+
+    /** Stop-the-world: every task of the workload on every reachable runtime, placed or not. */
+    async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
+      const stopped: TaskRef[] = [];
+      for (const runtime of await runtimes.list()) {
+        heartbeat({ runtime: runtime.id });
+        let tasks: AgentTaskStatus[];
+        try {
+          tasks = await agents.listTasks(runtime.endpoint);
+        } catch (error) {
+          if (runtime.status === 'LOST') continue;
+          throw error;
+        }
+        for (const task of tasks.filter((t) => t.workload === input.workload)) {
+          await agents.stopTask(runtime.endpoint, task.taskId, { graceMs: input.graceMs });
+          stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+        }
+      }
+      return stopped;
+    },
+
+    /**
+     * One reconcile pass. Skips itself (one cheap read) when nothing it decides from moved: the
+     * registry revision, the placement sequence and the set of fresh runtimes. Otherwise it plans
+     * pending workloads, `all` workloads whose eligible set grew, and unplaced shortfalls.
+     */
+    async reconcilePass(): Promise<ReconcilePassResult> {
+      const { rows } = await deps.db.query<{ key: string }>(
+        `select md5(concat_ws('|',
+                  (select last_value from registry_revision),
+                  (select last_value from placement_change),
+                  (select coalesce(string_agg(id || ':' || labels::text || ':' || slots, ',' order by id), '')
+                     from runtimes where status = 'READY' and lease_expires_at > now()))) as key`,
+      );
+      const inputsKey = rows[0].key;
+      const marker = await registry.reconcileMarker();
+      if (marker.inputsKey === inputsKey) {
+        await registry.recordReconcile(inputsKey, true);
+        return { skipped: true, inputsKey, planIds: [] };
+      }
+      const [workloads, placements, all] = await Promise.all([registry.listWorkloads(), registry.listPlacements(), runtimes.list()]);
+      const unplaced = new Set((await registry.listUnplaced()).map((u) => u.workload));
+      const planIds: ReconcilePassResult['planIds'] = [];
+      for (const workload of workloads) {
+        if (workload.retired) continue;
+        const placement = placements.find((p) => p.workload === workload.name);
+        if (placement && workload.replicas !== 'all' && !unplaced.has(workload.name)) continue; // sticky
+        const plan = buildPlan({ workload, replicas: workload.replicas, runtimes: all, placements, workloads, nowMs: now() });
+        if (plan.starts.length === 0 && plan.stops.length === 0 && plan.moves.length === 0 && placement) continue;
+        if (placement && plan.stops.length + plan.moves.length > 0 && workload.replicas === 'all') {
+          // `all` only grows here; shrinking (a runtime LOST) is recovery's decision, not reconcile's.
+          continue;
+        }
+        const stored = await plans.save(plan);
+        planIds.push({ workload: workload.name, planId: stored.id });
+      }
+      await registry.recordReconcile(inputsKey, false);
+      return { skipped: false, inputsKey, planIds };
     },
   };
 }

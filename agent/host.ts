@@ -1,5 +1,7 @@
 // The agent's task host: which tasks run here, through which driver. Starts and stops are
 // idempotent so the control plane can retry them freely.
+import fs from 'node:fs';
+import path from 'node:path';
 import type { WorkloadKind } from '../domain/schemas';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 
@@ -15,7 +17,35 @@ export class TaskHost {
   /** Starts and drains in progress, so a retried call joins the first instead of racing it. */
   private readonly pending: Record<string, Promise<unknown>> = {};
 
-  constructor(private readonly drivers: Partial<Record<WorkloadKind, TaskDriver>>) {}
+  /**
+   * @param recordFile where the starts of running tasks are kept, so a restarted agent restarts
+   *   them (its first heartbeat then revokes any that are no longer placed here)
+   */
+  constructor(
+    private readonly drivers: Partial<Record<WorkloadKind, TaskDriver>>,
+    private readonly recordFile?: string,
+  ) {}
+
+  private persist(): void {
+    if (!this.recordFile) return;
+    const starts = Object.values(this.tasks).map((t) => t.start);
+    fs.mkdirSync(path.dirname(this.recordFile), { recursive: true });
+    const staging = `${this.recordFile}.tmp`;
+    fs.writeFileSync(staging, JSON.stringify(starts));
+    fs.renameSync(staging, this.recordFile);
+  }
+
+  /** Restarts the tasks recorded by an earlier incarnation of this agent. */
+  async restore(log: (event: string, fields?: Record<string, unknown>) => void): Promise<void> {
+    if (!this.recordFile || !fs.existsSync(this.recordFile)) return;
+    const starts = JSON.parse(fs.readFileSync(this.recordFile, 'utf8')) as TaskStart[];
+    for (const start of starts) {
+      await this.ensure(start).then(
+        () => log('task restored', { taskId: start.taskId }),
+        (error: Error) => log('task restore failed', { taskId: start.taskId, error: error.message }),
+      );
+    }
+  }
 
   private driverFor(kind: WorkloadKind): TaskDriver {
     const driver = this.drivers[kind];
@@ -46,6 +76,7 @@ export class TaskHost {
             await existing.handle.update(start);
           }
           existing.start = start;
+          this.persist();
           return { created: false, status: existing.handle.status() };
         }
         await existing.handle.drain({}).catch(() => {});
@@ -53,6 +84,7 @@ export class TaskHost {
       }
       const handle = await this.driverFor(start.kind).start(start);
       this.tasks[start.taskId] = { start, handle };
+      this.persist();
       return { created: true, status: handle.status() };
     });
   }
@@ -64,6 +96,7 @@ export class TaskHost {
       if (!hosted) return null;
       const receipt = await hosted.handle.drain(options);
       delete this.tasks[taskId];
+      this.persist();
       return receipt;
     });
   }

@@ -1,5 +1,6 @@
 // Runtime agent entry point: one process per node. Serves the task API, registers, heartbeats.
 import fs from 'node:fs';
+import path from 'node:path';
 import { parseAgentConfig } from './config';
 import { buildDrivers } from './drivers';
 import { TaskHost } from './host';
@@ -12,7 +13,7 @@ async function main() {
   const log = (event: string, fields: Record<string, unknown> = {}) =>
     console.log(JSON.stringify({ at: new Date().toISOString(), runtime: config.id, event, ...fields }));
 
-  const host = new TaskHost(buildDrivers(config, log));
+  const host = new TaskHost(buildDrivers(config, log), path.join(config.stateDir, 'tasks.json'));
   const endpoint = config.endpoint ?? `http://${config.host}:${config.port}`;
   const lease = new LeaseKeeper(config, endpoint, {
     reports: () => host.list(),
@@ -26,6 +27,7 @@ async function main() {
   await server.listen({ host: config.host, port: config.port });
   log('listening', { endpoint, labels: config.labels, stateDir: config.stateDir });
   await lease.start();
+  await host.restore(log);
 
   const shutdown = async (signal: string) => {
     log('stopping', { signal });

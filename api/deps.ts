@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { LedgerStore } from '../store/ledger';
+import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
 import type { ApiConfig } from './config';
@@ -13,6 +14,7 @@ export interface ApiDeps {
   runtimes: RuntimeStore;
   registry: RegistryStore;
   ledger: LedgerStore;
+  plans: PlanStore;
   temporal: TemporalGateway;
   metrics: Metrics;
 }

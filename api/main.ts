@@ -2,6 +2,7 @@
 import { createPool } from '../store/db';
 import { createLedgerStore } from '../store/ledger';
 import { migrate } from '../store/migrate';
+import { createPlanStore } from '../store/plans';
 import { createRegistryStore } from '../store/registry';
 import { createRuntimeStore } from '../store/runtimes';
 import { parseApiConfig } from './config';
@@ -20,6 +21,7 @@ async function main() {
     runtimes: createRuntimeStore(db),
     registry: createRegistryStore(db),
     ledger: createLedgerStore(db),
+    plans: createPlanStore(db),
     temporal: createTemporalGateway(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE),
     metrics: createMetrics(),
   };

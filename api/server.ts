@@ -6,11 +6,12 @@ import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from './route
 import { healthRoutes } from './routes/health';
 import { runtimeRoutes } from './routes/runtimes';
 import { stateRoutes } from './routes/state';
+import { workloadRoutes } from './routes/workloads';
 
 const VERSION = '0.1.0';
 
 export function allRoutes(deps: ApiDeps): RouteSpec[] {
-  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps)];
+  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps)];
   routes.push(
     defineRoute({
       method: 'GET', path: '/openapi.json', access: 'none', summary: 'this document',

@@ -114,7 +114,7 @@ export function createRegistryStore(db: Pool) {
             )
           : await q.query<PlacementRow>(
               `update placements set fence = fence + 1, assignments = $3, generation = coalesce($4, generation),
-                      updated_at = now(), updated_by = $5
+                      updated_at = now(), updated_by = $5, change_seq = nextval('placement_change')
                 where workload = $1 and fence = $2 returning *`,
               params,
             );

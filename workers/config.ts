@@ -9,6 +9,8 @@ export const WorkerConfigSchema = z.object({
   SCALEGATE_AGENT_TOKEN: z.string().min(8),
   /** a prebuilt workflow bundle (tests build one per run); unset: bundle workflows/ at start */
   SCALEGATE_WORKFLOW_BUNDLE: z.string().optional(),
+  /** how often the reconcile loop runs a pass (it skips itself when nothing moved) */
+  SCALEGATE_RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).default(15_000),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 

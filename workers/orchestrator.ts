@@ -17,6 +17,6 @@ export async function createOrchestratorWorker(options: {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
-    activities: createActivities({ db: options.db }),
+    activities: createActivities({ db: options.db, agentToken: options.agentToken }),
   });
 }

@@ -1,2 +1,3 @@
 // Every workflow type the orchestrator worker registers.
 export { ping } from './ping';
+export { applyPlan, reconcile, retireWorkload, stopTheWorldReplan } from './placement';

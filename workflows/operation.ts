@@ -1,6 +1,6 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
-import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { describeIssues } from '../domain/schemas';
 
@@ -25,9 +25,14 @@ export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType
   return parsed.data;
 }
 
-/** Tracks the operation's phase for the `phase` query and the ScalegatePhase search attribute. */
-export function trackOperation(operation: string, workload: string | null) {
+/**
+ * Tracks the operation's phase for the `phase` query, the ScalegatePhase search attribute and the
+ * Web UI's current details line (`summary` says what the operation is, e.g. "scale web 2 → 4").
+ */
+export function trackOperation(operation: string, workload: string | null, summary?: string) {
   let phase = 'starting';
+  const details = () => setCurrentDetails(`${summary ?? operation}: **${phase}**`);
+  details();
   setHandler(phaseQuery, () => phase);
   upsertSearchAttributes({
     ScalegateOperation: [operation],
@@ -41,6 +46,7 @@ export function trackOperation(operation: string, workload: string | null) {
     enter(next: string) {
       phase = next;
       upsertSearchAttributes({ ScalegatePhase: [next] });
+      details();
     },
   };
 }

@@ -3,6 +3,7 @@ import type { WorkloadKind } from '../../domain/schemas';
 import type { AgentConfig } from '../config';
 import { PortAllocator } from '../ports';
 import type { DriverContext, TaskDriver } from './driver';
+import { createConsumerDriver } from './consumer';
 import { createProcessDriver } from './process';
 
 export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Partial<Record<WorkloadKind, TaskDriver>> {
@@ -13,5 +14,5 @@ export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Pa
     rangeEnd: config.portRangeEnd,
     quarantineMs: config.portQuarantineMs,
   });
-  return { service: createProcessDriver(context, ports) };
+  return { service: createProcessDriver(context, ports), consumer: createConsumerDriver(context) };
 }

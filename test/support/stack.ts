@@ -88,6 +88,7 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
     SCALEGATE_LEASE_TTL_MS: String(options.leaseTtlMs ?? 3000),
     SCALEGATE_WORKFLOW_BUNDLE: env.workflowBundlePath,
     SCALEGATE_LOG_LEVEL: 'warn',
+    SCALEGATE_RECONCILE_INTERVAL_MS: '500',
     ...options.env,
   };
   const processes: ServiceProcess[] = [];
@@ -144,9 +145,13 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
       const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args);
       const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
       agents[spec.id] = agent;
+      // READY under the fence this very process registered with (an earlier incarnation's row may still say READY).
       await waitFor(`agent ${spec.id} READY`, async () => {
-        const { rows } = await db.query(`select status from runtimes where id = $1`, [spec.id]);
-        return rows[0]?.status === 'READY' && agentProcess.child.exitCode === null;
+        if (agentProcess.child.exitCode !== null) throw new Error(`agent ${spec.id} exited\n${logs.slice(-20).join('\n')}`);
+        const health = await call(`${agent.url}/v1/health`, 'GET', tokens.agent).catch(() => null);
+        if (!health || health.status !== 200 || !health.body.fence) return false;
+        const { rows } = await db.query(`select status, fence from runtimes where id = $1`, [spec.id]);
+        return rows[0]?.status === 'READY' && Number(rows[0].fence) === health.body.fence;
       });
       return agent;
     },
@@ -156,6 +161,7 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
       return worker;
     },
     async stop() {
+      await temporal.workflow.getHandle(`reconcile:${taskQueue}`).terminate('test stack stopped').catch(() => {});
       await Promise.all(processes.map((p) => p.stop(5000)));
       await connection.close();
       await db.end();

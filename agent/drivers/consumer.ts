@@ -1,0 +1,691 @@
+// The consumer driver (DESIGN.md §5): a partitioned consumer over PostgreSQL tables. A replica owns
+// the partitions in its start, fenced by the placement fence; each batch locks the partition's
+// offsets row, reads past the committed offset, writes sink rows and advances the offset in ONE
+// transaction, so a record is in the sink exactly once whoever processes it, and only the current
+// owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
+import { randomUUID } from 'node:crypto';
+import { Client, Pool, type PoolClient } from 'pg';
+import { ConsumerSpecSchema, describeIssues, type ConsumerSpec } from '../../domain/schemas';
+import {
+  OFFSETS_TABLE,
+  OWNERSHIP_LOG_TABLE,
+  ensureConsumerTables,
+  quoteIdentifier,
+  sourceHasAppendedAt,
+  withTransaction,
+} from './consumer-schema';
+import type {
+  DrainReceipt,
+  DriverContext,
+  ProbeResult,
+  TaskDriver,
+  TaskHandle,
+  TaskStart,
+  TaskStatus,
+} from './driver';
+import { DriverError } from './driver';
+
+export interface ConsumerDriverOptions {
+  /** idle wait between polls when there is nothing to do (default 50 ms) */
+  pollMs?: number;
+  /** records per batch transaction (default 100) */
+  batchSize?: number;
+}
+
+/** A consumer task's status: the common report plus the consumer's own gauges. */
+export interface ConsumerTaskStatus extends TaskStatus {
+  /** records committed per second over the last ~5 s */
+  rate: number;
+  /** records fetched but not yet committed */
+  inFlight: number;
+  /** max(offset) - committed, per owned partition */
+  partitionBacklog: Record<string, number>;
+  /** last committed offset per owned partition (-1 = none) */
+  committedOffsets: Record<string, number>;
+  /** assigned partitions not yet acquired (held by another task, or being fenced) */
+  pendingPartitions: number[];
+}
+
+const POOL_SIZE = 4; // one connection per task at a time suffices; several tasks may share a driver
+const MAX_WORK_SLEEP_MS = 2_000; // simulated work per batch is capped so a huge workMs cannot wedge a drain
+const LATENCY_RESERVOIR_SIZE = 1_000;
+const RATE_WINDOW_MS = 5_000;
+const ACQUIRE_RETRY_MS = 100;
+const FAILED_AFTER_CONSECUTIVE_ERRORS = 5;
+const MAX_ERROR_BACKOFF_MS = 2_000;
+const DEFAULT_DRAIN_DEADLINE_MS = 30_000;
+const UPDATE_RELEASE_TIMEOUT_MS = 30_000;
+/** deadlineMs above this is an absolute epoch time rather than a duration (no duration is 30 years long) */
+const EPOCH_MS_THRESHOLD = 1e12;
+
+interface OwnedPartition {
+  fence: number;
+  committed: number;
+  /** highest offset in the source at the last backlog refresh; null until the first one */
+  maxOffset: number | null;
+}
+
+type AcquireOutcome =
+  | { granted: true; committed: number }
+  | { granted: false; holder: string; holderFence: number };
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+const percentile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+
+/** Parses a consumer start's spec and partitions, or throws DriverError('invalid-spec'). */
+function parseStart(start: TaskStart): { spec: ConsumerSpec; partitions: number[] } {
+  const parsed = ConsumerSpecSchema.safeParse(start.spec);
+  if (!parsed.success) throw new DriverError('invalid-spec', `consumer spec: ${describeIssues(parsed.error)}`);
+  const spec = parsed.data;
+  const partitions = [...new Set(start.partitions ?? [])].sort((a, b) => a - b);
+  const outOfRange = partitions.filter((p) => !Number.isInteger(p) || p < 0 || p >= spec.partitions);
+  if (outOfRange.length > 0) {
+    throw new DriverError('invalid-spec', `partitions ${outOfRange.join(', ')} are outside 0..${spec.partitions - 1}`);
+  }
+  return { spec, partitions };
+}
+
+class ConsumerTask implements TaskHandle {
+  readonly taskId: string;
+  readonly incarnation = randomUUID();
+  private readonly workload: string;
+  private readonly source: string;
+  private readonly sink: string;
+  private spec: ConsumerSpec;
+  private workMs: number;
+  private generation: number;
+  private fence: number;
+
+  private desired: Set<number>;
+  private readonly owned = new Map<number, OwnedPartition>();
+  /** partition → who holds it, for partitions we are waiting to acquire */
+  private readonly waitingOn = new Map<number, string>();
+  private readonly nextAcquireAttemptAt = new Map<number, number>();
+
+  private phase: 'running' | 'draining' | 'stopped' = 'running';
+  private loopDone: Promise<void> = Promise.resolve();
+  private drainCompletion: Promise<DrainReceipt> | null = null;
+  private drainStartedAt = 0;
+  private wakeIdle: (() => void) | null = null;
+  private progressWaiters: Array<() => void> = [];
+  /** aborts the simulated work of the in-flight batch (drain deadline), which rolls the batch back */
+  private workAbort: AbortController | null = null;
+
+  private readonly startedAt = Date.now();
+  private inFlight = 0;
+  private errors = 0;
+  private consecutiveErrors = 0;
+  private lastError: string | null = null;
+  private readonly counts = { processed: 0, batches: 0, acquired: 0, released: 0, ownershipLost: 0, acquireDenied: 0 };
+  private readonly latencies: number[] = [];
+  private latencyCursor = 0;
+  private readonly commitsForRate: Array<{ at: number; records: number }> = [];
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly ctx: DriverContext,
+    private readonly options: Required<ConsumerDriverOptions>,
+    start: TaskStart,
+    spec: ConsumerSpec,
+    partitions: number[],
+    private readonly sourceHasAppendedAt: boolean,
+    private readonly onStopped: (task: ConsumerTask) => void,
+  ) {
+    this.taskId = start.taskId;
+    this.workload = start.workload;
+    this.source = quoteIdentifier(spec.source);
+    this.sink = quoteIdentifier(spec.sink);
+    this.workMs = spec.workMs;
+    this.generation = start.generation;
+    this.fence = start.placementFence;
+    this.desired = new Set(partitions);
+    this.spec = spec;
+  }
+
+  begin(): void {
+    this.loopDone = this.run();
+  }
+
+  // ---- status ------------------------------------------------------------------------------
+
+  status(): ConsumerTaskStatus {
+    const partitionBacklog: Record<string, number> = {};
+    const committedOffsets: Record<string, number> = {};
+    let backlog = 0;
+    for (const [p, owned] of [...this.owned].sort(([a], [b]) => a - b)) {
+      const behind = owned.maxOffset === null ? 0 : Math.max(0, owned.maxOffset - owned.committed);
+      partitionBacklog[p] = behind;
+      committedOffsets[p] = owned.committed;
+      backlog += behind;
+    }
+    const pendingPartitions = this.pendingPartitions();
+    const rate = this.rate();
+    const sorted = [...this.latencies].sort((a, b) => a - b);
+    return {
+      taskId: this.taskId,
+      workload: this.workload,
+      incarnation: this.incarnation,
+      state: this.state(pendingPartitions),
+      counts: { ...this.counts, inFlight: this.inFlight, ratePerSec: rate },
+      ...(sorted.length > 0 ? { latencyMs: { p50: percentile(sorted, 0.5), p95: percentile(sorted, 0.95) } } : {}),
+      backlog,
+      errors: this.errors,
+      partitions: [...this.owned.keys()].sort((a, b) => a - b),
+      generation: this.generation,
+      detail: this.describe(partitionBacklog, pendingPartitions),
+      rate,
+      inFlight: this.inFlight,
+      partitionBacklog,
+      committedOffsets,
+      pendingPartitions,
+    };
+  }
+
+  private state(pending: number[]): TaskStatus['state'] {
+    if (this.phase === 'stopped') return 'stopped';
+    if (this.phase === 'draining') return 'draining';
+    if (this.consecutiveErrors >= FAILED_AFTER_CONSECUTIVE_ERRORS) return 'failed';
+    return pending.length === 0 ? 'ready' : 'starting';
+  }
+
+  private pendingPartitions(): number[] {
+    if (this.phase !== 'running') return [];
+    return [...this.desired].filter((p) => this.owned.get(p)?.fence !== this.fence).sort((a, b) => a - b);
+  }
+
+  private describe(partitionBacklog: Record<string, number>, pending: number[]): string {
+    const parts = [
+      `owns [${Object.keys(partitionBacklog).join(',')}] at fence ${this.fence}`,
+      `backlog ${Object.entries(partitionBacklog).map(([p, n]) => `p${p}=${n}`).join(' ') || 'none'}`,
+    ];
+    if (pending.length > 0) {
+      parts.push(`waiting for ${pending.map((p) => `p${p}${this.waitingOn.has(p) ? ` (held by ${this.waitingOn.get(p)})` : ''}`).join(', ')}`);
+    }
+    if (this.consecutiveErrors > 0) parts.push(`${this.consecutiveErrors} consecutive errors, last: ${this.lastError}; retrying`);
+    return parts.join('; ');
+  }
+
+  private rate(): number {
+    const now = Date.now();
+    while (this.commitsForRate.length > 0 && this.commitsForRate[0].at < now - RATE_WINDOW_MS) this.commitsForRate.shift();
+    const records = this.commitsForRate.reduce((sum, c) => sum + c.records, 0);
+    // A young task divides by its age (at least 1 s) rather than the full window.
+    const windowMs = Math.min(RATE_WINDOW_MS, Math.max(1_000, now - this.startedAt));
+    return Math.round((records / windowMs) * 1000 * 10) / 10;
+  }
+
+  private recordLatency(ms: number): void {
+    if (this.latencies.length < LATENCY_RESERVOIR_SIZE) this.latencies.push(ms);
+    else this.latencies[this.latencyCursor] = ms;
+    this.latencyCursor = (this.latencyCursor + 1) % LATENCY_RESERVOIR_SIZE;
+  }
+
+  // ---- the processing loop -------------------------------------------------------------------
+
+  private async run(): Promise<void> {
+    while (this.phase === 'running') {
+      try {
+        await this.reconcileOwnership();
+        let processed = 0;
+        for (const p of await this.partitionsWithNewRecords()) {
+          if (this.phase !== 'running') break; // draining: stop fetching
+          if (!this.desired.has(p)) continue; // being released: never start another batch on it
+          processed += await this.processBatch(p);
+        }
+        this.consecutiveErrors = 0;
+        this.notifyProgress();
+        if (processed === 0) await this.idle(this.options.pollMs);
+      } catch (error) {
+        this.noteError('consumer.loop-error', error);
+        this.notifyProgress();
+        await this.idle(Math.min(MAX_ERROR_BACKOFF_MS, this.options.pollMs * 2 ** this.consecutiveErrors));
+      }
+    }
+    this.notifyProgress();
+  }
+
+  private noteError(event: string, error: unknown): void {
+    this.errors += 1;
+    this.consecutiveErrors += 1;
+    this.lastError = messageOf(error);
+    this.ctx.log(event, { taskId: this.taskId, incarnation: this.incarnation, error: this.lastError, consecutive: this.consecutiveErrors });
+  }
+
+  /** Sleeps up to `ms`, or until woken (an update, a drain). */
+  private idle(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        if (this.wakeIdle === done) this.wakeIdle = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeIdle = done;
+    });
+  }
+
+  private wake(): void {
+    this.wakeIdle?.();
+  }
+
+  private notifyProgress(): void {
+    const waiters = this.progressWaiters;
+    this.progressWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  private async waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (!condition()) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await Promise.race([new Promise<void>((resolve) => this.progressWaiters.push(resolve)), sleep(Math.min(left, 200))]);
+    }
+    return true;
+  }
+
+  /** Between batches (nothing in flight): release what is no longer assigned, acquire (or re-fence) what is. */
+  private async reconcileOwnership(): Promise<void> {
+    for (const p of [...this.owned.keys()]) {
+      if (!this.desired.has(p)) {
+        await this.release(p);
+        this.owned.delete(p);
+      }
+    }
+    const now = Date.now();
+    for (const p of [...this.desired].sort((a, b) => a - b)) {
+      const owned = this.owned.get(p);
+      if (owned && owned.fence === this.fence) continue;
+      if ((this.nextAcquireAttemptAt.get(p) ?? 0) > now) continue;
+      const fence = this.fence;
+      const outcome = await this.acquire(p, fence);
+      if (outcome.granted) {
+        this.owned.set(p, { fence, committed: outcome.committed, maxOffset: owned?.maxOffset ?? null });
+        this.waitingOn.delete(p);
+        this.nextAcquireAttemptAt.delete(p);
+      } else {
+        // Held by another task at a fence ≥ ours: it is being drained/released, or we are stale. Poll.
+        if (owned) this.loseOwnership(p, `held by ${outcome.holder} at fence ${outcome.holderFence}`);
+        this.counts.acquireDenied += 1;
+        this.waitingOn.set(p, `${outcome.holder} at fence ${outcome.holderFence}`);
+        this.nextAcquireAttemptAt.set(p, now + Math.max(ACQUIRE_RETRY_MS, this.options.pollMs));
+      }
+    }
+  }
+
+  private async acquire(partition: number, fence: number): Promise<AcquireOutcome> {
+    return withTransaction(this.pool, async (client) => {
+      await client.query(
+        `insert into ${OFFSETS_TABLE} (workload, partition, committed_offset) values ($1, $2, -1)
+         on conflict (workload, partition) do nothing`,
+        [this.workload, partition],
+      );
+      const current = await client.query<{ owner_task: string | null; owner_fence: string | null }>(
+        `select owner_task, owner_fence from ${OFFSETS_TABLE} where workload = $1 and partition = $2 for update`,
+        [this.workload, partition],
+      );
+      const previous = current.rows[0];
+      const granted = await client.query<{ committed_offset: string }>(
+        `update ${OFFSETS_TABLE} set owner_task = $3, owner_fence = $4
+          where workload = $1 and partition = $2 and (owner_task is null or owner_task = $3 or owner_fence < $4)
+          returning committed_offset`,
+        [this.workload, partition, this.taskId, fence],
+      );
+      if (granted.rowCount === 0) {
+        return { granted: false, holder: previous.owner_task ?? '?', holderFence: Number(previous.owner_fence) };
+      }
+      if (previous.owner_task !== null && previous.owner_task !== this.taskId) {
+        // A higher fence takes over from a stale holder. From this commit on the stale holder can
+        // commit nothing (its batches check owner_task/owner_fence under the row lock), so its
+        // ownership ends here: log that release for it, keeping the log a true record of who held what.
+        await this.logOwnership(client, partition, previous.owner_task, null, Number(previous.owner_fence), 'release');
+      }
+      await this.logOwnership(client, partition, this.taskId, this.incarnation, fence, 'acquire');
+      this.counts.acquired += 1;
+      this.ctx.log('consumer.acquired', { taskId: this.taskId, workload: this.workload, partition, fence, from: previous.owner_task });
+      return { granted: true, committed: Number(granted.rows[0].committed_offset) };
+    });
+  }
+
+  /** Clears our ownership of a partition; returns its committed offset, or null if we no longer held it. */
+  private async release(partition: number): Promise<number | null> {
+    const fence = this.owned.get(partition)?.fence ?? this.fence;
+    const committed = await withTransaction(this.pool, async (client) => {
+      const released = await client.query<{ committed_offset: string }>(
+        `update ${OFFSETS_TABLE} set owner_task = null, owner_fence = null
+          where workload = $1 and partition = $2 and owner_task = $3
+          returning committed_offset`,
+        [this.workload, partition, this.taskId],
+      );
+      if (released.rowCount === 0) return null;
+      await this.logOwnership(client, partition, this.taskId, this.incarnation, fence, 'release');
+      return Number(released.rows[0].committed_offset);
+    });
+    if (committed !== null) this.counts.released += 1;
+    this.ctx.log('consumer.released', { taskId: this.taskId, workload: this.workload, partition, committed });
+    return committed;
+  }
+
+  private async logOwnership(
+    client: PoolClient,
+    partition: number,
+    taskId: string,
+    incarnation: string | null,
+    fence: number,
+    event: 'acquire' | 'release',
+  ): Promise<void> {
+    await client.query(
+      `insert into ${OWNERSHIP_LOG_TABLE} (workload, partition, task_id, incarnation, fence, event) values ($1, $2, $3, $4, $5, $6)`,
+      [this.workload, partition, taskId, incarnation, fence, event],
+    );
+  }
+
+  private loseOwnership(partition: number, why: string): void {
+    this.owned.delete(partition);
+    this.counts.ownershipLost += 1;
+    this.ctx.log('consumer.ownership-lost', { taskId: this.taskId, workload: this.workload, partition, why });
+  }
+
+  /** One exactly-once batch on one partition; returns how many records it committed. */
+  private async processBatch(partition: number): Promise<number> {
+    const owned = this.owned.get(partition);
+    if (!owned) return 0;
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('begin');
+      // The row lock serialises us with any takeover: we read the committed offset only while we
+      // demonstrably still own the partition, and nobody can take it until we commit or roll back.
+      const ownership = await client.query<{ committed_offset: string }>(
+        `select committed_offset from ${OFFSETS_TABLE}
+          where workload = $1 and partition = $2 and owner_task = $3 and owner_fence = $4
+          for update`,
+        [this.workload, partition, this.taskId, owned.fence],
+      );
+      if (ownership.rowCount === 0) {
+        await client.query('rollback');
+        this.loseOwnership(partition, 'offsets row no longer names this task and fence');
+        return 0;
+      }
+      const committed = Number(ownership.rows[0].committed_offset);
+      owned.committed = committed;
+      const appendedMs = this.sourceHasAppendedAt ? `extract(epoch from appended_at)::float8 * 1000` : `null::float8`;
+      const fetched = await client.query<{ offset: string; key: string; payload: string; appended_ms: number | null }>(
+        `select "offset", key, payload::text as payload, ${appendedMs} as appended_ms
+           from ${this.source}
+          where partition = $1 and "offset" > $2
+          order by "offset"
+          limit $3`,
+        [partition, committed, this.options.batchSize],
+      );
+      const records = fetched.rows;
+      if (records.length === 0) {
+        await client.query('rollback');
+        return 0;
+      }
+      this.inFlight = records.length;
+      await this.simulateWork(records.length);
+      // No "on conflict": a duplicate sink row must fail the batch loudly, never be hidden.
+      const inserted = await client.query<{ processed_ms: number; inserted: number }>(
+        `with inserted as (
+           insert into ${this.sink} (partition, "offset", key, payload, task_id, incarnation, processed_at)
+           select $1::int, u.record_offset, u.record_key, u.record_payload::jsonb, $5::text, $6::text, statement_timestamp()
+             from unnest($2::bigint[], $3::text[], $4::text[]) as u(record_offset, record_key, record_payload)
+           returning processed_at)
+         select extract(epoch from max(processed_at))::float8 * 1000 as processed_ms, count(*)::int as inserted from inserted`,
+        [partition, records.map((r) => r.offset), records.map((r) => r.key), records.map((r) => r.payload), this.taskId, this.incarnation],
+      );
+      const lastOffset = Number(records[records.length - 1].offset);
+      await client.query(`update ${OFFSETS_TABLE} set committed_offset = $3 where workload = $1 and partition = $2`, [
+        this.workload,
+        partition,
+        lastOffset,
+      ]);
+      await client.query('commit');
+
+      owned.committed = lastOffset;
+      this.counts.processed += records.length;
+      this.counts.batches += 1;
+      this.commitsForRate.push({ at: Date.now(), records: records.length });
+      const processedMs = inserted.rows[0].processed_ms;
+      for (const record of records) if (record.appended_ms !== null) this.recordLatency(Math.max(0, processedMs - record.appended_ms));
+      return records.length;
+    } catch (error) {
+      await client.query('rollback').catch((rollbackError: Error) => {
+        broken = rollbackError;
+      });
+      throw error;
+    } finally {
+      this.inFlight = 0;
+      client.release(broken);
+    }
+  }
+
+  private async simulateWork(records: number): Promise<void> {
+    const ms = Math.min(this.workMs * records, MAX_WORK_SLEEP_MS);
+    if (ms <= 0) return;
+    const abort = new AbortController();
+    this.workAbort = abort;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, ms);
+        abort.signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(new Error('drain deadline passed: in-flight batch abandoned and rolled back'));
+        });
+      });
+    } finally {
+      this.workAbort = null;
+    }
+  }
+
+  /**
+   * Reads each owned partition's highest source offset (one index probe each, one round trip in
+   * all): it refreshes the backlog and tells which partitions are worth a batch transaction, so an
+   * idle consumer polls with one cheap query rather than a locking transaction per partition.
+   */
+  private async partitionsWithNewRecords(): Promise<number[]> {
+    if (this.owned.size === 0) return [];
+    const { rows } = await this.pool.query<{ partition: number; max_offset: string | null }>(
+      `select p.partition, (select max("offset") from ${this.source} s where s.partition = p.partition) as max_offset
+         from unnest($1::int[]) as p(partition)
+        order by p.partition`,
+      [[...this.owned.keys()]],
+    );
+    const withWork: number[] = [];
+    for (const row of rows) {
+      const owned = this.owned.get(row.partition);
+      if (!owned) continue;
+      owned.maxOffset = row.max_offset === null ? -1 : Number(row.max_offset);
+      if (owned.maxOffset > owned.committed) withWork.push(row.partition);
+    }
+    return withWork;
+  }
+
+  // ---- update / drain ------------------------------------------------------------------------
+
+  async update(start: TaskStart): Promise<void> {
+    if (this.phase !== 'running') throw new DriverError('task-draining', `task ${this.taskId} is ${this.phase}; start a new one instead`);
+    const { spec, partitions } = parseStart(start);
+    if (spec.source !== this.spec.source || spec.sink !== this.spec.sink || spec.partitions !== this.spec.partitions) {
+      throw new DriverError('restart-required', `task ${this.taskId}: a changed source, sink or partition count needs a restart, not an update`);
+    }
+    this.spec = spec;
+    this.workMs = spec.workMs;
+    this.generation = start.generation;
+    this.fence = Math.max(this.fence, start.placementFence); // a raised fence re-fences owned partitions
+    this.desired = new Set(partitions);
+    this.nextAcquireAttemptAt.clear();
+    this.wake();
+    // Resolve once unassigned partitions are released (so the caller may hand them on);
+    // acquisitions proceed in the background and show as 'starting' until complete.
+    const released = await this.waitUntil(() => [...this.owned.keys()].every((p) => this.desired.has(p)), UPDATE_RELEASE_TIMEOUT_MS);
+    if (!released) {
+      throw new DriverError('release-timeout', `task ${this.taskId} did not release partitions within ${UPDATE_RELEASE_TIMEOUT_MS} ms: ${this.lastError ?? 'no error seen'}`);
+    }
+  }
+
+  drain(options: { graceMs?: number; deadlineMs?: number }): Promise<DrainReceipt> {
+    const requested = options.deadlineMs ?? options.graceMs ?? DEFAULT_DRAIN_DEADLINE_MS;
+    const deadlineAt = requested > EPOCH_MS_THRESHOLD ? requested : Date.now() + requested;
+    if (!this.drainCompletion) {
+      this.drainStartedAt = Date.now();
+      this.phase = this.phase === 'stopped' ? 'stopped' : 'draining';
+      this.wake();
+      this.drainCompletion = this.completeDrain();
+    }
+    const completion = this.drainCompletion;
+    return new Promise<DrainReceipt>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const inFlight = this.inFlight;
+        this.workAbort?.abort();
+        reject(
+          new DriverError(
+            'drain-deadline',
+            `task ${this.taskId}: drain deadline passed with ${inFlight} records in flight; that batch is rolled back, not committed, ` +
+              `and owned partitions are released as soon as it ends`,
+          ),
+        );
+      }, Math.max(0, deadlineAt - Date.now()));
+      completion.then(
+        (receipt) => {
+          clearTimeout(timer);
+          resolve(receipt);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** Waits for the loop to finish its in-flight batch, then releases every owned partition (retrying until it can). */
+  private async completeDrain(): Promise<DrainReceipt> {
+    await this.loopDone;
+    const committedOffsets: Record<string, number> = {};
+    const releasedPartitions: number[] = [];
+    for (const p of [...this.owned.keys()].sort((a, b) => a - b)) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const committed = await this.release(p);
+          if (committed !== null) {
+            committedOffsets[p] = committed;
+            releasedPartitions.push(p);
+          }
+          this.owned.delete(p);
+          break;
+        } catch (error) {
+          this.noteError('consumer.release-error', error);
+          await sleep(Math.min(MAX_ERROR_BACKOFF_MS, this.options.pollMs * 2 ** attempt));
+        }
+      }
+    }
+    this.phase = 'stopped';
+    this.notifyProgress();
+    this.onStopped(this);
+    const receipt: DrainReceipt = {
+      taskId: this.taskId,
+      incarnation: this.incarnation,
+      inFlight: this.inFlight,
+      committedOffsets,
+      releasedPartitions,
+      durationMs: Date.now() - this.drainStartedAt,
+    };
+    this.ctx.log('consumer.drained', { ...receipt });
+    return receipt;
+  }
+}
+
+/** The consumer driver. One small pool per driver (per agent), created on first use. */
+export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriverOptions = {}): TaskDriver {
+  const resolved: Required<ConsumerDriverOptions> = {
+    pollMs: options.pollMs ?? 50,
+    batchSize: options.batchSize ?? 100,
+  };
+  const tasks = new Set<ConsumerTask>();
+  let pool: Pool | null = null;
+
+  function databaseUrl(): string {
+    if (!ctx.databaseUrl) {
+      throw new DriverError('placement-unavailable', `runtime ${ctx.runtimeId} has no database URL; the consumer driver needs PostgreSQL`);
+    }
+    return ctx.databaseUrl;
+  }
+
+  function sharedPool(): Pool {
+    if (!pool) {
+      pool = new Pool({ connectionString: databaseUrl(), max: POOL_SIZE, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 5_000 });
+      pool.on('error', () => {}); // an idle client losing its server must not crash the agent
+    }
+    return pool;
+  }
+
+  async function probeTable(spec: unknown, role: 'source' | 'destination'): Promise<ProbeResult> {
+    const parsed = ConsumerSpecSchema.safeParse(spec);
+    if (!parsed.success) return { ok: false, detail: `invalid consumer spec: ${describeIssues(parsed.error)}` };
+    if (!ctx.databaseUrl) return { ok: false, detail: `runtime ${ctx.runtimeId} has no database URL` };
+    const table = role === 'source' ? parsed.data.source : parsed.data.sink;
+    const privilege = role === 'source' ? 'SELECT' : 'INSERT';
+    let client: Client | null = null;
+    try {
+      client = new Client({ connectionString: ctx.databaseUrl, connectionTimeoutMillis: 5_000 });
+      client.on('error', () => {});
+      await client.connect();
+      const { rows } = await client.query<{ exists: boolean; allowed: boolean | null; can_create: boolean }>(
+        `select to_regclass($1) is not null as exists,
+                case when to_regclass($1) is null then null else has_table_privilege(to_regclass($1), $2) end as allowed,
+                has_schema_privilege(current_schema(), 'CREATE') as can_create`,
+        [quoteIdentifier(table), privilege],
+      );
+      const { exists, allowed, can_create } = rows[0];
+      if (exists) {
+        return allowed
+          ? { ok: true, detail: `${role} table ${table} exists and is readable as needed (${privilege})` }
+          : { ok: false, detail: `${role} table ${table} exists but this role lacks ${privilege} on it` };
+      }
+      return can_create
+        ? { ok: true, detail: `${role} table ${table} does not exist yet; it can be created` }
+        : { ok: false, detail: `${role} table ${table} does not exist and this role cannot create it` };
+    } catch (error) {
+      return { ok: false, detail: `cannot reach PostgreSQL for ${role} ${table}: ${messageOf(error)}` };
+    } finally {
+      await client?.end().catch(() => {});
+    }
+  }
+
+  return {
+    kind: 'consumer',
+
+    async start(start: TaskStart): Promise<TaskHandle> {
+      const { spec, partitions } = parseStart(start);
+      const db = sharedPool();
+      let hasAppendedAt: boolean;
+      try {
+        await ensureConsumerTables(db, spec.source, spec.sink);
+        hasAppendedAt = await sourceHasAppendedAt(db, spec.source);
+      } catch (error) {
+        throw new DriverError('source-unreachable', `consumer ${start.taskId}: cannot prepare tables ${spec.source}/${spec.sink}: ${messageOf(error)}`);
+      }
+      const task = new ConsumerTask(db, ctx, resolved, start, spec, partitions, hasAppendedAt, (stopped) => tasks.delete(stopped));
+      tasks.add(task);
+      task.begin();
+      ctx.log('consumer.started', { taskId: task.taskId, incarnation: task.incarnation, partitions, fence: start.placementFence });
+      return task;
+    },
+
+    async probe(spec: unknown) {
+      const [source, destination] = await Promise.all([probeTable(spec, 'source'), probeTable(spec, 'destination')]);
+      return { source, destination };
+    },
+
+    async close(): Promise<void> {
+      await Promise.all([...tasks].map((task) => task.drain({ deadlineMs: 10_000 }).catch(() => null)));
+      tasks.clear();
+      const closing = pool;
+      pool = null;
+      await closing?.end().catch(() => {});
+    },
+  };
+}

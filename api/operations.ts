@@ -1,0 +1,38 @@
+// Starting operations: one workflow per target at a time (the workflow id is the target), so a
+// second request for a busy target is refused with the running workflow's id.
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { ApiDeps } from './deps';
+import { ApiError } from './errors';
+
+export interface StartedOperation {
+  workflowId: string;
+  runId: string;
+  kind: string;
+  uiUrl: string;
+}
+
+export async function startOperation(
+  deps: ApiDeps,
+  options: { workflowType: string; workflowId: string; input: unknown; summary: string; workload?: string },
+): Promise<StartedOperation> {
+  const client = await deps.temporal.client().catch(() => {
+    throw new ApiError('unavailable', 'Temporal is not reachable; try again');
+  });
+  try {
+    const handle = await client.workflow.start(options.workflowType, {
+      taskQueue: deps.config.SCALEGATE_TASK_QUEUE,
+      workflowId: options.workflowId,
+      args: [options.input],
+      staticSummary: options.summary,
+    });
+    const uiUrl = `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(handle.workflowId)}/${handle.firstExecutionRunId}`;
+    return { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflowType, uiUrl };
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new ApiError('operation-in-progress', `an operation on ${options.workflowId} is already running`, {
+        workflowId: options.workflowId,
+      });
+    }
+    throw error;
+  }
+}

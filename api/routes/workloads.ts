@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { buildPlan } from '../../domain/plan';
+import { describeIssues, Replicas, WorkloadDefinitionSchema, WorkloadName } from '../../domain/schemas';
+import type { ApiDeps } from '../deps';
+import { ApiError } from '../errors';
+import { startOperation } from '../operations';
+import { defineRoute, ok } from '../route';
+
+const NameParams = z.object({ name: WorkloadName });
+const PlanIdParams = z.object({ id: z.string().min(1).max(100) });
+
+export function workloadRoutes(deps: ApiDeps) {
+  const requireWorkload = async (name: string) => {
+    const workload = await deps.registry.getWorkload(name);
+    if (!workload) throw new ApiError('not-found', `no workload ${name}`);
+    return workload;
+  };
+
+  return [
+    defineRoute({
+      method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload',
+      params: NameParams, body: z.unknown(),
+      handler: async ({ params, body }) => {
+        // Parsed here rather than by the builder so the message can name "replicas 0" plainly.
+        const parsed = WorkloadDefinitionSchema.safeParse(body);
+        if (!parsed.success) {
+          throw new ApiError('validation-failed', `invalid workload: ${describeIssues(parsed.error)}`, {
+            issues: parsed.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
+          });
+        }
+        const existed = await deps.registry.getWorkload(params.name);
+        const workload = await deps.registry.putWorkload(params.name, parsed.data);
+        return ok(workload, existed ? 200 : 201);
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/workloads/:name', access: 'viewer', summary: 'a workload with its placement',
+      params: NameParams,
+      handler: async ({ params }) => {
+        const workload = await requireWorkload(params.name);
+        const placement = await deps.registry.getPlacement(params.name);
+        return ok({ ...workload, placement });
+      },
+    }),
+    defineRoute({
+      method: 'DELETE', path: '/v1/workloads/:name', access: 'operator', summary: 'retire a workload: its tasks are stopped by a workflow',
+      params: NameParams,
+      handler: async ({ params }) => {
+        await requireWorkload(params.name);
+        const started = await startOperation(deps, {
+          workflowType: 'retireWorkload', workflowId: `scale:${params.name}`, input: { workload: params.name },
+          summary: `retire ${params.name}`,
+        });
+        await deps.registry.retireWorkload(params.name);
+        return ok(started, 202);
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/workloads/:name/plan', access: 'operator', summary: 'plan a replica change: starts, stops, moves, warnings, basis',
+      params: NameParams, body: z.object({ replicas: Replicas }),
+      handler: async ({ params, body }) => {
+        const workload = await requireWorkload(params.name);
+        if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
+        const [runtimes, placements, workloads] = await Promise.all([deps.runtimes.list(), deps.registry.listPlacements(), deps.registry.listWorkloads()]);
+        const plan = buildPlan({ workload, replicas: body.replicas, runtimes, placements, workloads, nowMs: Date.now() });
+        return ok(await deps.plans.save(plan), 201);
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/plans/:id/apply', access: 'operator', summary: 'apply a plan (409 stale-plan when its basis moved)',
+      params: PlanIdParams,
+      handler: async ({ params }) => {
+        const plan = await deps.plans.get(params.id);
+        if (!plan) throw new ApiError('not-found', `no plan ${params.id}`);
+        const workload = await requireWorkload(plan.workload);
+        const placement = await deps.registry.getPlacement(plan.workload);
+        const now = { registryRevision: workload.revision, placementFence: placement?.fence ?? 0 };
+        if (plan.appliedWorkflow || now.registryRevision !== plan.basis.registryRevision || now.placementFence !== plan.basis.placementFence) {
+          throw new ApiError('stale-plan', plan.appliedWorkflow
+            ? `plan ${plan.id} was already applied by ${plan.appliedWorkflow}; plan again`
+            : `the basis of plan ${plan.id} moved (revision ${plan.basis.registryRevision} → ${now.registryRevision}, fence ${plan.basis.placementFence} → ${now.placementFence}); plan again`,
+          { basis: plan.basis, current: now });
+        }
+        const started = await startOperation(deps, {
+          workflowType: 'applyPlan', workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
+          summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
+        });
+        await deps.plans.markApplied(plan.id, started.workflowId);
+        return ok(started, 202);
+      },
+    }),
+  ];
+}
