@@ -2,7 +2,11 @@
 // so tests hand in real or fake ports without module mocking.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
+import type { EvidenceSnapshot } from '../domain/evidence';
+import type { EligibleRuntime, RuntimeProbe } from '../domain/gates';
+import { eligibleRuntimes } from '../domain/placement';
 import { buildPlan, Plan } from '../domain/plan';
+import { verifyExactlyOnce } from '../scripts/verify-sink';
 import type { Assignment, ReplicaCount, WorkloadKind } from '../domain/schemas';
 import type { Placement, Unplaced, Workload } from '../domain/types';
 import { inTransaction } from '../store/db';
@@ -14,6 +18,8 @@ import { AgentTaskStatus, createAgentClient } from './agents';
 
 export interface ActivityDeps {
   db: Pool;
+  /** the same database's URL, for the consumer sink audit */
+  databaseUrl?: string;
   agentToken: string;
   now?: () => number;
 }
@@ -243,6 +249,69 @@ export function createActivities(deps: ActivityDeps) {
       return stopped;
     },
 
+    /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
+    async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[] }> {
+      const workload = await requireWorkload(input.workload);
+      const [all, placements] = await Promise.all([runtimes.list(), registry.listPlacements()]);
+      const used: Record<string, number> = {};
+      const hosts = new Set<string>();
+      for (const p of placements) for (const a of p.assignments) {
+        used[a.runtimeId] = (used[a.runtimeId] ?? 0) + 1;
+        if (p.workload === workload.name) hosts.add(a.runtimeId);
+      }
+      const eligible = eligibleRuntimes(all, workload, now()).map((r) => ({
+        id: r.id, freeSlots: Math.max(0, r.slots - (used[r.id] ?? 0)), alreadyHostsWorkload: hosts.has(r.id),
+      }));
+      const probes: RuntimeProbe[] = [];
+      for (const runtimeId of input.recipientRuntimeIds) {
+        heartbeat({ probing: runtimeId });
+        try {
+          const answer = await agents.probe(await endpointOf(runtimeId), workload.kind, workload.spec);
+          probes.push({ runtimeId, ...answer });
+        } catch (error) {
+          const failed = { ok: false, detail: `probe failed: ${(error as Error).message}` };
+          probes.push({ runtimeId, source: failed, destination: failed });
+        }
+      }
+      return { eligible, probes };
+    },
+
+    /** A snapshot of every task of the workload (from its agents) and, for consumers, the sink audit. */
+    async captureEvidence(input: { workload: string }): Promise<EvidenceSnapshot> {
+      const workload = await requireWorkload(input.workload);
+      const placement = await registry.getPlacement(input.workload);
+      const tasks: EvidenceSnapshot['tasks'] = [];
+      let rate = 0;
+      const p50s: number[] = [];
+      const p95s: number[] = [];
+      for (const a of placement?.assignments ?? []) {
+        const status = await agents.taskStatus(await endpointOf(a.runtimeId), a.taskId).catch(() => null);
+        tasks.push({
+          taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
+          processed: status?.counts.processed ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
+        });
+        rate += status?.counts.ratePerSec ?? 0;
+        if (status?.latencyMs) {
+          p50s.push(status.latencyMs.p50);
+          p95s.push(status.latencyMs.p95);
+        }
+      }
+      const snapshot: EvidenceSnapshot = {
+        atMs: now(), tasks, ready: tasks.filter((t) => t.state === 'ready').length,
+        processed: tasks.reduce((n, t) => n + t.processed, 0), ratePerSec: rate,
+        latencyP50Ms: p50s.length ? Math.max(...p50s) : null, latencyP95Ms: p95s.length ? Math.max(...p95s) : null,
+        backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
+      };
+      if (workload.kind === 'consumer' && deps.databaseUrl) {
+        const audit = await verifyExactlyOnce({ databaseUrl: deps.databaseUrl, source: workload.spec.source, sink: workload.spec.sink });
+        snapshot.sink = {
+          sourceCount: audit.sourceCount, sinkCount: audit.sinkCount, missing: audit.missing,
+          duplicates: audit.duplicates, extra: audit.extra, orderViolations: audit.orderViolations,
+        };
+      }
+      return snapshot;
+    },
+
     /**
      * One reconcile pass. Skips itself (one cheap read) when nothing it decides from moved: the
      * registry revision, the placement sequence and the set of fresh runtimes. Otherwise it plans
@@ -264,10 +333,11 @@ export function createActivities(deps: ActivityDeps) {
       }
       const [workloads, placements, all] = await Promise.all([registry.listWorkloads(), registry.listPlacements(), runtimes.list()]);
       const unplaced = new Set((await registry.listUnplaced()).map((u) => u.workload));
+      const placementOf = Object.fromEntries(placements.map((p) => [p.workload, p]));
       const planIds: ReconcilePassResult['planIds'] = [];
       for (const workload of workloads) {
         if (workload.retired) continue;
-        const placement = placements.find((p) => p.workload === workload.name);
+        const placement = placementOf[workload.name];
         if (placement && workload.replicas !== 'all' && !unplaced.has(workload.name)) continue; // sticky
         const plan = buildPlan({ workload, replicas: workload.replicas, runtimes: all, placements, workloads, nowMs: now() });
         if (plan.starts.length === 0 && plan.stops.length === 0 && plan.moves.length === 0 && placement) continue;

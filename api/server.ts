@@ -4,6 +4,7 @@ import type { ApiDeps } from './deps';
 import { ApiError } from './errors';
 import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from './route';
 import { healthRoutes } from './routes/health';
+import { operationRoutes } from './routes/operations';
 import { runtimeRoutes } from './routes/runtimes';
 import { stateRoutes } from './routes/state';
 import { workloadRoutes } from './routes/workloads';
@@ -11,7 +12,7 @@ import { workloadRoutes } from './routes/workloads';
 const VERSION = '0.1.0';
 
 export function allRoutes(deps: ApiDeps): RouteSpec[] {
-  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps)];
+  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps), ...operationRoutes(deps)];
   routes.push(
     defineRoute({
       method: 'GET', path: '/openapi.json', access: 'none', summary: 'this document',

@@ -8,6 +8,7 @@ export async function createOrchestratorWorker(options: {
   namespace: string;
   taskQueue: string;
   db: Pool;
+  databaseUrl: string;
   agentToken: string;
   /** a prebuilt bundle (tests build it once per run); otherwise the workflows are bundled here */
   workflowBundle?: WorkerOptions['workflowBundle'];
@@ -17,6 +18,6 @@ export async function createOrchestratorWorker(options: {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
-    activities: createActivities({ db: options.db, agentToken: options.agentToken }),
+    activities: createActivities({ db: options.db, databaseUrl: options.databaseUrl, agentToken: options.agentToken }),
   });
 }

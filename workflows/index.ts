@@ -1,3 +1,4 @@
 // Every workflow type the orchestrator worker registers.
 export { ping } from './ping';
 export { applyPlan, reconcile, retireWorkload, stopTheWorldReplan } from './placement';
+export { scaleOut } from './scale-out';

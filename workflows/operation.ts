@@ -50,3 +50,17 @@ export function trackOperation(operation: string, workload: string | null, summa
     },
   };
 }
+
+/** The most specific message of a failure: an ActivityFailure's own message is only "Activity task failed". */
+export function failureMessage(error: unknown): string {
+  let current: unknown = error;
+  let text = error instanceof Error ? error.message : String(error);
+  while (current instanceof Error && current.cause) {
+    current = current.cause;
+    if (current instanceof Error && current.message) {
+      const type = (current as Error & { type?: string }).type;
+      text = type ? `${type}: ${current.message}` : current.message;
+    }
+  }
+  return text;
+}

@@ -5,6 +5,7 @@ import {
   continueAsNew,
   executeChild,
   isCancellation,
+  log,
   ParentClosePolicy,
   proxyActivities,
   sleep,
@@ -16,7 +17,7 @@ import { z } from 'zod';
 import type { createActivities } from '../activities';
 import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../domain/schemas';
-import { parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, parseInput, profiles, trackOperation } from './operation';
 
 type Activities = ReturnType<typeof createActivities>;
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -109,7 +110,7 @@ export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOu
     await store.appendLedger({
       kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: null,
       reason: input.reason, inputs: { cause: input.cause ?? null }, workflowId, runId, outcome: 'failed',
-      evidence: { error: error instanceof Error ? error.message : String(error) },
+      evidence: { error: failureMessage(error) },
     });
     throw error;
   }
@@ -149,7 +150,7 @@ export async function applyPlan(rawInput: unknown): Promise<PlacementOutcome & {
     return { ...outcome, compensated: false };
   } catch (error) {
     if (!committed || isCancellation(error)) throw error;
-    const reason = `apply failed after the placement write: ${error instanceof Error ? error.message : String(error)}`;
+    const reason = `apply failed after the placement write: ${failureMessage(error)}`;
     await store.appendLedger({
       kind: 'apply', workload: plan.workload, fromReplicas: plan.fromReplicas, toReplicas: plan.target.length, reason,
       planId: plan.id, workflowId, runId, outcome: 'compensated',
@@ -197,7 +198,16 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
   const op = trackOperation('reconcile', null, 'reconcile loop');
   for (let pass = 0; pass < input.passesPerRun; pass++) {
     op.enter('reconciling');
-    const result = await agentCalls.reconcilePass();
+    let result: Awaited<ReturnType<Activities['reconcilePass']>>;
+    try {
+      result = await agentCalls.reconcilePass();
+    } catch (error) {
+      // A loop that must run forever outlives a failed pass: note it and try again next interval.
+      log.warn('reconcile pass failed', { error: failureMessage(error) });
+      op.enter('idle (last pass failed)');
+      await sleep(input.intervalMs);
+      continue;
+    }
     for (const { workload, planId } of result.planIds) {
       try {
         await startChild(applyPlan, {

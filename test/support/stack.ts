@@ -15,6 +15,8 @@ export interface AgentSpec {
   labels?: Record<string, string>;
   slots?: number;
   portRange?: string;
+  /** extra environment for this agent only (e.g. a DATABASE_URL it cannot reach) */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface RunningAgent {
@@ -92,8 +94,8 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
     ...options.env,
   };
   const processes: ServiceProcess[] = [];
-  const launch = (service: string, entry: string, args: string[] = []) => {
-    const p = spawnService({ name: service, entry, args, env: childEnv, output });
+  const launch = (service: string, entry: string, args: string[] = [], extraEnv: NodeJS.ProcessEnv = {}) => {
+    const p = spawnService({ name: service, entry, args, env: { ...childEnv, ...extraEnv }, output });
     processes.push(p);
     return p;
   };
@@ -142,7 +144,7 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
       const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', apiUrl, '--slots', String(spec.slots ?? 4)];
       if (labels) args.push('--labels', labels);
       if (spec.portRange) args.push('--port-range', spec.portRange);
-      const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args);
+      const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, spec.env);
       const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
       agents[spec.id] = agent;
       // READY under the fence this very process registered with (an earlier incarnation's row may still say READY).

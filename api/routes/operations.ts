@@ -1,0 +1,114 @@
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { z } from 'zod';
+import { Replicas, WorkloadName } from '../../domain/schemas';
+import type { ApiDeps } from '../deps';
+import { ApiError } from '../errors';
+import { startOperation } from '../operations';
+import { defineRoute, ok } from '../route';
+
+const NameParams = z.object({ name: WorkloadName });
+const OperationParams = z.object({ workflowId: z.string().min(1).max(300) });
+const ScaleBody = z.object({
+  replicas: Replicas,
+  approval: z.enum(['auto', 'manual']).default('auto'),
+  reason: z.string().max(500).optional(),
+  soakMs: z.int().min(0).max(3_600_000).optional(),
+  convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
+});
+
+/** The workflow's own outcome → the API's status words (DESIGN.md §6). */
+const STATUS_OF_OUTCOME: Record<string, string> = {
+  running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', failed: 'failed',
+};
+
+export function operationRoutes(deps: ApiDeps) {
+  const handleOf = async (workflowId: string) => (await deps.temporal.client()).workflow.getHandle(workflowId);
+
+  return [
+    defineRoute({
+      method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator',
+      summary: 'scale to a replica count: starts scaleOut (or scaleIn) under scale:<name>',
+      params: NameParams, body: ScaleBody,
+      handler: async ({ params, body }) => {
+        const workload = await deps.registry.getWorkload(params.name);
+        if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${params.name}`);
+        const placement = await deps.registry.getPlacement(params.name);
+        const current = placement?.assignments.length ?? 0;
+        if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
+        if (body.replicas === current) throw new ApiError('conflict', `${params.name} already runs ${current} replica(s)`, { current });
+        if (body.replicas < current) {
+          throw new ApiError('validation-failed', `scale-in (${current} → ${body.replicas}) is not available yet; plan/apply the reduced replicas instead`, { current });
+        }
+        const started = await startOperation(deps, {
+          workflowType: 'scaleOut', workflowId: `scale:${params.name}`,
+          input: { workload: params.name, replicas: body.replicas, approval: body.approval, reason: body.reason ?? 'requested via API',
+            ...(body.soakMs !== undefined ? { soakMs: body.soakMs } : {}),
+            ...(body.convergeTimeoutMs !== undefined ? { convergeTimeoutMs: body.convergeTimeoutMs } : {}) },
+          summary: `scale ${params.name} ${current} → ${body.replicas}`,
+        });
+        return ok(started, 202);
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/operations/:workflowId', access: 'viewer',
+      summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation',
+      params: OperationParams,
+      handler: async ({ params }) => {
+        const handle = await handleOf(params.workflowId);
+        let description;
+        try {
+          description = await handle.describe();
+        } catch (error) {
+          if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no operation ${params.workflowId}`);
+          throw error;
+        }
+        const temporalStatus = description.status.name;
+        let detail: Record<string, unknown> | null = null;
+        if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as Record<string, unknown>;
+        else if (temporalStatus === 'RUNNING') detail = (await handle.query<Record<string, unknown>>('status').catch(() => null));
+        let status: string;
+        if (temporalStatus === 'RUNNING') status = 'running';
+        else if (temporalStatus === 'COMPLETED') status = STATUS_OF_OUTCOME[String(detail?.outcome ?? 'completed')] ?? 'completed';
+        else if (temporalStatus === 'CANCELLED' || temporalStatus === 'TERMINATED') status = 'cancelled';
+        else status = 'failed';
+        let failure: string | null = null;
+        if (status === 'failed') failure = await handle.result().then(() => null, (e: Error) => ((e.cause as Error | undefined)?.message ?? e.message));
+        return ok({
+          workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
+          phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
+          ...(detail && typeof detail === 'object' && 'gates' in detail ? {
+            gates: detail.gates, evidenceGap: detail.evidenceGap, plan: detail.plan, evidence: { baseline: detail.baseline, after: detail.after, comparison: detail.comparison },
+            approval: detail.approval, compensation: detail.compensation,
+          } : { result: detail }),
+          failure,
+        });
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval',
+      params: OperationParams,
+      handler: async ({ params }) => {
+        try {
+          return ok(await (await handleOf(params.workflowId)).executeUpdate('approve', { args: [{ by: 'operator' }] }));
+        } catch (error) {
+          if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no running operation ${params.workflowId}`);
+          if (error instanceof WorkflowUpdateFailedError) throw new ApiError('conflict', error.cause?.message ?? error.message);
+          throw error;
+        }
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/operations/:workflowId/abort', access: 'operator', summary: 'abort an operation (after a change: the replan compensates)',
+      params: OperationParams,
+      handler: async ({ params }) => {
+        try {
+          await (await handleOf(params.workflowId)).signal('abort', { reason: 'aborted via API' });
+          return ok({ workflowId: params.workflowId, aborting: true }, 202);
+        } catch (error) {
+          if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no running operation ${params.workflowId}`);
+          throw error;
+        }
+      },
+    }),
+  ];
+}

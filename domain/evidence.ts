@@ -1,0 +1,78 @@
+// Evidence: snapshots of a workload's tasks and the comparison after a change, with a verdict.
+// Counting is the proof: conservation (in = out), duplicates, ordering, then backlog/latency/error deltas.
+
+export interface TaskEvidence {
+  taskId: string;
+  runtimeId: string;
+  incarnation: string | null;
+  state: string;
+  processed: number;
+  errors: number;
+  backlog: number;
+}
+
+export interface EvidenceSnapshot {
+  atMs: number;
+  tasks: TaskEvidence[];
+  ready: number;
+  processed: number;
+  ratePerSec: number;
+  latencyP50Ms: number | null;
+  latencyP95Ms: number | null;
+  backlog: number;
+  errors: number;
+  /** consumer workloads: what the sink audit counted */
+  sink?: { sourceCount: number; sinkCount: number; missing: number; duplicates: number; extra: number; orderViolations: number };
+}
+
+export interface EvidenceComparison {
+  verdict: 'pass' | 'regression';
+  reasons: string[];
+  deltas: {
+    processed: number;
+    errors: number;
+    backlog: number;
+    latencyP95Ms: number | null;
+    ratePerSec: number;
+  };
+  conservation: { duplicates: number; extra: number; orderViolations: number } | null;
+}
+
+/**
+ * After vs baseline. A regression is something counted, never a guess: new errors, duplicate or
+ * extra sink rows, ordering violations, a task not ready, or (optionally) a p95 latency blow-up.
+ */
+export function compareEvidence(
+  baseline: EvidenceSnapshot,
+  after: EvidenceSnapshot,
+  options: { expectedTasks: number; maxLatencyGrowth?: number } ,
+): EvidenceComparison {
+  const reasons: string[] = [];
+  const errors = after.errors - baseline.errors;
+  if (errors > 0) reasons.push(`${errors} new task error(s)`);
+  if (after.ready < options.expectedTasks) reasons.push(`${after.ready}/${options.expectedTasks} tasks ready`);
+  let conservation: EvidenceComparison['conservation'] = null;
+  if (after.sink) {
+    conservation = { duplicates: after.sink.duplicates, extra: after.sink.extra, orderViolations: after.sink.orderViolations };
+    if (after.sink.duplicates > 0) reasons.push(`${after.sink.duplicates} duplicate sink row(s)`);
+    if (after.sink.extra > 0) reasons.push(`${after.sink.extra} sink row(s) with no input record`);
+    if (after.sink.orderViolations > 0) reasons.push(`${after.sink.orderViolations} per-partition ordering violation(s)`);
+  }
+  const latencyP95Ms = after.latencyP95Ms !== null && baseline.latencyP95Ms !== null ? after.latencyP95Ms - baseline.latencyP95Ms : null;
+  if (options.maxLatencyGrowth !== undefined && latencyP95Ms !== null && baseline.latencyP95Ms !== null && baseline.latencyP95Ms > 0 &&
+      after.latencyP95Ms! > baseline.latencyP95Ms * options.maxLatencyGrowth) {
+    reasons.push(`p95 latency grew from ${baseline.latencyP95Ms} to ${after.latencyP95Ms} ms`);
+  }
+  return {
+    verdict: reasons.length ? 'regression' : 'pass',
+    reasons,
+    deltas: {
+      processed: after.processed - baseline.processed,
+      errors,
+      backlog: after.backlog - baseline.backlog,
+      latencyP95Ms,
+      ratePerSec: after.ratePerSec - baseline.ratePerSec,
+    },
+    conservation,
+  };
+}

@@ -1,0 +1,186 @@
+// scaleOut on the real stack: evidence gates that stop before any change, a consumer 2 → 4 under
+// load proved exactly-once by counting, a converge deadline ending in the replan, a worker killed
+// mid-workflow, and bad input from the API and from the temporal CLI.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { runLoad } from '../../scripts/loadgen';
+import { findTemporalCli } from '../../scripts/temporal-cli';
+import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
+import { testEnv } from '../support/env';
+import { startStack, Stack } from '../support/stack';
+
+let stack: Stack;
+const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const KNOWN_CONTRACT = { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const consumer = (name: string, replicas: number, overrides: { contract?: Record<string, unknown>; selector?: Record<string, string>; partitions?: number } = {}) => ({
+  kind: 'consumer',
+  replicas,
+  selector: overrides.selector ?? { pool: 'main' },
+  contract: { ...KNOWN_CONTRACT, partitions: overrides.partitions ?? 8, ...overrides.contract },
+  spec: { partitions: overrides.partitions ?? 8, source: `${name.replace(/-/g, '_')}_in`, sink: `${name.replace(/-/g, '_')}_out`, workMs: 1 },
+});
+
+beforeAll(async () => {
+  stack = await startStack({
+    leaseTtlMs: 3000,
+    agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' }, portRange: `23${zone.charCodeAt(0) - 97}00-23${zone.charCodeAt(0) - 97}99` })),
+  });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const tasksOf = async (workload: string) =>
+  (await Promise.all(Object.keys(stack.agents).map(async (id) => (await stack.agentApi(id, 'GET', '/v1/tasks')).body.tasks as any[])))
+    .flat().filter((t) => t.workload === workload);
+/** Defines a workload and waits until the reconcile loop's apply (scale:<name>) has finished with it. */
+const define = async (name: string, body: unknown, readyCount: number) => {
+  expect((await stack.api('PUT', `/v1/workloads/${name}`, { body })).status).toBeLessThan(300);
+  const tasks = await stack.waitFor(`${readyCount} ready tasks of ${name}`, async () => {
+    const ready = (await tasksOf(name)).filter((t) => t.state === 'ready');
+    return ready.length === readyCount ? ready : null;
+  });
+  await stack.waitFor(`the placement of ${name} applied`, async () => {
+    const description = await stack.temporal.workflow.getHandle(`scale:${name}`).describe().catch(() => null);
+    return description !== null && description.status.name !== 'RUNNING';
+  });
+  return tasks;
+};
+const scale = async (name: string, body: Record<string, unknown>) => {
+  const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleOut' } });
+  await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
+  return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
+};
+const failedRows = (operation: any) => operation.gates.rows.filter((r: any) => !r.passed).map((r: any) => r.gate);
+
+describe('evidence gates: each failing alone stops before any change', () => {
+  /** `alsoUnproven`: rows that cannot be proven once the expected one fails (no recipient → nothing to probe). */
+  const refusedWithoutStarts = async (name: string, body: unknown, replicas: number, expectedRow: string, alsoUnproven: string[] = []) => {
+    const before = await define(name, body, (body as any).replicas);
+    const operation = await scale(name, { replicas, soakMs: 0 });
+    expect(operation.status).toBe('refused');
+    expect(failedRows(operation)).toEqual([expectedRow, ...alsoUnproven]);
+    expect(operation.evidenceGap).toContain(`${expectedRow}:`);
+    const after = await tasksOf(name);
+    expect(after.map((t) => `${t.taskId}/${t.incarnation}`).sort()).toEqual(before.map((t) => `${t.taskId}/${t.incarnation}`).sort());
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'refused', fromReplicas: (body as any).replicas, toReplicas: replicas });
+  };
+
+  it('delivery unknown', () => refusedWithoutStarts('g-delivery', consumer('g-delivery', 1, { contract: { delivery: 'unknown' } }), 2, 'delivery'));
+  it('target above partitions', () => refusedWithoutStarts('g-parts', consumer('g-parts', 1, { partitions: 2 }), 3, 'input-ownership'));
+  it('no free eligible runtime (connectivity is then unproven too)', () =>
+    refusedWithoutStarts('g-capacity', consumer('g-capacity', 1, { selector: { zone: 'a' } }), 2, 'capacity', ['connectivity']));
+  it('downstream maxReplicas', () =>
+    refusedWithoutStarts('g-downstream', consumer('g-downstream', 1, { contract: { downstream: { maxReplicas: 1 } } }), 2, 'downstream'));
+
+  it('a failing probe', async () => {
+    // An agent that cannot reach PostgreSQL: the only runtime a new replica could go to.
+    await stack.startAgent({ id: 'node-x', labels: { zone: 'x', pool: 'probe' }, env: { DATABASE_URL: 'postgres://nobody:wrong@127.0.0.1:1/none' } });
+    await stack.startAgent({ id: 'node-y', labels: { zone: 'y', pool: 'probe' } });
+    const body = consumer('g-probe', 1, { selector: { zone: 'y' } });
+    await define('g-probe', body, 1);
+    expect((await stack.api('PUT', '/v1/workloads/g-probe', { body: { ...body, selector: { pool: 'probe' } } })).status).toBe(200);
+    const before = await tasksOf('g-probe');
+    const operation = await scale('g-probe', { replicas: 2, soakMs: 0 });
+    expect(operation.status).toBe('refused');
+    expect(failedRows(operation)).toEqual(['connectivity']);
+    expect(operation.evidenceGap).toMatch(/node-x/);
+    expect((await tasksOf('g-probe')).map((t) => t.incarnation)).toEqual(before.map((t) => t.incarnation));
+  });
+});
+
+describe('consumer 2 → 4 under load', () => {
+  it('loses and duplicates nothing, keeps per-partition order, and passes the verdict', async () => {
+    const body = consumer('orders', 2);
+    await define('orders', body, 2);
+    const databaseUrl = stack.databaseUrl;
+    const load = runLoad({ databaseUrl, source: body.spec.source, partitions: 8, ratePerSec: 400, count: 4000 });
+    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: body.spec.source, sink: body.spec.sink })).sinkCount > 200);
+    const operation = await scale('orders', { replicas: 4, soakMs: 1500 });
+    expect(operation).toMatchObject({ status: 'completed', kind: 'scaleOut' });
+    expect(operation.gates.passed).toBe(true);
+    expect(operation.evidence.comparison.verdict).toBe('pass');
+    expect(operation.plan.starts).toHaveLength(2);
+    const written = await load;
+    expect(written.written).toBe(4000);
+    const audit = await stack.waitFor('the sink caught up', async () => {
+      const a = await verifyExactlyOnce({ databaseUrl, source: body.spec.source, sink: body.spec.sink });
+      return a.sinkCount >= written.written ? a : null;
+    }, 120_000);
+    expect(audit).toMatchObject({ sourceCount: 4000, sinkCount: 4000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'orders' })).toEqual([]);
+    const tasks = (await tasksOf('orders')).filter((t) => t.state === 'ready');
+    expect(tasks).toHaveLength(4);
+    expect(tasks.flatMap((t) => t.partitions).sort((a: number, b: number) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=orders&kind=scale-out', { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'completed', fromReplicas: 2, toReplicas: 4 });
+  });
+});
+
+describe('failure after apply', () => {
+  it('a new replica that never becomes ready → converge deadline → replan at the requested size, both in the ledger', async () => {
+    const readyFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sg-ready-')), 'ready');
+    fs.writeFileSync(readyFile, '');
+    const body = {
+      kind: 'service', replicas: 1, selector: { pool: 'main' }, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+      spec: { command: [process.execPath, FIXTURE], env: { READY_FILE: readyFile }, readiness: { http: '/healthz' }, graceMs: 1000 },
+    };
+    await define('stubborn', body, 1);
+    fs.rmSync(readyFile); // new replicas will not become ready
+    const response = await stack.api('POST', '/v1/workloads/stubborn/scale', { body: { replicas: 2, soakMs: 0, convergeTimeoutMs: 2000 } });
+    expect(response.status).toBe(202);
+    await stack.waitFor('compensation started', async () =>
+      (await stack.api('GET', '/v1/operations/scale%3Astubborn', { role: 'viewer' })).body.phase === 'compensating', 60_000);
+    fs.writeFileSync(readyFile, ''); // the replan's redeploy can converge
+    await stack.temporal.workflow.getHandle('scale:stubborn').result();
+    const operation = (await stack.api('GET', '/v1/operations/scale%3Astubborn', { role: 'viewer' })).body;
+    expect(operation.status).toBe('compensated');
+    expect(operation.compensation.reason).toMatch(/converge-deadline|not ready within/);
+    expect(operation.compensation.replicas).toBe(2);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=stubborn', { role: 'viewer' })).body.events;
+    expect(ledger.map((e: any) => `${e.kind}:${e.outcome}`)).toEqual(expect.arrayContaining(['scale-out:compensated', 'replan:completed']));
+    const tasks = await tasksOf('stubborn');
+    expect(tasks.filter((t) => t.state === 'ready')).toHaveLength(2);
+    expect(tasks.every((t) => /-g2$/.test(t.taskId))).toBe(true); // a new generation
+  });
+});
+
+describe('durability and input', () => {
+  it('completes after the orchestrator worker is killed and restarted mid-workflow', async () => {
+    await define('durable', consumer('durable', 1), 1);
+    const response = await stack.api('POST', '/v1/workloads/durable/scale', { body: { replicas: 2, approval: 'manual', soakMs: 0 } });
+    expect(response.status).toBe(202);
+    await stack.waitFor('awaiting approval', async () =>
+      (await stack.api('GET', '/v1/operations/scale%3Adurable', { role: 'viewer' })).body.phase === 'awaiting-approval');
+    expect((await stack.api('POST', '/v1/workloads/durable/scale', { body: { replicas: 3 } })).body).toMatchObject({ error: 'operation-in-progress', workflowId: 'scale:durable' });
+    stack.worker!.kill('SIGKILL');
+    await stack.worker!.exited;
+    await stack.startWorker();
+    const approved = await stack.api('POST', '/v1/operations/scale%3Adurable/approve');
+    expect(approved.status).toBe(200);
+    await stack.temporal.workflow.getHandle('scale:durable').result();
+    expect((await stack.api('GET', '/v1/operations/scale%3Adurable', { role: 'viewer' })).body.status).toBe('completed');
+    expect((await tasksOf('durable')).filter((t) => t.state === 'ready')).toHaveLength(2);
+  });
+
+  it('refuses invalid input through the API with 422', async () => {
+    const { status, body } = await stack.api('POST', '/v1/workloads/orders/scale', { body: { replicas: -1 } });
+    expect(status).toBe(422);
+    expect(body.message).toMatch(/replicas/);
+  });
+
+  it('fails a temporal CLI start with bad input non-retryably, naming the field', async () => {
+    const cli = findTemporalCli();
+    expect(cli).not.toBeNull();
+    const run = await promisify(execFile)(cli!.path, [
+      'workflow', 'execute', '--address', testEnv().temporalAddress, '--type', 'scaleOut', '--task-queue', stack.taskQueue,
+      '--workflow-id', `cli-bad-${Date.now()}`, '--input', '{"workload":"orders","replicas":"four"}',
+    ]).then(() => ({ out: '' }), (error: { stdout: string; stderr: string }) => ({ out: `${error.stdout}\n${error.stderr}` }));
+    expect(run.out).toMatch(/invalid input: replicas/);
+  });
+});

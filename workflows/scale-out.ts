@@ -1,0 +1,212 @@
+// scaleOut (DESIGN.md §4.1): baseline → gates → smallest increase on a fresh basis → optional
+// manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
+// change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
+import {
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { z } from 'zod';
+import type { createActivities } from '../activities';
+import { compareEvidence, EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
+import { evaluateScaleOutGates, formatEvidenceGap, GateReport } from '../domain/gates';
+import type { Plan } from '../domain/plan';
+import { WorkloadName } from '../domain/schemas';
+import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+import { applyPlacement, compensate, DEFAULT_CONVERGE_TIMEOUT_MS, PlacementOutcome } from './placement';
+
+type Activities = ReturnType<typeof createActivities>;
+const store = proxyActivities<Activities>(profiles.storeWrite);
+const agentCalls = proxyActivities<Activities>(profiles.agentCall);
+
+export const ScaleOutInputSchema = z.object({
+  workload: WorkloadName,
+  replicas: z.int().min(1, { message: 'replicas must be an integer ≥ 1' }),
+  approval: z.enum(['auto', 'manual']).default('auto'),
+  reason: z.string().max(500).default('requested'),
+  /** how long to watch the new size before comparing with the baseline */
+  soakMs: z.int().min(0).max(3_600_000).default(5_000),
+  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
+  /** a manual approval not given in time rejects the change */
+  approvalTimeoutMs: z.int().min(1000).max(7 * 24 * 3_600_000).default(24 * 3_600_000),
+});
+export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
+
+export type OperationOutcome = 'running' | 'completed' | 'refused' | 'compensated' | 'rejected' | 'failed';
+
+export interface ScaleStatus {
+  kind: string;
+  workload: string;
+  phase: string;
+  outcome: OperationOutcome;
+  fromReplicas: number | null;
+  toReplicas: number;
+  gates: GateReport | null;
+  evidenceGap: string | null;
+  plan: (Pick<Plan, 'starts' | 'stops' | 'moves' | 'warnings' | 'basis' | 'target'> & { id: string }) | null;
+  baseline: EvidenceSnapshot | null;
+  after: EvidenceSnapshot | null;
+  comparison: EvidenceComparison | null;
+  approval: { mode: 'auto' | 'manual'; decision: 'approved' | 'rejected' | null; by: string | null };
+  compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
+  error: string | null;
+}
+
+export const statusQuery = defineQuery<ScaleStatus>('status');
+export interface DecisionArgs {
+  by?: string;
+}
+export const approveUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('approve');
+export const rejectUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('reject');
+export const abortSignal = defineSignal<[{ reason?: string } | undefined]>('abort');
+
+
+export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
+  const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
+  const { workflowId, runId } = workflowInfo();
+  const workload = await store.loadWorkload(input.workload);
+  if (!workload || workload.retired) {
+    throw ApplicationFailure.create({ type: 'not-found', message: `scaleOut: no active workload ${input.workload}`, nonRetryable: true });
+  }
+  const placement = await store.loadPlacement(input.workload);
+  const from = placement?.assignments.length ?? 0;
+  const op = trackOperation('scaleOut', input.workload, `scale ${input.workload} ${from} → ${input.replicas}`);
+  const status: ScaleStatus = {
+    kind: 'scaleOut', workload: input.workload, phase: op.phase, outcome: 'running', fromReplicas: from, toReplicas: input.replicas,
+    gates: null, evidenceGap: null, plan: null, baseline: null, after: null, comparison: null,
+    approval: { mode: input.approval, decision: null, by: null }, compensation: null, error: null,
+  };
+  const enter = (phase: string) => {
+    op.enter(phase);
+    status.phase = phase;
+  };
+  setHandler(statusQuery, () => status);
+  let abortReason: string | null = null;
+  setHandler(abortSignal, (args) => {
+    abortReason = args?.reason ?? 'aborted by an operator';
+  });
+  const decide = (decision: 'approved' | 'rejected', by?: string) => {
+    status.approval.decision = decision;
+    status.approval.by = by ?? 'operator';
+    return status;
+  };
+  const awaitingApproval = () => {
+    if (status.phase !== 'awaiting-approval' || status.approval.decision !== null) {
+      throw new Error(`nothing to approve: the operation is ${status.phase}`);
+    }
+  };
+  setHandler(approveUpdate, (args: DecisionArgs) => decide('approved', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
+  setHandler(rejectUpdate, (args: DecisionArgs) => decide('rejected', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
+
+  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) =>
+    store.appendLedger({
+      kind: 'scale-out', workload: input.workload, fromReplicas: from, toReplicas: input.replicas, reason, outcome,
+      planId: status.plan?.id ?? null, workflowId, runId,
+      inputs: { request: input.reason, approval: input.approval, gates: status.gates?.rows ?? null, ...extra },
+      evidence: status.comparison ? { baseline: status.baseline, after: status.after, comparison: status.comparison } : null,
+    });
+
+  if (input.replicas <= from) {
+    throw ApplicationFailure.create({
+      type: 'invalid-input', nonRetryable: true,
+      message: `scaleOut: replicas ${input.replicas} is not above the current ${from}; use scaleIn`,
+    });
+  }
+
+  enter('baseline');
+  status.baseline = await agentCalls.captureEvidence({ workload: input.workload });
+
+  enter('gates');
+  const proposal = await store.preparePlan({ workload: input.workload, replicas: input.replicas });
+  const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
+  const facts = await agentCalls.gatherGateFacts({ workload: input.workload, recipientRuntimeIds: recipients });
+  const baselineOk = status.baseline.errors === 0 || from === 0;
+  status.gates = evaluateScaleOutGates({
+    workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
+    recipientRuntimeIds: recipients,
+    baseline: { ok: baselineOk, detail: baselineOk ? `baseline captured: ${status.baseline.ready} ready task(s)` : `baseline has ${status.baseline.errors} task error(s)` },
+  });
+  if (!status.gates.passed || proposal.unplaced) {
+    status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;
+    status.outcome = 'refused';
+    enter('refused');
+    await ledger('refused', status.evidenceGap);
+    return status;
+  }
+
+  if (input.approval === 'manual') {
+    enter('awaiting-approval');
+    const decided = await condition(() => status.approval.decision !== null || abortReason !== null, input.approvalTimeoutMs);
+    if (!decided || status.approval.decision !== 'approved') {
+      status.outcome = 'rejected';
+      const why = abortReason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time');
+      enter('rejected');
+      await ledger('rejected', why);
+      return status;
+    }
+  }
+  if (abortReason) {
+    status.outcome = 'rejected';
+    enter('aborted');
+    await ledger('aborted', abortReason);
+    return status;
+  }
+
+  // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
+  const plan = await store.preparePlan({ workload: input.workload, replicas: input.replicas });
+  status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+  let committed = false;
+  try {
+    // An abort cancels the scope: whatever was committed is then compensated below.
+    await CancellationScope.cancellable(async () => {
+      const scope = CancellationScope.current();
+      void condition(() => abortReason !== null).then(() => scope.cancel());
+      await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; } });
+      if (input.soakMs > 0) {
+        enter('soaking');
+        await sleep(input.soakMs);
+      }
+    });
+  } catch (error) {
+    if (!committed) {
+      status.outcome = abortReason ? 'rejected' : 'failed';
+      status.error = abortReason ?? failureMessage(error);
+      enter(abortReason ? 'aborted' : 'failed');
+      await ledger(status.outcome, status.error);
+      if (abortReason) return status;
+      throw error;
+    }
+    const reason = abortReason ?? `failed after the placement write: ${failureMessage(error)}`;
+    if (!abortReason && isCancellation(error)) throw error;
+    return compensateAt(input.replicas, reason);
+  }
+
+  enter('comparing');
+  status.after = await agentCalls.captureEvidence({ workload: input.workload });
+  status.comparison = compareEvidence(status.baseline, status.after, { expectedTasks: plan.target.length });
+  if (status.comparison.verdict === 'regression') {
+    return compensateAt(from, `regression after scale-out: ${status.comparison.reasons.join('; ')} (rolling back to ${from})`);
+  }
+  status.outcome = 'completed';
+  enter('done');
+  await ledger('completed', input.reason);
+  return status;
+
+  async function compensateAt(replicas: number, reason: string): Promise<ScaleStatus> {
+    enter('compensating');
+    status.compensation = { reason, replicas, outcome: null };
+    await ledger('compensated', reason, { compensationReplicas: replicas });
+    status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
+    status.outcome = 'compensated';
+    enter('compensated');
+    return status;
+  }
+}
