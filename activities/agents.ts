@@ -1,16 +1,10 @@
 // HTTP client for the runtime agents' task API (docs/agent-protocol.md), with the agent token.
 import { ApplicationFailure } from '@temporalio/activity';
+import type { TaskStart } from '../agent/drivers/driver';
 import type { Assignment, WorkloadKind } from '../domain/schemas';
 
-export interface AgentTaskStart {
-  workload: string;
-  kind: WorkloadKind;
-  index: number;
-  generation: number;
-  placementFence: number;
-  spec: unknown;
-  partitions?: number[];
-}
+/** The body of PUT /v1/tasks/:taskId: the agent's TaskStart without the id (it is in the path). */
+export type AgentTaskStart = Omit<TaskStart, 'taskId'>;
 
 export interface AgentTaskStatus {
   taskId: string;

@@ -9,18 +9,22 @@ export function createPool(connectionString: string, max = 10): Pool {
   return pool;
 }
 
-/** Runs `work` in one transaction; rolls back on any error and rethrows it. */
+/** Runs `work` in one transaction on a dedicated connection; rolls back on any error and rethrows it. */
 export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let broken: Error | undefined;
   try {
     await client.query('begin');
     const result = await work(client);
     await client.query('commit');
     return result;
   } catch (error) {
-    await client.query('rollback').catch(() => {});
+    // A connection that cannot even roll back is discarded rather than returned to the pool.
+    await client.query('rollback').catch((rollbackError: Error) => {
+      broken = rollbackError;
+    });
     throw error;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }

@@ -1,7 +1,8 @@
 // The consumer driver's data contract (DESIGN.md §5) as DDL, in one place: the driver, the load
 // generator and anyone checking the sink create the very same tables. Plain SQL on purpose, so that
 // producers and auditors who never load this code can feed and check the tables.
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
+import { inTransaction } from '../../store/db';
 
 export const OFFSETS_TABLE = 'scalegate_consumer_offsets';
 export const OWNERSHIP_LOG_TABLE = 'scalegate_consumer_ownership_log';
@@ -20,25 +21,8 @@ export function quoteIdentifier(name: string): string {
   return `"${name}"`;
 }
 
-/** Runs `work` in one transaction on a dedicated connection; rolls back on any error and rethrows it. */
-export async function withTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query('begin');
-    const result = await work(client);
-    await client.query('commit');
-    return result;
-  } catch (error) {
-    // A connection that cannot even roll back is discarded rather than returned to the pool.
-    await client.query('rollback').catch((rollbackError: Error) => {
-      broken = rollbackError;
-    });
-    throw error;
-  } finally {
-    client.release(broken);
-  }
-}
+/** One transaction helper for the whole code base (store/db.ts). */
+export const withTransaction = inTransaction;
 
 /** The input table: the contract's columns plus `appended_at` (defaulted, so producers may ignore it) for latency. */
 export function sourceTableDdl(source: string): string {
