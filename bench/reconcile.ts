@@ -166,8 +166,7 @@ async function main(): Promise<void> {
       fullToSkipRatio: { workloads1000: small.fullToSkipRatio, workloads10000: large.fullToSkipRatio },
       note:
         'skip = one key read over sequences and the 100 fresh runtimes + marker read + marker write (3 round trips), independent of N; ' +
-        'full = registry revision bumped before each run, loads every workload/placement/runtime; all workloads placed and sticky, so it plans nothing ' +
-        '(it grows faster than N: reconcilePass looks each placement up with placements.find, O(N^2))',
+        'full = registry revision bumped before each run, loads every workload/placement/runtime; all workloads placed and sticky, so it plans nothing (linear in N)',
       totalBenchMs: 0,
     };
     report.totalBenchMs = round(Number(process.hrtime.bigint() - started) / 1e6, 0);
