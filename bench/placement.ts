@@ -19,22 +19,13 @@ import {
 } from '../domain/placement';
 import { sha256 } from '../domain/sha256';
 import type { Placement, Runtime } from '../domain/types';
+import { seededRandom } from './seeded-random';
 
 const NOW = Date.parse('2030-01-01T00:00:00.000Z');
 const ZONES = ['a', 'b', 'c'] as const;
 const REPLICAS = 3;
 const MEASURED_RUNS = 5;
 
-/** Seeded xorshift32 so every run benchmarks the same fleet. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 0x100000000;
-  };
-}
 
 function makeFleet(count: number, leaseMs: number): Runtime[] {
   return Array.from({ length: count }, (_, i) => ({

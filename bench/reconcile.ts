@@ -22,6 +22,7 @@ import { freePort } from '../scripts/processes';
 import { createPool } from '../store/db';
 import { migrate } from '../store/migrate';
 import { createRuntimeStore } from '../store/runtimes';
+import { seededRandom } from './seeded-random';
 
 const ZONES = ['a', 'b', 'c'] as const;
 const RUNTIMES = 100;
@@ -30,16 +31,6 @@ const MEASURED_RUNS = 7;
 const LEASE_MS = 3_600_000; // outlives the run: the fresh-runtime set must not move under the bench
 const INSERT_BATCH = 2_500;
 
-/** Seeded xorshift32 so every run benchmarks the same fleet. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 0x100000000;
-  };
-}
 
 async function registerFleet(db: Pool): Promise<Runtime[]> {
   const store = createRuntimeStore(db);
