@@ -1,7 +1,7 @@
 // HTTP client for the runtime agents' task API (docs/agent-protocol.md), with the agent token.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { TaskStart } from '../agent/drivers/driver';
-import type { Assignment, WorkloadKind } from '../domain/schemas';
+import type { WorkloadKind } from '../domain/schemas';
 
 /** The body of PUT /v1/tasks/:taskId: the agent's TaskStart without the id (it is in the path). */
 export type AgentTaskStart = Omit<TaskStart, 'taskId'>;
@@ -66,4 +66,3 @@ export function createAgentClient(token: string, timeoutMs = 30_000) {
   };
 }
 export type AgentClient = ReturnType<typeof createAgentClient>;
-export type { Assignment };

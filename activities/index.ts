@@ -5,7 +5,7 @@ import type { Pool } from 'pg';
 import type { EvidenceSnapshot } from '../domain/evidence';
 import type { EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
-import { buildPlan, Plan } from '../domain/plan';
+import { buildPlan } from '../domain/plan';
 import { verifyExactlyOnce } from '../scripts/verify-sink';
 import type { Assignment, ReplicaCount, WorkloadKind } from '../domain/schemas';
 import type { Placement, Unplaced, Workload } from '../domain/types';
@@ -77,11 +77,6 @@ export function createActivities(deps: ActivityDeps) {
     return workload;
   }
 
-  async function planFor(workload: Workload, replicas: ReplicaCount, newGeneration = false): Promise<Plan> {
-    const [all, placements, workloads] = await Promise.all([runtimes.list(), registry.listPlacements(), registry.listWorkloads()]);
-    return buildPlan({ workload, replicas, runtimes: all, placements, workloads, nowMs: now(), newGeneration });
-  }
-
   return {
     /** A store round trip: proves the worker reaches PostgreSQL. */
     async storePing(): Promise<{ runtimes: number; ready: number; workloads: number }> {
@@ -111,7 +106,7 @@ export function createActivities(deps: ActivityDeps) {
     /** Plans a change on the current basis and stores it (so apply can check the basis). */
     async preparePlan(input: { workload: string; replicas: ReplicaCount; newGeneration?: boolean }) {
       const workload = await requireWorkload(input.workload);
-      return plans.save(await planFor(workload, input.replicas, input.newGeneration));
+      return plans.planAndSave(workload, input.replicas, { nowMs: now(), newGeneration: input.newGeneration });
     },
 
     /**

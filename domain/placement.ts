@@ -4,7 +4,7 @@
 // import this. Everything returned is plain records and arrays.
 import type { Labels, ReplicaCount, WorkloadKind } from './schemas';
 import { sha256, sha256Words } from './sha256';
-import type { Assignment, Placement, Runtime, Unplaced } from './types';
+import type { Assignment, Runtime, Unplaced } from './types';
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -464,48 +464,4 @@ export function diffAssignments(current: readonly Assignment[], target: readonly
   diff.stops.sort(byIndex);
   diff.starts.sort(byIndex);
   return diff;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reconcile skip key
-
-export interface PlacementKeyInputs {
-  workloads: ReadonlyArray<PlacementWorkload & { retired?: boolean }>;
-  placements: ReadonlyArray<Pick<Placement, 'workload' | 'fence' | 'assignments'>>;
-  runtimes: readonly Runtime[];
-  nowMs: number;
-}
-
-/**
- * sha256 over exactly what a reconcile pass decides from: per workload its name, kind, replicas,
- * selector, colocate group, retired flag and (consumers) partition count; per placement its fence
- * and assignments' runtime ids; and which runtimes are fresh, with their labels and slots.
- * Lease timestamps are deliberately left out — they move on every heartbeat — so an unchanged
- * fleet gives the same key and the pass can skip itself.
- */
-export function placementInputsKey(inputs: PlacementKeyInputs): string {
-  const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-  const workloads = [...inputs.workloads]
-    .sort((a, b) => byString(a.name, b.name))
-    .map((workload) => [
-      workload.name,
-      workload.kind,
-      workload.replicas,
-      sortedEntries(workload.selector),
-      workload.colocate ?? null,
-      workload.retired === true,
-      workload.kind === 'consumer' ? (readSpecPartitions(workload.spec) ?? null) : null,
-    ]);
-  const placements = [...inputs.placements]
-    .sort((a, b) => byString(a.workload, b.workload))
-    .map((placement) => [
-      placement.workload,
-      placement.fence,
-      [...placement.assignments].sort((a, b) => a.index - b.index).map((assignment) => [assignment.index, assignment.runtimeId]),
-    ]);
-  const freshRuntimes = inputs.runtimes
-    .filter((runtime) => isFresh(runtime, inputs.nowMs))
-    .sort((a, b) => byString(a.id, b.id))
-    .map((runtime) => [runtime.id, sortedEntries(runtime.labels), runtime.slots]);
-  return sha256(JSON.stringify({ v: 1, workloads, placements, freshRuntimes }));
 }

@@ -21,7 +21,6 @@ import { failureMessage, parseInput, profiles, trackOperation } from './operatio
 
 type Activities = ReturnType<typeof createActivities>;
 const store = proxyActivities<Activities>(profiles.storeWrite);
-const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 const long = proxyActivities<Activities>(profiles.longDrain);
 
 export const DEFAULT_CONVERGE_TIMEOUT_MS = 60_000;
@@ -200,7 +199,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
     op.enter('reconciling');
     let result: Awaited<ReturnType<Activities['reconcilePass']>>;
     try {
-      result = await agentCalls.reconcilePass();
+      result = await store.reconcilePass();
     } catch (error) {
       // A loop that must run forever outlives a failed pass: note it and try again next interval.
       log.warn('reconcile pass failed', { error: failureMessage(error) });

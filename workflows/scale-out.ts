@@ -184,9 +184,8 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
       if (abortReason) return status;
       throw error;
     }
-    const reason = abortReason ?? `failed after the placement write: ${failureMessage(error)}`;
-    if (!abortReason && isCancellation(error)) throw error;
-    return compensateAt(input.replicas, reason);
+    if (!abortReason && isCancellation(error)) throw error; // the workflow itself was cancelled
+    return compensateAt(input.replicas, abortReason ?? `failed after the placement write: ${failureMessage(error)}`);
   }
 
   enter('comparing');

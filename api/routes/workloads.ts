@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { buildPlan } from '../../domain/plan';
+import { basisMoved } from '../../domain/plan';
 import { describeIssues, Replicas, WorkloadDefinitionSchema, WorkloadName } from '../../domain/schemas';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../errors';
@@ -61,9 +61,7 @@ export function workloadRoutes(deps: ApiDeps) {
       handler: async ({ params, body }) => {
         const workload = await requireWorkload(params.name);
         if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
-        const [runtimes, placements, workloads] = await Promise.all([deps.runtimes.list(), deps.registry.listPlacements(), deps.registry.listWorkloads()]);
-        const plan = buildPlan({ workload, replicas: body.replicas, runtimes, placements, workloads, nowMs: Date.now() });
-        return ok(await deps.plans.save(plan), 201);
+        return ok(await deps.plans.planAndSave(workload, body.replicas, { nowMs: Date.now() }), 201);
       },
     }),
     defineRoute({
@@ -75,7 +73,7 @@ export function workloadRoutes(deps: ApiDeps) {
         const workload = await requireWorkload(plan.workload);
         const placement = await deps.registry.getPlacement(plan.workload);
         const now = { registryRevision: workload.revision, placementFence: placement?.fence ?? 0 };
-        if (plan.appliedWorkflow || now.registryRevision !== plan.basis.registryRevision || now.placementFence !== plan.basis.placementFence) {
+        if (plan.appliedWorkflow || basisMoved(plan.basis, now)) {
           throw new ApiError('stale-plan', plan.appliedWorkflow
             ? `plan ${plan.id} was already applied by ${plan.appliedWorkflow}; plan again`
             : `the basis of plan ${plan.id} moved (revision ${plan.basis.registryRevision} → ${now.registryRevision}, fence ${plan.basis.placementFence} → ${now.placementFence}); plan again`,

@@ -11,10 +11,8 @@ import {
   eligibleRuntimes,
   isFresh,
   matchesSelector,
-  placementInputsKey,
   rendezvousOrder,
   type PlacementInput,
-  type PlacementKeyInputs,
   type PlacementWorkload,
 } from '../../domain/placement';
 
@@ -544,59 +542,3 @@ describe('diffAssignments', () => {
   });
 });
 
-describe('placementInputsKey', () => {
-  const runtimes = fleet(5, (i) => ({ zone: 'abc'[i % 3], rack: `r${i}` }));
-  const workloads = [
-    { ...service('shop', 2, { zone: 'a' }), retired: false },
-    { ...service('cart', 'all'), colocate: 'front', retired: false },
-    { name: 'orders', kind: 'consumer' as const, replicas: 2, selector: {}, spec: { partitions: 8, source: 's', sink: 't' }, retired: false },
-  ];
-  const placements = [
-    { workload: 'shop', fence: 3, assignments: [{ runtimeId: 'rt-000', index: 0, taskId: 'shop-0-g1' }] },
-    { workload: 'cart', fence: 1, assignments: [] },
-  ];
-  const base: PlacementKeyInputs = { workloads, placements, runtimes, nowMs: NOW };
-  const key = placementInputsKey(base);
-
-  it('is a sha256 hex string', () => {
-    expect(key).toMatch(/^[0-9a-f]{64}$/);
-  });
-
-  it('is stable under lease renewals, clock movement and ordering of the inputs', () => {
-    const renewed = runtimes.map((r, i) => ({ ...r, leaseExpiresAt: iso(NOW + 60_000 + i), fence: r.fence + 1 }));
-    expect(placementInputsKey({ ...base, runtimes: renewed, nowMs: NOW + 20_000 })).toBe(key);
-    const reordered: PlacementKeyInputs = {
-      workloads: [...workloads].reverse(),
-      placements: [...placements].reverse(),
-      runtimes: [...runtimes].reverse().map((r) => ({ ...r, labels: Object.fromEntries(Object.entries(r.labels).reverse()) })),
-      nowMs: NOW,
-    };
-    expect(placementInputsKey(reordered)).toBe(key);
-    // Fields the pass does not decide from: the service command, an endpoint.
-    const otherSpec = workloads.map((w) => (w.kind === 'service' ? { ...w, spec: { command: ['other'] } } : w));
-    expect(placementInputsKey({ ...base, workloads: otherSpec })).toBe(key);
-  });
-
-  it('changes when anything the pass decides from changes', () => {
-    const variants: PlacementKeyInputs[] = [
-      { ...base, runtimes: [...runtimes, runtime('rt-new')] }, // a runtime joins
-      { ...base, runtimes: runtimes.map((r, i) => (i === 1 ? { ...r, leaseExpiresAt: iso(NOW - 1) } : r)) }, // lease lapses
-      { ...base, runtimes: runtimes.map((r, i) => (i === 1 ? { ...r, status: 'CORDONED' as const } : r)) },
-      { ...base, runtimes: runtimes.map((r, i) => (i === 1 ? { ...r, slots: 8 } : r)) },
-      { ...base, runtimes: runtimes.map((r, i) => (i === 1 ? { ...r, labels: { ...r.labels, zone: 'z' } } : r)) },
-      { ...base, workloads: workloads.map((w, i) => (i === 0 ? { ...w, replicas: 3 } : w)) },
-      { ...base, workloads: workloads.map((w, i) => (i === 0 ? { ...w, selector: { zone: 'b' } } : w)) },
-      { ...base, workloads: workloads.map((w, i) => (i === 0 ? { ...w, retired: true } : w)) },
-      { ...base, workloads: workloads.map((w, i) => (i === 1 ? { ...w, colocate: 'other' } : w)) },
-      { ...base, workloads: workloads.map((w, i) => (i === 2 ? { ...w, spec: { partitions: 16, source: 's', sink: 't' } } : w)) },
-      { ...base, workloads: workloads.slice(1) },
-      { ...base, placements: placements.map((p, i) => (i === 0 ? { ...p, fence: 4 } : p)) },
-      { ...base, placements: placements.map((p, i) => (i === 0 ? { ...p, assignments: [{ ...p.assignments[0], runtimeId: 'rt-001' }] } : p)) },
-    ];
-    const keys = variants.map(placementInputsKey);
-    expect(keys.filter((k) => k === key)).toHaveLength(0);
-    // A lapsed lease and a cordon both mean "not fresh": the same decision input, the same key.
-    expect(keys[1]).toBe(keys[2]);
-    expect(new Set(keys).size).toBe(variants.length - 1);
-  });
-});
