@@ -21,7 +21,7 @@ export interface AgentTaskStatus {
 }
 
 /** Agent answers that retrying cannot fix become non-retryable failures with the agent's code. */
-const NON_RETRYABLE = new Set(['placement-unavailable', 'invalid-spec', 'stale-generation', 'unsupported-kind', 'validation-failed']);
+const NON_RETRYABLE = new Set(['placement-unavailable', 'invalid-spec', 'stale-generation', 'unsupported-kind', 'validation-failed', 'drain-deadline']);
 
 export function createAgentClient(token: string, timeoutMs = 30_000) {
   async function call<T>(endpoint: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {

@@ -5,7 +5,7 @@ import type { Pool } from 'pg';
 import type { EvidenceSnapshot } from '../domain/evidence';
 import type { EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
-import { buildPlan } from '../domain/plan';
+import { buildPlan, Plan } from '../domain/plan';
 import { verifyExactlyOnce } from '../scripts/verify-sink';
 import type { Assignment, ReplicaCount, WorkloadKind } from '../domain/schemas';
 import type { Placement, Unplaced, Workload } from '../domain/types';
@@ -206,22 +206,67 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
 
-    /** Drains and stops tasks; answers the drain receipts. An unreachable LOST runtime is skipped. */
+    /**
+     * Drains and stops tasks; answers the drain receipts. Drains can be long: the activity
+     * heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is revoked).
+     */
     async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; deadlineMs?: number }) {
       const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
       for (const t of input.tasks) {
-        heartbeat({ stopped: receipts.length });
         const runtime = await runtimes.get(t.runtimeId);
         if (!runtime) continue;
+        const beating = setInterval(() => heartbeat({ draining: t.taskId, stopped: receipts.length }), 2000);
+        heartbeat({ draining: t.taskId, stopped: receipts.length });
         try {
           const answer = await agents.stopTask(runtime.endpoint, t.taskId, { graceMs: input.graceMs, deadlineMs: input.deadlineMs });
           receipts.push({ ...t, ...answer });
         } catch (error) {
           if (runtime.status !== 'LOST') throw error;
-          receipts.push({ ...t, state: 'unreachable' }); // its fence is revoked: it stops them on return
+          receipts.push({ ...t, state: 'unreachable' });
+        } finally {
+          clearInterval(beating);
         }
       }
       return receipts;
+    },
+
+    async savePlan(plan: Plan) {
+      return plans.save(plan);
+    },
+
+    /**
+     * Proof after a scale-in that the removed replicas own nothing: no assignment of the workload on
+     * their runtimes (store), none of their tasks on their agents, and (consumers) no partition whose
+     * owner is one of them. Fails non-retryably, naming what is still owned.
+     */
+    async confirmRemoved(input: { workload: string; removed: TaskRef[] }) {
+      const workload = await requireWorkload(input.workload);
+      const placement = await registry.getPlacement(input.workload);
+      const removedRuntimes = new Set(input.removed.map((t) => t.runtimeId));
+      const removedTasks = new Set(input.removed.map((t) => t.taskId));
+      const problems: string[] = [];
+      for (const a of placement?.assignments ?? []) {
+        if (removedRuntimes.has(a.runtimeId) || removedTasks.has(a.taskId)) problems.push(`placement still assigns ${a.taskId} to ${a.runtimeId}`);
+      }
+      for (const runtimeId of removedRuntimes) {
+        const runtime = await runtimes.get(runtimeId);
+        if (!runtime || runtime.status === 'LOST') continue;
+        const tasks = await agents.listTasks(runtime.endpoint);
+        for (const t of tasks) if (t.workload === input.workload && t.state !== 'stopped') problems.push(`${runtimeId} still runs ${t.taskId} (${t.state})`);
+      }
+      let ownedPartitions = 0;
+      if (workload.kind === 'consumer') {
+        const { rows } = await deps.db.query<{ partition: number; owner_task: string }>(
+          `select partition, owner_task from scalegate_consumer_offsets where workload = $1 and owner_task = any($2::text[])`,
+          [input.workload, [...removedTasks]],
+        ).catch(() => ({ rows: [] as { partition: number; owner_task: string }[] }));
+        ownedPartitions = rows.length;
+        for (const r of rows) problems.push(`partition ${r.partition} still owned by ${r.owner_task}`);
+      }
+      if (problems.length) {
+        throw ApplicationFailure.create({ type: 'still-owned', message: `removed replicas still own work: ${problems.join('; ')}`, nonRetryable: true });
+      }
+      return { runtimes: [...removedRuntimes], tasks: [...removedTasks], assignmentsLeft: 0, ownedPartitions };
     },
 
     /** Stop-the-world: every task of the workload on every reachable runtime, placed or not. */
@@ -284,6 +329,7 @@ export function createActivities(deps: ActivityDeps) {
         tasks.push({
           taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
           processed: status?.counts.processed ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
+          ownedPartitions: status?.partitions?.length ?? 0, inFlight: status?.counts.inFlight ?? 0, ratePerSec: status?.counts.ratePerSec ?? 0,
         });
         rate += status?.counts.ratePerSec ?? 0;
         if (status?.latencyMs) {

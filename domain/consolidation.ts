@@ -15,6 +15,11 @@ export interface ConsolidationWorker {
 export interface ConsolidationInput {
   workers: ConsolidationWorker[];
   desiredWorkers: number;
+  /**
+   * Worker ids in the order they should be removed (e.g. domain/victims' choice: idle first, by
+   * load, never by age). When given, it replaces the built-in "no units first, then fewest units".
+   */
+  victimOrder?: string[];
 }
 
 export interface UnitMove {
@@ -46,55 +51,54 @@ export function planConsolidation(input: ConsolidationInput): ConsolidationPlan 
   const removed: string[] = [];
 
   while (remaining.length > target) {
-    const idle = remaining.find((worker) => worker.assigned.length === 0);
-    if (idle) {
-      removed.push(idle.id);
-      remaining = remaining.filter((worker) => worker !== idle);
-      continue;
-    }
-
-    // Least loaded: fewest units, ties by id (`remaining` is id-sorted and the sort is stable).
-    const victim = [...remaining].sort((a, b) => a.assigned.length - b.assigned.length)[0];
+    const victim = nextVictim(remaining, input.victimOrder);
+    if (!victim) break; // the caller named no further victim
     const others = remaining.filter((worker) => worker !== victim);
-    // Place tentatively on a tally of the units each destination would gain (by position in
-    // `others`); nothing is applied to the workers until every unit of the victim has a place, so
-    // a rollback is just dropping the tally and the tentative moves.
-    const gained = others.map(() => 0);
-    const tentative: UnitMove[] = [];
-    let unplaced: string | undefined;
-    for (const unit of victim.assigned) {
-      const position = roomiest(others, gained);
-      if (position === undefined) {
-        unplaced = unit;
-        break;
-      }
-      gained[position] += 1;
-      tentative.push({ unit, from: victim.id, to: others[position].id });
-    }
-
-    if (unplaced !== undefined) {
-      return {
-        moves,
-        removed,
-        stoppedAbove: {
-          target,
-          actual: remaining.length,
-          reason:
-            `cannot place unit "${unplaced}" of worker "${victim.id}": no remaining worker has room ` +
-            `(rolled back ${tentative.length} move(s) of that worker)`,
-        },
-      };
-    }
-
-    for (const move of tentative) {
-      others.find((worker) => worker.id === move.to)!.assigned.push(move.unit);
-      recordMove(moves, move);
-    }
+    const refusal = drainInto(victim, others, moves);
+    if (refusal) return { moves, removed, stoppedAbove: { target, actual: remaining.length, reason: refusal } };
     removed.push(victim.id);
     remaining = others;
   }
 
   return { moves, removed };
+}
+
+/**
+ * The caller's next named victim, else the least-loaded worker: fewest units, ties by id
+ * (`remaining` is id-sorted and the sort is stable), so an idle worker (no units) always goes first.
+ */
+function nextVictim(remaining: ConsolidationWorker[], victimOrder: string[] | undefined): ConsolidationWorker | undefined {
+  if (victimOrder) {
+    const id = victimOrder.find((name) => remaining.some((worker) => worker.id === name));
+    return remaining.find((worker) => worker.id === id);
+  }
+  return [...remaining].sort((a, b) => a.assigned.length - b.assigned.length)[0];
+}
+
+/**
+ * Moves every unit of `victim` onto `others` (most room first). Place tentatively on a tally of the
+ * units each destination would gain; nothing is applied until every unit has a place, so a rollback
+ * is just dropping the tally. Returns the reason when one unit has nowhere to go (nothing moved).
+ */
+function drainInto(victim: ConsolidationWorker, others: ConsolidationWorker[], moves: UnitMove[]): string | null {
+  const gained = others.map(() => 0);
+  const tentative: UnitMove[] = [];
+  for (const unit of victim.assigned) {
+    const position = roomiest(others, gained);
+    if (position === undefined) {
+      return (
+        `cannot place unit "${unit}" of worker "${victim.id}": no remaining worker has room ` +
+        `(rolled back ${tentative.length} move(s) of that worker)`
+      );
+    }
+    gained[position] += 1;
+    tentative.push({ unit, from: victim.id, to: others[position].id });
+  }
+  for (const move of tentative) {
+    others.find((worker) => worker.id === move.to)!.assigned.push(move.unit);
+    recordMove(moves, move);
+  }
+  return null;
 }
 
 /**

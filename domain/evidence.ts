@@ -9,6 +9,10 @@ export interface TaskEvidence {
   processed: number;
   errors: number;
   backlog: number;
+  /** what victim choice reads: partitions owned, work in flight, recent rate */
+  ownedPartitions: number;
+  inFlight: number;
+  ratePerSec: number;
 }
 
 export interface EvidenceSnapshot {

@@ -1,27 +1,18 @@
 // scaleOut (DESIGN.md §4.1): baseline → gates → smallest increase on a fresh basis → optional
 // manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
-import {
-  ApplicationFailure,
-  CancellationScope,
-  condition,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
-  isCancellation,
-  proxyActivities,
-  setHandler,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { CancellationScope, condition, defineUpdate, isCancellation, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { createActivities } from '../activities';
-import { compareEvidence, EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
-import { evaluateScaleOutGates, formatEvidenceGap, GateReport } from '../domain/gates';
-import type { Plan } from '../domain/plan';
+import { compareEvidence } from '../domain/evidence';
+import { evaluateScaleOutGates, formatEvidenceGap } from '../domain/gates';
 import { WorkloadName } from '../domain/schemas';
-import { failureMessage, parseInput, profiles, trackOperation } from './operation';
-import { applyPlacement, compensate, DEFAULT_CONVERGE_TIMEOUT_MS, PlacementOutcome } from './placement';
+import { failureMessage, parseInput, profiles } from './operation';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './placement';
+import { beginScaleOperation, ScaleStatus } from './scale-operation';
+
+export { abortSignal, statusQuery } from './scale-operation';
+export type { ScaleStatus } from './scale-operation';
 
 type Activities = ReturnType<typeof createActivities>;
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -40,59 +31,15 @@ export const ScaleOutInputSchema = z.object({
 });
 export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
 
-export type OperationOutcome = 'running' | 'completed' | 'refused' | 'compensated' | 'rejected' | 'failed';
-
-export interface ScaleStatus {
-  kind: string;
-  workload: string;
-  phase: string;
-  outcome: OperationOutcome;
-  fromReplicas: number | null;
-  toReplicas: number;
-  gates: GateReport | null;
-  evidenceGap: string | null;
-  plan: (Pick<Plan, 'starts' | 'stops' | 'moves' | 'warnings' | 'basis' | 'target'> & { id: string }) | null;
-  baseline: EvidenceSnapshot | null;
-  after: EvidenceSnapshot | null;
-  comparison: EvidenceComparison | null;
-  approval: { mode: 'auto' | 'manual'; decision: 'approved' | 'rejected' | null; by: string | null };
-  compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
-  error: string | null;
-}
-
-export const statusQuery = defineQuery<ScaleStatus>('status');
 export interface DecisionArgs {
   by?: string;
 }
 export const approveUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('approve');
 export const rejectUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('reject');
-export const abortSignal = defineSignal<[{ reason?: string } | undefined]>('abort');
-
 
 export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
-  const { workflowId, runId } = workflowInfo();
-  const workload = await store.loadWorkload(input.workload);
-  if (!workload || workload.retired) {
-    throw ApplicationFailure.create({ type: 'not-found', message: `scaleOut: no active workload ${input.workload}`, nonRetryable: true });
-  }
-  const placement = await store.loadPlacement(input.workload);
-  const from = placement?.assignments.length ?? 0;
-  const op = trackOperation('scaleOut', input.workload, `scale ${input.workload} ${from} → ${input.replicas}`);
-  const status: ScaleStatus = {
-    kind: 'scaleOut', workload: input.workload, phase: op.phase, outcome: 'running', fromReplicas: from, toReplicas: input.replicas,
-    gates: null, evidenceGap: null, plan: null, baseline: null, after: null, comparison: null,
-    approval: { mode: input.approval, decision: null, by: null }, compensation: null, error: null,
-  };
-  const enter = (phase: string) => {
-    op.enter(phase);
-    status.phase = phase;
-  };
-  setHandler(statusQuery, () => status);
-  let abortReason: string | null = null;
-  setHandler(abortSignal, (args) => {
-    abortReason = args?.reason ?? 'aborted by an operator';
-  });
+  const { workload, from, status, aborted, enter, ledger, compensateAt } = await beginScaleOperation('scaleOut', input);
   const decide = (decision: 'approved' | 'rejected', by?: string) => {
     status.approval.decision = decision;
     status.approval.by = by ?? 'operator';
@@ -105,21 +52,6 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   };
   setHandler(approveUpdate, (args: DecisionArgs) => decide('approved', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
   setHandler(rejectUpdate, (args: DecisionArgs) => decide('rejected', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
-
-  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) =>
-    store.appendLedger({
-      kind: 'scale-out', workload: input.workload, fromReplicas: from, toReplicas: input.replicas, reason, outcome,
-      planId: status.plan?.id ?? null, workflowId, runId,
-      inputs: { request: input.reason, approval: input.approval, gates: status.gates?.rows ?? null, ...extra },
-      evidence: status.comparison ? { baseline: status.baseline, after: status.after, comparison: status.comparison } : null,
-    });
-
-  if (input.replicas <= from) {
-    throw ApplicationFailure.create({
-      type: 'invalid-input', nonRetryable: true,
-      message: `scaleOut: replicas ${input.replicas} is not above the current ${from}; use scaleIn`,
-    });
-  }
 
   enter('baseline');
   status.baseline = await agentCalls.captureEvidence({ workload: input.workload });
@@ -144,19 +76,19 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 
   if (input.approval === 'manual') {
     enter('awaiting-approval');
-    const decided = await condition(() => status.approval.decision !== null || abortReason !== null, input.approvalTimeoutMs);
+    const decided = await condition(() => status.approval.decision !== null || aborted.reason !== null, input.approvalTimeoutMs);
     if (!decided || status.approval.decision !== 'approved') {
       status.outcome = 'rejected';
-      const why = abortReason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time');
+      const why = aborted.reason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time');
       enter('rejected');
       await ledger('rejected', why);
       return status;
     }
   }
-  if (abortReason) {
+  if (aborted.reason) {
     status.outcome = 'rejected';
     enter('aborted');
-    await ledger('aborted', abortReason);
+    await ledger('aborted', aborted.reason);
     return status;
   }
 
@@ -168,7 +100,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
     // An abort cancels the scope: whatever was committed is then compensated below.
     await CancellationScope.cancellable(async () => {
       const scope = CancellationScope.current();
-      void condition(() => abortReason !== null).then(() => scope.cancel());
+      void condition(() => aborted.reason !== null).then(() => scope.cancel());
       await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; } });
       if (input.soakMs > 0) {
         enter('soaking');
@@ -177,15 +109,15 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
     });
   } catch (error) {
     if (!committed) {
-      status.outcome = abortReason ? 'rejected' : 'failed';
-      status.error = abortReason ?? failureMessage(error);
-      enter(abortReason ? 'aborted' : 'failed');
+      status.outcome = aborted.reason ? 'rejected' : 'failed';
+      status.error = aborted.reason ?? failureMessage(error);
+      enter(aborted.reason ? 'aborted' : 'failed');
       await ledger(status.outcome, status.error);
-      if (abortReason) return status;
+      if (aborted.reason) return status;
       throw error;
     }
-    if (!abortReason && isCancellation(error)) throw error; // the workflow itself was cancelled
-    return compensateAt(input.replicas, abortReason ?? `failed after the placement write: ${failureMessage(error)}`);
+    if (!aborted.reason && isCancellation(error)) throw error; // the workflow itself was cancelled
+    return compensateAt(input.replicas, aborted.reason ?? `failed after the placement write: ${failureMessage(error)}`);
   }
 
   enter('comparing');
@@ -199,13 +131,4 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   await ledger('completed', input.reason);
   return status;
 
-  async function compensateAt(replicas: number, reason: string): Promise<ScaleStatus> {
-    enter('compensating');
-    status.compensation = { reason, replicas, outcome: null };
-    await ledger('compensated', reason, { compensationReplicas: replicas });
-    status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
-    status.outcome = 'compensated';
-    enter('compensated');
-    return status;
-  }
 }

@@ -14,6 +14,10 @@ const ScaleBody = z.object({
   reason: z.string().max(500).optional(),
   soakMs: z.int().min(0).max(3_600_000).optional(),
   convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
+  /** scale-in: how long each removed replica may take to drain */
+  drainDeadlineMs: z.int().min(100).max(3_600_000).optional(),
+  /** scale-in: most partitions one replica may own after consolidation */
+  perInstanceLimit: z.int().min(1).optional(),
 });
 
 /** The workflow's own outcome → the API's status words (DESIGN.md §6). */
@@ -27,7 +31,7 @@ export function operationRoutes(deps: ApiDeps) {
   return [
     defineRoute({
       method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator',
-      summary: 'scale to a replica count: starts scaleOut (or scaleIn) under scale:<name>',
+      summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>',
       params: NameParams, body: ScaleBody,
       handler: async ({ params, body }) => {
         const workload = await deps.registry.getWorkload(params.name);
@@ -36,15 +40,13 @@ export function operationRoutes(deps: ApiDeps) {
         const current = placement?.assignments.length ?? 0;
         if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
         if (body.replicas === current) throw new ApiError('conflict', `${params.name} already runs ${current} replica(s)`, { current });
-        if (body.replicas < current) {
-          throw new ApiError('validation-failed', `scale-in (${current} → ${body.replicas}) is not available yet; plan/apply the reduced replicas instead`, { current });
-        }
+        const kind = body.replicas > current ? 'scaleOut' : 'scaleIn';
+        if (kind === 'scaleIn' && body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out only');
+        const { replicas, approval, reason, ...options } = body;
         const started = await startOperation(deps, {
-          workflowType: 'scaleOut', workflowId: `scale:${params.name}`,
-          input: { workload: params.name, replicas: body.replicas, approval: body.approval, reason: body.reason ?? 'requested via API',
-            ...(body.soakMs !== undefined ? { soakMs: body.soakMs } : {}),
-            ...(body.convergeTimeoutMs !== undefined ? { convergeTimeoutMs: body.convergeTimeoutMs } : {}) },
-          summary: `scale ${params.name} ${current} → ${body.replicas}`,
+          workflowType: kind, workflowId: `scale:${params.name}`,
+          input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(kind === 'scaleOut' ? { approval } : {}), ...options },
+          summary: `scale ${params.name} ${current} → ${replicas}`,
         });
         return ok(started, 202);
       },
@@ -78,7 +80,7 @@ export function operationRoutes(deps: ApiDeps) {
           phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
           ...(detail && typeof detail === 'object' && 'gates' in detail ? {
             gates: detail.gates, evidenceGap: detail.evidenceGap, plan: detail.plan, evidence: { baseline: detail.baseline, after: detail.after, comparison: detail.comparison },
-            approval: detail.approval, compensation: detail.compensation,
+            approval: detail.approval, scaleIn: detail.scaleIn ?? null, compensation: detail.compensation,
           } : { result: detail }),
           failure,
         });

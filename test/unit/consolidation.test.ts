@@ -82,4 +82,31 @@ describe('planConsolidation', () => {
     expect(reversed).toEqual(forward);
     expect(workers).toEqual(snapshot);
   });
+
+  describe('with a victim order (idle first by load, from domain/victims)', () => {
+    it('removes the named workers in that order, not the ones with fewest units', () => {
+      const workers = [worker('light', ['u1'], 4), worker('heavy', ['u2', 'u3'], 4), worker('mid', ['u4', 'u5'], 4)];
+      expect(planConsolidation({ workers, desiredWorkers: 2, victimOrder: ['heavy'] })).toEqual({
+        moves: [
+          { unit: 'u2', from: 'heavy', to: 'light' },
+          { unit: 'u3', from: 'heavy', to: 'light' },
+        ],
+        removed: ['heavy'],
+      });
+    });
+
+    it('stops short when the order names fewer workers than the target needs', () => {
+      const workers = [worker('a', [], 4), worker('b', [], 4), worker('c', [], 4)];
+      expect(planConsolidation({ workers, desiredWorkers: 1, victimOrder: ['c'] })).toEqual({ moves: [], removed: ['c'] });
+    });
+
+    it('rolls back a named worker whose units cannot all be placed: nothing moved, one above target', () => {
+      const workers = [worker('a', ['p0', 'p1', 'p2', 'p3'], 4), worker('b', ['p4', 'p5', 'p6', 'p7'], 4)];
+      const plan = planConsolidation({ workers, desiredWorkers: 1, victimOrder: ['b'] });
+      expect(plan.moves).toEqual([]);
+      expect(plan.removed).toEqual([]);
+      expect(plan.stoppedAbove).toMatchObject({ target: 1, actual: 2 });
+      expect(plan.stoppedAbove!.reason).toMatch(/"b".*rolled back 0 move/);
+    });
+  });
 });

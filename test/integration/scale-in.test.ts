@@ -1,0 +1,161 @@
+// scaleIn on the real stack, under load: drain, hand-over from committed offsets, proof that the
+// removed own nothing, idle-first victim choice, consolidation (and its rollback), and a drain
+// past its deadline ending in the replan.
+import { Pool } from 'pg';
+import { runLoad } from '../../scripts/loadgen';
+import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
+import { startStack, Stack } from '../support/stack';
+
+let stack: Stack;
+const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const consumer = (name: string, replicas: number, partitions: number, workMs = 1) => ({
+  kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
+  spec: { partitions, source: `${name}_in`, sink: `${name}_out`, workMs },
+});
+
+beforeAll(async () => {
+  stack = await startStack({
+    leaseTtlMs: 3000,
+    agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `in-${zone}`, labels: { zone } })),
+  });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const tasksOf = async (workload: string) =>
+  (await Promise.all(Object.keys(stack.agents).map(async (id) => (await stack.agentApi(id, 'GET', '/v1/tasks')).body.tasks as any[])))
+    .flat().filter((t) => t.workload === workload);
+const define = async (name: string, body: unknown, ready: number) => {
+  expect((await stack.api('PUT', `/v1/workloads/${name}`, { body })).status).toBeLessThan(300);
+  await stack.waitFor(`${ready} ready tasks of ${name}`, async () => (await tasksOf(name)).filter((t) => t.state === 'ready').length === ready);
+  await stack.waitFor(`the placement of ${name} applied`, async () => {
+    const description = await stack.temporal.workflow.getHandle(`scale:${name}`).describe().catch(() => null);
+    return description !== null && description.status.name !== 'RUNNING';
+  });
+};
+const scale = async (name: string, body: Record<string, unknown>) => {
+  const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleIn' } });
+  await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
+  return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
+};
+const placementOf = async (name: string) => (await stack.api('GET', `/v1/workloads/${name}`, { role: 'viewer' })).body.placement;
+
+describe('consumer 4 → 2 under load', () => {
+  it('loses and duplicates nothing, keeps order, never has two owners of a partition, and the removed own nothing', async () => {
+    await define('orders', consumer('orders', 4, 8), 4);
+    const before = await placementOf('orders');
+    const databaseUrl = stack.databaseUrl;
+    const load = runLoad({ databaseUrl, source: 'orders_in', partitions: 8, ratePerSec: 400, count: 4000 });
+    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'orders_in', sink: 'orders_out' })).sinkCount > 300);
+
+    const operation = await scale('orders', { replicas: 2, drainDeadlineMs: 30_000 });
+    expect(operation).toMatchObject({ status: 'completed', kind: 'scaleIn' });
+    const victims = operation.scaleIn.victims as { taskId: string; runtimeId: string; partitions: number[] }[];
+    expect(victims).toHaveLength(2);
+    // every partition the victims owned was handed over, each exactly once
+    expect(operation.scaleIn.moves.map((m: any) => Number(m.unit)).sort()).toEqual(victims.flatMap((v) => v.partitions).sort());
+    // drain receipts: nothing in flight, partitions released
+    for (const receipt of operation.scaleIn.receipts) expect(receipt.receipt).toMatchObject({ inFlight: 0 });
+    expect(operation.scaleIn.confirmation).toMatchObject({ assignmentsLeft: 0, ownedPartitions: 0 });
+
+    const after = await placementOf('orders');
+    expect(after.assignments.map((a: any) => a.index).sort()).toEqual([0, 1]);
+    expect(after.assignments.flatMap((a: any) => a.partitions).sort((a: number, b: number) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const victimRuntimes = new Set(victims.map((v) => v.runtimeId));
+    expect(after.assignments.filter((a: any) => victimRuntimes.has(a.runtimeId))).toEqual([]);
+    // survivors kept their task ids: they were not restarted
+    const survivorIds = after.assignments.map((a: any) => a.taskId);
+    expect(before.assignments.map((a: any) => a.taskId)).toEqual(expect.arrayContaining(survivorIds));
+    for (const runtimeId of victimRuntimes) {
+      const onVictim = (await stack.agentApi(runtimeId, 'GET', '/v1/tasks')).body.tasks.filter((t: any) => t.workload === 'orders');
+      expect(onVictim).toEqual([]);
+    }
+
+    const written = await load;
+    const audit = await stack.waitFor('the sink caught up', async () => {
+      const a = await verifyExactlyOnce({ databaseUrl, source: 'orders_in', sink: 'orders_out' });
+      return a.sinkCount >= written.written ? a : null;
+    }, 120_000);
+    expect(audit).toMatchObject({ sourceCount: 4000, sinkCount: 4000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'orders' })).toEqual([]);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=orders&kind=scale-in', { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'completed', fromReplicas: 4, toReplicas: 2 });
+  });
+});
+
+describe('victim choice', () => {
+  it('removes the idle replica, not the oldest or the busiest', async () => {
+    await define('quiet', consumer('quiet', 3, 3), 3);
+    const { assignments } = await placementOf('quiet');
+    const idle = assignments.find((a: any) => a.index === 1);
+    const busyPartitions = assignments.filter((a: any) => a.index !== 1).flatMap((a: any) => a.partitions);
+    // Traffic only on the partitions of replicas 0 and 2 (plain SQL, per the consumer's data contract).
+    const pool = new Pool({ connectionString: stack.databaseUrl, max: 2 });
+    let stop = false;
+    const feeder = (async () => {
+      const next: Record<number, number> = {};
+      while (!stop) {
+        for (const p of busyPartitions) {
+          next[p] = (next[p] ?? -1) + 1;
+          await pool.query(`insert into quiet_in (partition, "offset", key, payload) values ($1, $2, $3, '{}')`, [p, next[p], `k${next[p]}`]);
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      await stack.waitFor('the busy replicas report a rate', async () => {
+        const tasks = await tasksOf('quiet');
+        return tasks.filter((t) => t.taskId !== idle.taskId && t.counts.ratePerSec > 0).length === 2;
+      });
+      const operation = await scale('quiet', { replicas: 2 });
+      expect(operation.status).toBe('completed');
+      expect(operation.scaleIn.victims.map((v: any) => v.taskId)).toEqual([idle.taskId]);
+      expect(operation.scaleIn.reasons[idle.taskId]).toMatch(/^idle/);
+    } finally {
+      stop = true;
+      await feeder;
+      await pool.end();
+    }
+  });
+});
+
+describe('consolidation', () => {
+  it('rolls back when a victim\'s partitions do not fit under the per-instance limit: nothing moved, one above target', async () => {
+    await define('full', consumer('full', 2, 8), 2);
+    const before = await tasksOf('full');
+    const operation = await scale('full', { replicas: 1, perInstanceLimit: 4 });
+    expect(operation.status).toBe('refused');
+    expect(operation.scaleIn.moves).toEqual([]);
+    expect(operation.evidenceGap).toMatch(/rolled back/);
+    const after = await tasksOf('full');
+    expect(after.map((t) => `${t.taskId}/${t.incarnation}/${t.partitions.join(',')}`).sort())
+      .toEqual(before.map((t) => `${t.taskId}/${t.incarnation}/${t.partitions.join(',')}`).sort());
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=full&kind=scale-in', { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'refused', fromReplicas: 2, toReplicas: 1 });
+    expect(ledger[0].reason).toMatch(/nothing moved/);
+  });
+});
+
+describe('drain deadline', () => {
+  it('a drain that passes its deadline → replan → ledger', async () => {
+    await define('slow', consumer('slow', 2, 4, 100), 2);
+    const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'slow_in', partitions: 4, ratePerSec: 200, count: 600 });
+    await stack.waitFor('batches in flight', async () => (await tasksOf('slow')).every((t) => t.counts.batches > 0));
+    const operation = await scale('slow', { replicas: 1, drainDeadlineMs: 150 });
+    await load;
+    expect(operation.status).toBe('compensated');
+    expect(operation.compensation.reason).toMatch(/drain-deadline/);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=slow', { role: 'viewer' })).body.events;
+    expect(ledger.map((e: any) => `${e.kind}:${e.outcome}`)).toEqual(expect.arrayContaining(['scale-in:compensated', 'replan:completed']));
+    const tasks = (await tasksOf('slow')).filter((t) => t.state !== 'stopped');
+    expect(tasks).toHaveLength(1);
+    expect(tasks[0].taskId).toMatch(/-g2$/);
+    const audit = await stack.waitFor('the sink caught up', async () => {
+      const a = await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'slow_in', sink: 'slow_out' });
+      return a.sinkCount >= 600 ? a : null;
+    }, 120_000);
+    expect(audit).toMatchObject({ missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
+  });
+});

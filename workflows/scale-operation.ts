@@ -1,0 +1,101 @@
+// What scaleOut and scaleIn share: the status they expose (the `status` query, read by
+// GET /v1/operations/:id), the abort signal, ledger rows, and the compensation through the
+// stop-the-world replan.
+import { ApplicationFailure, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { createActivities } from '../activities';
+import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
+import type { GateReport } from '../domain/gates';
+import type { Plan } from '../domain/plan';
+import type { ScaleInDecision } from '../domain/scale-in';
+import type { Workload } from '../domain/types';
+import { profiles, trackOperation } from './operation';
+import { compensate, PlacementOutcome } from './placement';
+
+const store = proxyActivities<ReturnType<typeof createActivities>>(profiles.storeWrite);
+
+export type OperationOutcome = 'running' | 'completed' | 'refused' | 'compensated' | 'rejected' | 'failed';
+
+export interface ScaleStatus {
+  kind: 'scaleOut' | 'scaleIn';
+  workload: string;
+  phase: string;
+  outcome: OperationOutcome;
+  fromReplicas: number | null;
+  toReplicas: number;
+  gates: GateReport | null;
+  evidenceGap: string | null;
+  plan: (Pick<Plan, 'starts' | 'stops' | 'moves' | 'warnings' | 'basis' | 'target'> & { id: string }) | null;
+  baseline: EvidenceSnapshot | null;
+  after: EvidenceSnapshot | null;
+  comparison: EvidenceComparison | null;
+  approval: { mode: 'auto' | 'manual'; decision: 'approved' | 'rejected' | null; by: string | null };
+  /** scaleIn: victims and why, partition hand-overs, drain receipts, proof that the removed own nothing */
+  scaleIn: (Omit<ScaleInDecision, 'survivors'> & { receipts: unknown[]; confirmation: unknown }) | null;
+  compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
+  error: string | null;
+}
+
+export const statusQuery = defineQuery<ScaleStatus>('status');
+export const abortSignal = defineSignal<[{ reason?: string } | undefined]>('abort');
+
+export interface ScaleRequest {
+  workload: string;
+  replicas: number;
+  reason: string;
+  approval?: 'auto' | 'manual';
+  convergeTimeoutMs: number;
+}
+
+/** Loads the workload, registers the status query and the abort signal, and returns the helpers. */
+export async function beginScaleOperation(kind: ScaleStatus['kind'], input: ScaleRequest) {
+  const { workflowId, runId } = workflowInfo();
+  const workload = await store.loadWorkload(input.workload);
+  if (!workload || workload.retired) {
+    throw ApplicationFailure.create({ type: 'not-found', message: `${kind}: no active workload ${input.workload}`, nonRetryable: true });
+  }
+  const placement = await store.loadPlacement(input.workload);
+  const from = placement?.assignments.length ?? 0;
+  const wrongWay = kind === 'scaleOut' ? input.replicas <= from : input.replicas >= from;
+  if (wrongWay) {
+    throw ApplicationFailure.create({
+      type: 'invalid-input', nonRetryable: true,
+      message: `${kind}: replicas ${input.replicas} is not ${kind === 'scaleOut' ? 'above' : 'below'} the current ${from}; use ${kind === 'scaleOut' ? 'scaleIn' : 'scaleOut'}`,
+    });
+  }
+  const op = trackOperation(kind, input.workload, `scale ${input.workload} ${from} → ${input.replicas}`);
+  const status: ScaleStatus = {
+    kind, workload: input.workload, phase: op.phase, outcome: 'running', fromReplicas: from, toReplicas: input.replicas,
+    gates: null, evidenceGap: null, plan: null, baseline: null, after: null, comparison: null,
+    approval: { mode: input.approval ?? 'auto', decision: null, by: null }, scaleIn: null, compensation: null, error: null,
+  };
+  setHandler(statusQuery, () => status);
+  const aborted: { reason: string | null } = { reason: null };
+  setHandler(abortSignal, (args) => {
+    aborted.reason = args?.reason ?? 'aborted by an operator';
+  });
+
+  const enter = (phase: string) => {
+    op.enter(phase);
+    status.phase = phase;
+  };
+  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) =>
+    store.appendLedger({
+      kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
+      reason, outcome, planId: status.plan?.id ?? null, workflowId, runId,
+      inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...extra },
+      evidence: status.comparison || status.scaleIn
+        ? { baseline: status.baseline, after: status.after, comparison: status.comparison, scaleIn: status.scaleIn }
+        : null,
+    });
+  /** The one compensation: the stop-the-world replan as a child, at `replicas`. */
+  const compensateAt = async (replicas: number, reason: string): Promise<ScaleStatus> => {
+    enter('compensating');
+    status.compensation = { reason, replicas, outcome: null };
+    await ledger('compensated', reason, { compensationReplicas: replicas });
+    status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
+    status.outcome = 'compensated';
+    enter('compensated');
+    return status;
+  };
+  return { workload: workload as Workload, placement, from, status, aborted, enter, ledger, compensateAt };
+}
