@@ -1,6 +1,9 @@
 // The foundation on the real stack: agents register and heartbeat, a killed agent goes LOST after
 // its lease, the ping workflow runs through Temporal to PostgreSQL, and bad input never yields a 500.
 import { WorkflowFailedError } from '@temporalio/client';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { startStack, Stack } from '../support/stack';
 
 let stack: Stack;
@@ -106,5 +109,23 @@ describe('bad input and auth', () => {
     expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(['/v1/state', '/v1/runtimes', '/v1/runtimes/{id}/heartbeat']));
     const metrics = (await stack.api('GET', '/metrics', { role: null })).body as string;
     expect(metrics).toMatch(/scalegate_runtimes\{status="READY"\} 2/);
+  });
+});
+
+describe('the scalegate CLI', () => {
+  const cli = (args: string[], env: Record<string, string>) =>
+    promisify(execFile)(process.execPath, [path.resolve(__dirname, '../../cli/bin.js'), ...args], {
+      env: { PATH: process.env.PATH, SCALEGATE_API_URL: stack.apiUrl, ...env },
+    });
+
+  it('reads the state with the viewer token', async () => {
+    const { stdout } = await cli(['state'], { SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer });
+    expect(JSON.parse(stdout).runtimes.map((r: { id: string }) => r.id).sort()).toEqual(['node-a', 'node-b']);
+  });
+
+  it('exits non-zero and prints the API error on a refused call', async () => {
+    const failure = await cli(['cordon', 'node-a'], { SCALEGATE_OPERATOR_TOKEN: 'not-the-token' }).catch((e: { code: number; stdout: string }) => e);
+    expect(failure).toMatchObject({ code: 1 });
+    expect(JSON.parse((failure as { stdout: string }).stdout).error).toBe('unauthorized');
   });
 });

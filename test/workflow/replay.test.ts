@@ -1,4 +1,4 @@
-// Replay (determinism) tests for workflows/placement.ts and workflows/ping.ts. Each case runs the
+// Replay (determinism) tests for workflows/placement.ts, scale-out.ts, scale-in.ts and ping.ts. Each case runs the
 // real workflow bundle on the shared test Temporal server with typed fake activities (no agents,
 // no database), then replays the recorded history against the same bundle: a workflow change that
 // alters the command sequence would make these replays throw. A deliberately reordered applyPlan
@@ -242,6 +242,89 @@ describe('ping', () => {
 
     expect(result).toEqual({ runtimes: 3, ready: 2, workloads: 1, note: 'replay' });
     expect(fake.calls).toEqual(['storePing']);
+    await expect(replay(workflowId)).resolves.toBeUndefined();
+  });
+});
+
+/** A consumer with a known contract and four replicas owning partitions p % 4, for scaleOut and scaleIn. */
+function scaleFakes(workload: string, replicas: number, target: number) {
+  const base = fakeActivities(workload);
+  const definition: Workload = {
+    name: workload, kind: 'consumer', replicas, selector: {}, revision: 7, retired: false,
+    contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+    spec: { partitions: 8, source: 'in_t', sink: 'out_t', workMs: 1 },
+  };
+  const current = Array.from({ length: replicas }, (_, i) => ({ ...assignment(workload, i, 1), partitions: [0, 1, 2, 3, 4, 5, 6, 7].filter((p) => p % replicas === i) }));
+  const record = (name: string) => base.calls.push(name);
+  const activities: Partial<Activities> = {
+    ...base.activities,
+    async loadWorkload() {
+      record('loadWorkload');
+      return definition;
+    },
+    async loadPlacement(name) {
+      record('loadPlacement');
+      return { workload: name, fence: 3, generation: 1, assignments: current };
+    },
+    async captureEvidence() {
+      record('captureEvidence');
+      // the capture after the change sees the target size ready
+      const ready = base.calls.filter((c) => c === 'captureEvidence').length > 1 ? target : current.length;
+      return {
+        atMs: 0, ready, processed: 100, ratePerSec: 10, latencyP50Ms: 5, latencyP95Ms: 9, backlog: 0, errors: 0,
+        tasks: current.map((a) => ({
+          taskId: a.taskId, runtimeId: a.runtimeId, incarnation: 'i', state: 'ready', processed: 25, errors: 0, backlog: 0,
+          ownedPartitions: a.partitions.length, inFlight: 0, ratePerSec: a.index === 1 ? 0 : 5,
+        })),
+      };
+    },
+    async preparePlan(input) {
+      record('preparePlan');
+      const target = Array.from({ length: input.replicas as number }, (_, i) => assignment(workload, i, 1));
+      return { ...planFor(workload, 'plan-out', 1), fromReplicas: current.length, replicas: input.replicas, target, starts: target.slice(current.length), stops: [], basis: { registryRevision: 7, placementFence: 3 } };
+    },
+    async gatherGateFacts(input) {
+      record('gatherGateFacts');
+      const ok = { ok: true, detail: 'reachable' };
+      return {
+        eligible: ['rt-0', 'rt-1', 'rt-2', 'rt-3'].map((id, i) => ({ id, freeSlots: 4, alreadyHostsWorkload: i < current.length })),
+        probes: input.recipientRuntimeIds.map((runtimeId) => ({ runtimeId, source: ok, destination: ok })),
+      };
+    },
+    async savePlan(plan) {
+      record('savePlan');
+      return { ...plan, id: 'plan-in', createdAt: '2030-01-01T00:00:00.000Z', appliedWorkflow: null };
+    },
+    async confirmRemoved(input) {
+      record('confirmRemoved');
+      return { runtimes: input.removed.map((t) => t.runtimeId), tasks: input.removed.map((t) => t.taskId), assignmentsLeft: 0, ownedPartitions: 0 };
+    },
+  };
+  return { ...base, activities };
+}
+
+describe('scaleOut and scaleIn', () => {
+  it('scaleOut 2 → 4 passes its gates, applies and ledgers; its history replays', async () => {
+    const workload = `rp-${suffix}-out`;
+    const fake = scaleFakes(workload, 2, 4);
+    const workflowId = `scale:${workload}`;
+    const result = await withWorker(fake.activities, (taskQueue) =>
+      client.workflow.execute('scaleOut', { taskQueue, workflowId, args: [{ workload, replicas: 4, soakMs: 0 }] }));
+    expect(result).toMatchObject({ kind: 'scaleOut', outcome: 'completed', fromReplicas: 2, toReplicas: 4 });
+    expect(fake.ledger.map((e) => [e.kind, e.outcome])).toEqual([['scale-out', 'completed']]);
+    await expect(replay(workflowId)).resolves.toBeUndefined();
+  });
+
+  it('scaleIn 4 → 2 drains the idle and least loaded replicas first; its history replays', async () => {
+    const workload = `rp-${suffix}-in`;
+    const fake = scaleFakes(workload, 4, 2);
+    const workflowId = `scale:${workload}`;
+    const result = await withWorker(fake.activities, (taskQueue) =>
+      client.workflow.execute('scaleIn', { taskQueue, workflowId, args: [{ workload, replicas: 2 }] }));
+    expect(result).toMatchObject({ kind: 'scaleIn', outcome: 'completed', fromReplicas: 4, toReplicas: 2 });
+    expect((result as any).scaleIn.victims.map((v: Assignment) => v.index)).toEqual([1, 3]); // idle (rate 0) first, then highest index
+    expect(fake.calls.indexOf('stopTasks')).toBeLessThan(fake.calls.indexOf('commitPlacement')); // drain before the hand-over
+    expect(fake.ledger.map((e) => [e.kind, e.outcome])).toEqual([['scale-in', 'completed']]);
     await expect(replay(workflowId)).resolves.toBeUndefined();
   });
 });
