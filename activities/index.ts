@@ -361,8 +361,9 @@ export function createActivities(deps: ActivityDeps) {
     async reconcilePass(): Promise<ReconcilePassResult> {
       const { rows } = await deps.db.query<{ key: string }>(
         `select md5(concat_ws('|',
-                  (select last_value from registry_revision),
-                  (select last_value from placement_change),
+                  -- is_called too: a fresh sequence reads last_value 1 both before and after its first nextval
+                  (select last_value || ':' || is_called from registry_revision),
+                  (select last_value || ':' || is_called from placement_change),
                   (select coalesce(string_agg(id || ':' || labels::text || ':' || slots, ',' order by id), '')
                      from runtimes where status = 'READY' and lease_expires_at > now()))) as key`,
       );

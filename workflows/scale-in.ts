@@ -35,7 +35,7 @@ export type ScaleInInput = z.input<typeof ScaleInInputSchema>;
 
 export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
-  const { workload, placement, status, aborted, enter, ledger, compensateAt } = await beginScaleOperation('scaleIn', input);
+  const { workload, placement, status, aborted, enter, ledger, compensateAt, endUnchanged } = await beginScaleOperation('scaleIn', input);
   const current = placement!.assignments; // a scale-in starts from replicas above the target
 
   enter('baseline');
@@ -57,18 +57,10 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   });
   status.scaleIn = { victims: decision.victims, reasons: decision.reasons, moves: decision.moves, stoppedAbove: decision.stoppedAbove, receipts: [], confirmation: null };
   if (decision.victims.length === 0) {
-    status.outcome = 'refused';
     status.evidenceGap = decision.stoppedAbove?.reason ?? 'no replica can be removed';
-    enter('refused');
-    await ledger('refused', `nothing moved: ${status.evidenceGap}`);
-    return status;
+    return endUnchanged('refused', 'refused', `nothing moved: ${status.evidenceGap}`);
   }
-  if (aborted.reason) {
-    status.outcome = 'rejected';
-    enter('aborted');
-    await ledger('aborted', aborted.reason);
-    return status;
-  }
+  if (aborted.reason) return endUnchanged('rejected', 'aborted', aborted.reason);
 
   const plan: Plan = {
     workload: input.workload, kind: workload.kind, fromReplicas: current.length, replicas: decision.survivors.length,

@@ -97,5 +97,12 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     enter('compensated');
     return status;
   };
-  return { workload: workload as Workload, placement, from, status, aborted, enter, ledger, compensateAt };
+  /** Ends the operation without a change (refused, rejected, aborted): phase, outcome, one ledger row. */
+  const endUnchanged = async (outcome: 'refused' | 'rejected', phase: string, reason: string): Promise<ScaleStatus> => {
+    status.outcome = outcome;
+    enter(phase);
+    await ledger(phase, reason);
+    return status;
+  };
+  return { workload: workload as Workload, placement, from, status, aborted, enter, ledger, compensateAt, endUnchanged };
 }

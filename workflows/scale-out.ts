@@ -39,7 +39,7 @@ export const rejectUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('reject');
 
 export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
-  const { workload, from, status, aborted, enter, ledger, compensateAt } = await beginScaleOperation('scaleOut', input);
+  const { workload, from, status, aborted, enter, ledger, compensateAt, endUnchanged } = await beginScaleOperation('scaleOut', input);
   const decide = (decision: 'approved' | 'rejected', by?: string) => {
     status.approval.decision = decision;
     status.approval.by = by ?? 'operator';
@@ -68,29 +68,17 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   });
   if (!status.gates.passed || proposal.unplaced) {
     status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;
-    status.outcome = 'refused';
-    enter('refused');
-    await ledger('refused', status.evidenceGap);
-    return status;
+    return endUnchanged('refused', 'refused', status.evidenceGap);
   }
 
   if (input.approval === 'manual') {
     enter('awaiting-approval');
     const decided = await condition(() => status.approval.decision !== null || aborted.reason !== null, input.approvalTimeoutMs);
     if (!decided || status.approval.decision !== 'approved') {
-      status.outcome = 'rejected';
-      const why = aborted.reason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time');
-      enter('rejected');
-      await ledger('rejected', why);
-      return status;
+      return endUnchanged('rejected', 'rejected', aborted.reason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time'));
     }
   }
-  if (aborted.reason) {
-    status.outcome = 'rejected';
-    enter('aborted');
-    await ledger('aborted', aborted.reason);
-    return status;
-  }
+  if (aborted.reason) return endUnchanged('rejected', 'aborted', aborted.reason);
 
   // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
   const plan = await store.preparePlan({ workload: input.workload, replicas: input.replicas });

@@ -5,6 +5,7 @@ import { Pool } from 'pg';
 import { runLoad } from '../../scripts/loadgen';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
 import { startStack, Stack } from '../support/stack';
+import { defineWorkload, tasksOf as sharedTasksOf } from '../support/workloads';
 
 let stack: Stack;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
@@ -23,17 +24,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const tasksOf = async (workload: string) =>
-  (await Promise.all(Object.keys(stack.agents).map(async (id) => (await stack.agentApi(id, 'GET', '/v1/tasks')).body.tasks as any[])))
-    .flat().filter((t) => t.workload === workload);
-const define = async (name: string, body: unknown, ready: number) => {
-  expect((await stack.api('PUT', `/v1/workloads/${name}`, { body })).status).toBeLessThan(300);
-  await stack.waitFor(`${ready} ready tasks of ${name}`, async () => (await tasksOf(name)).filter((t) => t.state === 'ready').length === ready);
-  await stack.waitFor(`the placement of ${name} applied`, async () => {
-    const description = await stack.temporal.workflow.getHandle(`scale:${name}`).describe().catch(() => null);
-    return description !== null && description.status.name !== 'RUNNING';
-  });
-};
+const tasksOf = (workload: string) => sharedTasksOf(stack, workload);
+const define = (name: string, body: unknown, ready: number) => defineWorkload(stack, name, body, ready);
 const scale = async (name: string, body: Record<string, unknown>) => {
   const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
   expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleIn' } });
@@ -142,7 +134,12 @@ describe('drain deadline', () => {
   it('a drain that passes its deadline → replan → ledger', async () => {
     await define('slow', consumer('slow', 2, 4, 100), 2);
     const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'slow_in', partitions: 4, ratePerSec: 200, count: 600 });
-    await stack.waitFor('batches in flight', async () => (await tasksOf('slow')).every((t) => t.counts.batches > 0));
+    // Each replica does ~50 records/s (workMs 100, batches capped at 2 s) against 200/s offered, so
+    // once both report a backlog a batch is nearly always in flight when the drain arrives.
+    await stack.waitFor('a backlog on both replicas', async () => {
+      const tasks = await tasksOf('slow');
+      return tasks.length === 2 && tasks.every((t) => t.counts.batches > 0 && (t.backlog ?? 0) > 20);
+    });
     const operation = await scale('slow', { replicas: 1, drainDeadlineMs: 150 });
     await load;
     expect(operation.status).toBe('compensated');

@@ -11,6 +11,7 @@ import { findTemporalCli } from '../../scripts/temporal-cli';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
+import { defineWorkload, tasksOf as sharedTasksOf } from '../support/workloads';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -33,22 +34,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const tasksOf = async (workload: string) =>
-  (await Promise.all(Object.keys(stack.agents).map(async (id) => (await stack.agentApi(id, 'GET', '/v1/tasks')).body.tasks as any[])))
-    .flat().filter((t) => t.workload === workload);
-/** Defines a workload and waits until the reconcile loop's apply (scale:<name>) has finished with it. */
-const define = async (name: string, body: unknown, readyCount: number) => {
-  expect((await stack.api('PUT', `/v1/workloads/${name}`, { body })).status).toBeLessThan(300);
-  const tasks = await stack.waitFor(`${readyCount} ready tasks of ${name}`, async () => {
-    const ready = (await tasksOf(name)).filter((t) => t.state === 'ready');
-    return ready.length === readyCount ? ready : null;
-  });
-  await stack.waitFor(`the placement of ${name} applied`, async () => {
-    const description = await stack.temporal.workflow.getHandle(`scale:${name}`).describe().catch(() => null);
-    return description !== null && description.status.name !== 'RUNNING';
-  });
-  return tasks;
-};
+const tasksOf = (workload: string) => sharedTasksOf(stack, workload);
+const define = (name: string, body: unknown, ready: number) => defineWorkload(stack, name, body, ready);
 const scale = async (name: string, body: Record<string, unknown>) => {
   const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
   expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleOut' } });

@@ -1,0 +1,46 @@
+// The reconcile pass's skip decision on a fresh database: it must notice the very first workload
+// and the very first placement (a fresh sequence reads the same last_value before and after its
+// first nextval, so the key also reads is_called).
+import crypto from 'node:crypto';
+import { Client as PgClient } from 'pg';
+import { createActivities } from '../../activities';
+import { UNKNOWN_CONTRACT } from '../../domain/schemas';
+import { createPool } from '../../store/db';
+import { migrate } from '../../store/migrate';
+import { createRegistryStore } from '../../store/registry';
+import { createRuntimeStore } from '../../store/runtimes';
+import { testEnv } from '../support/env';
+
+const env = testEnv();
+const name = `r_${crypto.randomBytes(5).toString('hex')}`;
+const databaseUrl = env.postgresAdminUrl.replace(/\/[^/]*$/, `/${name}`);
+const db = createPool(databaseUrl, 3);
+
+beforeAll(async () => {
+  const admin = new PgClient({ connectionString: env.postgresAdminUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  await migrate(db);
+});
+afterAll(async () => {
+  await db.end();
+});
+
+it('skips only when nothing it decides from moved, from the first workload and placement on', async () => {
+  const activities = createActivities({ db, agentToken: 'unused-token' });
+  const registry = createRegistryStore(db);
+  await createRuntimeStore(db).register({ id: 'rt-1', endpoint: 'http://127.0.0.1:9', labels: { zone: 'a' }, slots: 4 }, 60_000);
+
+  expect((await activities.reconcilePass()).skipped).toBe(false);
+  expect((await activities.reconcilePass()).skipped).toBe(true);
+
+  await registry.putWorkload('first', { kind: 'service', replicas: 1, selector: {}, contract: UNKNOWN_CONTRACT, spec: { command: ['true'], env: {}, graceMs: 100 } });
+  const afterPut = await activities.reconcilePass();
+  expect(afterPut.skipped).toBe(false);
+  expect(afterPut.planIds.map((p) => p.workload)).toEqual(['first']);
+
+  await registry.writePlacement('first', 0, [{ runtimeId: 'rt-1', index: 0, taskId: 'first-0-g1' }]);
+  expect((await activities.reconcilePass()).skipped).toBe(false); // the first placement write moved it
+  expect((await activities.reconcilePass()).skipped).toBe(true);
+});

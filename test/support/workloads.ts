@@ -1,0 +1,24 @@
+// Helpers the scaling tests share: what the agents run for a workload, and defining a workload and
+// waiting until the reconcile loop has placed and applied it.
+import type { Stack } from './stack';
+
+/** Every task of `workload` on every agent of the stack, as the agents report them. */
+export async function tasksOf(stack: Stack, workload: string): Promise<any[]> {
+  const perAgent = await Promise.all(Object.keys(stack.agents).map(async (id) => (await stack.agentApi(id, 'GET', '/v1/tasks')).body.tasks as any[]));
+  return perAgent.flat().filter((t) => t.workload === workload);
+}
+
+/** PUTs the workload, waits for `ready` ready tasks and for its apply (scale:<name>) to finish. */
+export async function defineWorkload(stack: Stack, name: string, body: unknown, ready: number): Promise<any[]> {
+  const put = await stack.api('PUT', `/v1/workloads/${name}`, { body });
+  if (put.status >= 300) throw new Error(`PUT ${name}: ${put.status} ${JSON.stringify(put.body)}`);
+  const tasks = await stack.waitFor(`${ready} ready tasks of ${name}`, async () => {
+    const readyTasks = (await tasksOf(stack, name)).filter((t) => t.state === 'ready');
+    return readyTasks.length === ready ? readyTasks : null;
+  });
+  await stack.waitFor(`the placement of ${name} applied`, async () => {
+    const description = await stack.temporal.workflow.getHandle(`scale:${name}`).describe().catch(() => null);
+    return description !== null && description.status.name !== 'RUNNING';
+  });
+  return tasks;
+}
