@@ -1,5 +1,5 @@
 // Builds the Fastify app from the route modules. Routes start workflows; they never do their work.
-import Fastify, { FastifyError } from 'fastify';
+import Fastify, { FastifyError, LogController } from 'fastify';
 import type { ApiDeps } from './deps';
 import { ApiError } from './errors';
 import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from './route';
@@ -43,7 +43,8 @@ export function buildServer(deps: ApiDeps) {
   const app = Fastify({
     logger: level === 'silent' ? false : { level, redact: ['req.headers.authorization', 'headers.authorization'] },
     bodyLimit: 1024 * 1024,
-    disableRequestLogging: true,
+    // one line per request is noise here; errors are still logged
+    logController: new LogController({ disableRequestLogging: true }),
   });
 
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
