@@ -7,14 +7,14 @@ import type { EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
 import { buildPlan, Plan } from '../domain/plan';
 import { verifyExactlyOnce } from '../scripts/verify-sink';
-import type { Assignment, ReplicaCount, WorkloadKind } from '../domain/schemas';
-import type { Placement, Unplaced, Workload } from '../domain/types';
+import type { Assignment, ReplicaCount, WorkloadKind } from '../protocol';
+import type { Placement, TaskStatus, Unplaced, Workload } from '../protocol';
 import { inTransaction } from '../store/db';
 import { createLedgerStore, LedgerEntry } from '../store/ledger';
 import { createPlanStore } from '../store/plans';
 import { createRegistryStore, StalePlacementError } from '../store/registry';
 import { createRuntimeStore } from '../store/runtimes';
-import { AgentTaskStatus, createAgentClient } from './agents';
+import { createAgentClient } from './agent-client';
 
 export interface ActivityDeps {
   db: Pool;
@@ -155,7 +155,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
     async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[] }) {
-      const statuses: AgentTaskStatus[] = [];
+      const statuses: TaskStatus[] = [];
       for (const assignment of input.assignments) {
         heartbeat({ started: statuses.length });
         const status = await agents.startTask(await endpointOf(assignment.runtimeId), assignment.taskId, {
@@ -181,7 +181,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Waits until every task reports ready; fails non-retryably on a failed task or at the deadline. */
-    async awaitTasksReady(input: { tasks: TaskRef[]; timeoutMs: number }): Promise<AgentTaskStatus[]> {
+    async awaitTasksReady(input: { tasks: TaskRef[]; timeoutMs: number }): Promise<TaskStatus[]> {
       const deadline = now() + input.timeoutMs;
       for (;;) {
         const statuses = await Promise.all(
@@ -193,7 +193,7 @@ export function createActivities(deps: ActivityDeps) {
         }
         const ready = statuses.filter((s) => s?.state === 'ready').length;
         heartbeat({ ready, of: input.tasks.length });
-        if (ready === input.tasks.length) return statuses as AgentTaskStatus[];
+        if (ready === input.tasks.length) return statuses as TaskStatus[];
         if (now() > deadline) {
           const waiting = input.tasks.filter((_, i) => statuses[i]?.state !== 'ready').map((t) => `${t.taskId}@${t.runtimeId}`);
           throw ApplicationFailure.create({
@@ -210,7 +210,7 @@ export function createActivities(deps: ActivityDeps) {
      * Drains and stops tasks; answers the drain receipts. Drains can be long: the activity
      * heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is revoked).
      */
-    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; deadlineMs?: number }) {
+    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number }) {
       const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
       for (const t of input.tasks) {
         const runtime = await runtimes.get(t.runtimeId);
@@ -218,7 +218,7 @@ export function createActivities(deps: ActivityDeps) {
         const beating = setInterval(() => heartbeat({ draining: t.taskId, stopped: receipts.length }), 2000);
         heartbeat({ draining: t.taskId, stopped: receipts.length });
         try {
-          const answer = await agents.stopTask(runtime.endpoint, t.taskId, { graceMs: input.graceMs, deadlineMs: input.deadlineMs });
+          const answer = await agents.stopTask(runtime.endpoint, t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs });
           receipts.push({ ...t, ...answer });
         } catch (error) {
           if (runtime.status !== 'LOST') throw error;
@@ -274,7 +274,7 @@ export function createActivities(deps: ActivityDeps) {
       const stopped: TaskRef[] = [];
       for (const runtime of await runtimes.list()) {
         heartbeat({ runtime: runtime.id });
-        let tasks: AgentTaskStatus[];
+        let tasks: TaskStatus[];
         try {
           tasks = await agents.listTasks(runtime.endpoint);
         } catch (error) {

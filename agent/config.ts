@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { LabelsSchema, RuntimeId } from '../domain/schemas';
+import { LabelsSchema, RuntimeId } from '../protocol';
 
 export const AgentConfigSchema = z.object({
   id: RuntimeId,

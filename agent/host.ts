@@ -2,7 +2,7 @@
 // idempotent so the control plane can retry them freely.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { WorkloadKind } from '../domain/schemas';
+import type { DrainOptions, WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 
 interface Hosted {
@@ -90,7 +90,7 @@ export class TaskHost {
   }
 
   /** DELETE semantics: drain and forget; an absent task is already stopped. */
-  remove(taskId: string, options: { graceMs?: number; deadlineMs?: number } = {}): Promise<DrainReceipt | null> {
+  remove(taskId: string, options: DrainOptions = {}): Promise<DrainReceipt | null> {
     return this.serialise(taskId, async () => {
       const hosted = this.tasks[taskId];
       if (!hosted) return null;

@@ -1,18 +1,13 @@
 // Registration and the heartbeat loop: every leaseTtl/3 the agent renews its lease and reports its
 // tasks. A refused fence (the control plane declared this runtime LOST, or it re-registered
 // elsewhere) means: stop the revoked tasks, register again, carry on with the new fence.
-import type { TaskReport } from '../domain/schemas';
+import { HeartbeatAnswerSchema, RegisterAnswerSchema, type TaskReport } from '../protocol';
 import type { AgentConfig } from './config';
 
 export interface LeaseCallbacks {
   reports(): TaskReport[];
   revoke(taskIds: string[], reason: string): Promise<void>;
   log(event: string, fields?: Record<string, unknown>): void;
-}
-
-interface RegisterAnswer {
-  fence: number;
-  heartbeatIntervalMs: number;
 }
 
 export class LeaseKeeper {
@@ -47,7 +42,7 @@ export class LeaseKeeper {
       id: this.config.id, endpoint: this.endpoint, labels: this.config.labels, slots: this.config.slots,
     });
     if (status !== 201) throw new Error(`registration refused (${status}): ${String(json.message ?? json.error)}`);
-    const answer = json as unknown as RegisterAnswer;
+    const answer = RegisterAnswerSchema.parse(json);
     this.fence = answer.fence;
     this.intervalMs = answer.heartbeatIntervalMs;
     this.callbacks.log('registered', { fence: this.fence, heartbeatIntervalMs: this.intervalMs });
@@ -57,7 +52,7 @@ export class LeaseKeeper {
     const { status, json } = await this.call(`/v1/runtimes/${this.config.id}/heartbeat`, {
       fence: this.fence, tasks: this.callbacks.reports(),
     });
-    const revoked = (json.revoked as string[] | undefined) ?? [];
+    const { revoked } = HeartbeatAnswerSchema.catch({ revoked: [] }).parse(json);
     if (status === 200) {
       if (revoked.length) await this.callbacks.revoke(revoked, 'not placed on this runtime');
       return;

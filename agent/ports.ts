@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
-import { PortPairSchema, type PortPair } from '../domain/schemas';
+import { PortPairSchema, type PortPair } from '../protocol';
 import { DriverError } from './drivers/driver';
 
 /** Linux hands out outgoing source ports from 32768 up; a range there could be taken at any moment. */

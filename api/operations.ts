@@ -2,31 +2,27 @@
 // second request for a busy target is refused with the running workflow's id.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
-import { ApiError } from './errors';
+import { ApiError } from '../http/errors';
 
-export interface StartedOperation {
-  workflowId: string;
-  runId: string;
-  kind: string;
-  uiUrl: string;
-}
+import type { StartedOperation } from '../protocol';
+export type { StartedOperation };
 
 export async function startOperation(
   deps: ApiDeps,
-  options: { workflowType: string; workflowId: string; input: unknown; summary: string; workload?: string },
+  options: { workflow: (input: any) => Promise<unknown>; workflowId: string; input: unknown; summary: string },
 ): Promise<StartedOperation> {
   const client = await deps.temporal.client().catch(() => {
     throw new ApiError('unavailable', 'Temporal is not reachable; try again');
   });
   try {
-    const handle = await client.workflow.start(options.workflowType, {
+    const handle = await client.workflow.start(options.workflow, {
       taskQueue: deps.config.SCALEGATE_TASK_QUEUE,
       workflowId: options.workflowId,
       args: [options.input],
       staticSummary: options.summary,
     });
     const uiUrl = `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(handle.workflowId)}/${handle.firstExecutionRunId}`;
-    return { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflowType, uiUrl };
+    return { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
       throw new ApiError('operation-in-progress', `an operation on ${options.workflowId} is already running`, {

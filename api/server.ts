@@ -1,8 +1,8 @@
 // Builds the Fastify app from the route modules. Routes start workflows; they never do their work.
-import Fastify, { FastifyError, LogController } from 'fastify';
+import Fastify, { LogController } from 'fastify';
 import type { ApiDeps } from './deps';
-import { ApiError } from './errors';
-import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from './route';
+import { installErrorHandling } from '../http/errors';
+import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from '../http/route';
 import { healthRoutes } from './routes/health';
 import { operationRoutes } from './routes/operations';
 import { runtimeRoutes } from './routes/runtimes';
@@ -47,26 +47,7 @@ export function buildServer(deps: ApiDeps) {
     logController: new LogController({ disableRequestLogging: true }),
   });
 
-  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
-    if (error instanceof ApiError) return reply.status(error.status).send(error.toBody());
-    if (error.code === 'FST_ERR_CTP_INVALID_JSON' || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (error instanceof SyntaxError && error.statusCode === 400)) {
-      return reply.status(400).send({ error: 'invalid-json', message: `malformed JSON body: ${error.message}` });
-    }
-    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return reply.status(415).send({ error: 'unsupported-media-type', message: 'send JSON with content-type: application/json' });
-    }
-    if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
-      return reply.status(400).send({ error: 'bad-request', message: 'the JSON body is empty' });
-    }
-    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-      return reply.status(error.statusCode).send({ error: 'bad-request', message: error.message });
-    }
-    request.log.error({ err: error }, 'unhandled error');
-    return reply.status(500).send({ error: 'internal', message: 'internal error; see the API log' });
-  });
-  app.setNotFoundHandler((request, reply) =>
-    reply.status(404).send({ error: 'not-found', message: `no route ${request.method} ${request.url.split('?')[0]}` }),
-  );
+  installErrorHandling(app, (error) => app.log.error({ err: error }, 'unhandled error'));
   app.addHook('onResponse', async (request, reply) => {
     deps.metrics.countRequest(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode);
   });

@@ -16,7 +16,7 @@ import {
   type PlacementWorkload,
 } from '../domain/placement';
 import { sha256 } from '../domain/sha256';
-import type { Placement, Runtime } from '../domain/types';
+import type { Placement, Runtime } from '../protocol';
 import { seededRandom } from './seeded-random';
 
 const NOW = Date.parse('2030-01-01T00:00:00.000Z');

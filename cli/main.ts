@@ -12,7 +12,7 @@ const USAGE = `usage: scalegate <command> [options]
   workload get <name> | workload retire <name>
   plan <workload> <replicas>              plan a change (starts, stops, moves, warnings, basis)
   apply <planId>                          apply a plan
-  scale <workload> <replicas> [--approval manual] [--reason TEXT] [--drain-deadline-ms N] [--per-instance-limit N]
+  scale <workload> <replicas> [--approval manual] [--reason TEXT] [--drain-timeout-ms N] [--per-instance-limit N]
   op <workflowId>                         one operation: status, phase, gates, plan, evidence
   approve <workflowId> | abort <workflowId>
   cordon <runtime> | uncordon <runtime> | recover <runtime>
@@ -50,7 +50,7 @@ async function main(argv: string[]) {
     options: {
       api: { type: 'string' }, file: { type: 'string' }, workload: { type: 'string' }, kind: { type: 'string' },
       limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean' },
-      'drain-deadline-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' },
+      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' },
     },
   });
   const api = values.api ?? process.env.SCALEGATE_API_URL ?? 'http://127.0.0.1:8080';
@@ -83,7 +83,7 @@ async function main(argv: string[]) {
     case 'scale':
       return call(api, 'POST', `/v1/workloads/${id}/scale`, 'operator', {
         replicas: replicasArg(b), ...(values.approval ? { approval: values.approval } : {}), ...(values.reason ? { reason: values.reason } : {}),
-        ...(values['drain-deadline-ms'] ? { drainDeadlineMs: Number(values['drain-deadline-ms']) } : {}),
+        ...(values['drain-timeout-ms'] ? { drainTimeoutMs: Number(values['drain-timeout-ms']) } : {}),
         ...(values['per-instance-limit'] ? { perInstanceLimit: Number(values['per-instance-limit']) } : {}),
       });
     case 'op':

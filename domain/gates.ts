@@ -6,7 +6,7 @@
 // whole gap at once. An unknown is never turned into a safe-scale recommendation: a row whose
 // evidence is missing fails and says which evidence would close it.
 import { assertNever } from './assert';
-import type { Contract, Workload } from './schemas';
+import type { Contract, Workload } from '../protocol';
 
 export const GATE = {
   baseline: 'baseline',

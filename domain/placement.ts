@@ -2,9 +2,9 @@
 //
 // Pure: no I/O, no clock, no randomness, no node built-ins — deterministic Temporal workflows
 // import this. Everything returned is plain records and arrays.
-import type { Labels, ReplicaCount, WorkloadKind } from './schemas';
+import type { Labels, ReplicaCount, WorkloadKind } from '../protocol';
 import { sha256, sha256Words } from './sha256';
-import type { Assignment, Runtime, Unplaced } from './types';
+import type { Assignment, Runtime, Unplaced } from '../protocol';
 
 // ---------------------------------------------------------------------------------------------
 // Types

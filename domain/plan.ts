@@ -2,8 +2,8 @@
 // evidence a replica change needs, and the basis it was computed on (registry revision + placement
 // fence). Applying a plan whose basis moved is refused as stale.
 import { computePlacement, diffAssignments, eligibleRuntimes, PlacementUnavailableError } from './placement';
-import type { Assignment, Contract, ReplicaCount } from './schemas';
-import type { Placement, Runtime, Unplaced, Workload } from './types';
+import type { Assignment, Contract, ReplicaCount } from '../protocol';
+import type { Placement, Runtime, Unplaced, Workload } from '../protocol';
 
 export interface PlanBasis {
   /** the workload's registry revision when the plan was made */

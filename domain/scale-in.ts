@@ -3,7 +3,7 @@
 // survivors with room under the per-instance limit, all-or-nothing per victim), and the survivors'
 // assignments afterwards. Pure: the scaleIn workflow runs it on evidence its activities captured.
 import { planConsolidation, UnitMove } from './consolidation';
-import type { Assignment } from './schemas';
+import type { Assignment } from '../protocol';
 import { chooseVictims, ReplicaLoad } from './victims';
 
 export interface ScaleInDecision {

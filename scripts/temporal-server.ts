@@ -3,9 +3,10 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTE_KEYS } from '../protocol/search-attributes';
 import { findTemporalCli } from './temporal-cli';
 
-export const SEARCH_ATTRIBUTES = ['ScalegateWorkload', 'ScalegateOperation', 'ScalegatePhase'] as const;
+export const SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 
 export interface RunningTemporal {
   address: string;

@@ -2,8 +2,8 @@
 import crypto from 'node:crypto';
 import type { Pool } from 'pg';
 import { buildPlan, Plan } from '../domain/plan';
-import type { ReplicaCount } from '../domain/schemas';
-import type { Workload } from '../domain/types';
+import type { ReplicaCount } from '../protocol';
+import type { Workload } from '../protocol';
 import { createRegistryStore } from './registry';
 import { createRuntimeStore } from './runtimes';
 

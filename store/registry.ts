@@ -1,7 +1,7 @@
 // Workloads, their fenced placement records, unplaced work, events and the reconcile marker.
 import type { Pool, PoolClient } from 'pg';
-import type { Assignment, WorkloadDefinition } from '../domain/schemas';
-import type { Placement, Unplaced, Workload } from '../domain/types';
+import type { Assignment, WorkloadDefinition } from '../protocol';
+import type { Placement, Unplaced, Workload } from '../protocol';
 
 type Queryable = Pool | PoolClient;
 

@@ -1,7 +1,7 @@
 // Runtime registry: registration, leases, fences. Every statement is parameterised.
 import type { Pool } from 'pg';
-import type { RegisterRuntime, TaskReport } from '../domain/schemas';
-import type { Runtime } from '../domain/types';
+import type { RegisterRuntime, TaskReport } from '../protocol';
+import type { Runtime } from '../protocol';
 
 interface RuntimeRow {
   id: string;

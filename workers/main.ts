@@ -2,6 +2,7 @@
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { createPool } from '../store/db';
+import { reconcile } from '../workflows/reconcile';
 import { migrate } from '../store/migrate';
 import { parseWorkerConfig } from './config';
 import { createOrchestratorWorker } from './orchestrator';
@@ -26,7 +27,7 @@ async function main() {
 async function ensureReconcileLoop(address: string, namespace: string, taskQueue: string, intervalMs: number) {
   const connection = await Connection.connect({ address });
   try {
-    await new Client({ connection, namespace }).workflow.start('reconcile', {
+    await new Client({ connection, namespace }).workflow.start(reconcile, {
       taskQueue, workflowId: `reconcile:${taskQueue}`, args: [{ intervalMs }], staticSummary: 'reconcile loop',
     });
   } catch (error) {

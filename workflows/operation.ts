@@ -2,7 +2,7 @@
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
 import { ApplicationFailure, defineQuery, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { describeIssues } from '../domain/schemas';
+import { describeIssues, OPERATION_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol';
 
 export const phaseQuery = defineQuery<string>('phase');
 
@@ -34,18 +34,18 @@ export function trackOperation(operation: string, workload: string | null, summa
   const details = () => setCurrentDetails(`${summary ?? operation}: **${phase}**`);
   details();
   setHandler(phaseQuery, () => phase);
-  upsertSearchAttributes({
-    ScalegateOperation: [operation],
-    ScalegatePhase: [phase],
-    ...(workload ? { ScalegateWorkload: [workload] } : {}),
-  });
+  upsertSearchAttributes([
+    { key: OPERATION_KEY, value: operation },
+    { key: PHASE_KEY, value: phase },
+    ...(workload ? [{ key: WORKLOAD_KEY, value: workload }] : []),
+  ]);
   return {
     get phase() {
       return phase;
     },
     enter(next: string) {
       phase = next;
-      upsertSearchAttributes({ ScalegatePhase: [next] });
+      upsertSearchAttributes([{ key: PHASE_KEY, value: next }]);
       details();
     },
   };

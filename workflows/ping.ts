@@ -1,9 +1,9 @@
 import { proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { createActivities } from '../activities';
+import type { Activities } from '../activities';
 import { parseInput, profiles, trackOperation } from './operation';
 
-const { storePing } = proxyActivities<ReturnType<typeof createActivities>>(profiles.storeWrite);
+const { storePing } = proxyActivities<Activities>(profiles.storeWrite);
 
 export const PingInputSchema = z.object({ note: z.string().max(200).optional() }).strict();
 

@@ -6,16 +6,15 @@
 // deadline, an agent failing mid-drain, or an abort after the drain began ends in the replan.
 import { isCancellation, proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { createActivities } from '../activities';
+import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import type { Plan } from '../domain/plan';
 import { planScaleIn } from '../domain/scale-in';
-import { WorkloadName } from '../domain/schemas';
+import { WorkloadName } from '../protocol';
 import { failureMessage, parseInput, profiles } from './operation';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './placement';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, ScaleStatus } from './scale-operation';
 
-type Activities = ReturnType<typeof createActivities>;
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 const drains = proxyActivities<Activities>(profiles.longDrain);
@@ -25,7 +24,7 @@ export const ScaleInInputSchema = z.object({
   replicas: z.int().min(1, { message: 'replicas must be an integer ≥ 1 (0 is a retire: DELETE the workload)' }),
   reason: z.string().max(500).default('requested'),
   /** how long each victim may take to finish in-flight work, commit and release */
-  drainDeadlineMs: z.int().min(100).max(3_600_000).default(60_000),
+  drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
   /** most partitions one replica may own after consolidation; default ceil(partitions / replicas) */
   perInstanceLimit: z.int().min(1).optional(),
   minReplicas: z.int().min(1).default(1),
@@ -76,7 +75,7 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
     // Drain first: each victim stops fetching, finishes in-flight, commits and releases its
     // partitions; only then does the fenced write hand them to the survivors.
     enter('draining');
-    status.scaleIn.receipts = await drains.stopTasks({ tasks: removed, deadlineMs: input.drainDeadlineMs });
+    status.scaleIn.receipts = await drains.stopTasks({ tasks: removed, drainTimeoutMs: input.drainTimeoutMs });
     if (aborted.reason) throw new Error(aborted.reason);
     await applyPlacement(saved, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter });
     // survivors report ready again once they hold every partition handed to them

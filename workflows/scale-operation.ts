@@ -2,16 +2,17 @@
 // GET /v1/operations/:id), the abort signal, ledger rows, and the compensation through the
 // stop-the-world replan.
 import { ApplicationFailure, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { createActivities } from '../activities';
+import type { Activities } from '../activities';
 import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
 import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
-import type { Workload } from '../domain/types';
+import type { Workload } from '../protocol';
 import { profiles, trackOperation } from './operation';
-import { compensate, PlacementOutcome } from './placement';
+import type { PlacementOutcome } from './apply-placement';
+import { compensate } from './stop-the-world-replan';
 
-const store = proxyActivities<ReturnType<typeof createActivities>>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeWrite);
 
 export type OperationOutcome = 'running' | 'completed' | 'refused' | 'compensated' | 'rejected' | 'failed';
 

@@ -3,18 +3,17 @@
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
 import { CancellationScope, condition, defineUpdate, isCancellation, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { createActivities } from '../activities';
+import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap } from '../domain/gates';
-import { WorkloadName } from '../domain/schemas';
+import { WorkloadName } from '../protocol';
 import { failureMessage, parseInput, profiles } from './operation';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './placement';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, ScaleStatus } from './scale-operation';
 
 export { abortSignal, statusQuery } from './scale-operation';
 export type { ScaleStatus } from './scale-operation';
 
-type Activities = ReturnType<typeof createActivities>;
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 

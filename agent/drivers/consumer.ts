@@ -5,7 +5,7 @@
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
 import { randomUUID } from 'node:crypto';
 import { Client, Pool, type PoolClient } from 'pg';
-import { ConsumerSpecSchema, describeIssues, type ConsumerSpec } from '../../domain/schemas';
+import { ConsumerSpecSchema, describeIssues, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
 import {
   OFFSETS_TABLE,
   OWNERSHIP_LOG_TABLE,
@@ -17,7 +17,6 @@ import {
 import type {
   DrainReceipt,
   DriverContext,
-  ProbeResult,
   TaskDriver,
   TaskHandle,
   TaskStart,
@@ -53,10 +52,8 @@ const RATE_WINDOW_MS = 5_000;
 const ACQUIRE_RETRY_MS = 100;
 const FAILED_AFTER_CONSECUTIVE_ERRORS = 5;
 const MAX_ERROR_BACKOFF_MS = 2_000;
-const DEFAULT_DRAIN_DEADLINE_MS = 30_000;
+const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 const UPDATE_RELEASE_TIMEOUT_MS = 30_000;
-/** deadlineMs above this is an absolute epoch time rather than a duration (no duration is 30 years long) */
-const EPOCH_MS_THRESHOLD = 1e12;
 
 interface OwnedPartition {
   fence: number;
@@ -526,9 +523,8 @@ class ConsumerTask implements TaskHandle {
     }
   }
 
-  drain(options: { graceMs?: number; deadlineMs?: number }): Promise<DrainReceipt> {
-    const requested = options.deadlineMs ?? options.graceMs ?? DEFAULT_DRAIN_DEADLINE_MS;
-    const deadlineAt = requested > EPOCH_MS_THRESHOLD ? requested : Date.now() + requested;
+  drain(options: DrainOptions): Promise<DrainReceipt> {
+    const deadlineAt = Date.now() + (options.drainTimeoutMs ?? options.graceMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
     if (!this.drainCompletion) {
       this.drainStartedAt = Date.now();
       this.phase = this.phase === 'stopped' ? 'stopped' : 'draining';
@@ -681,7 +677,7 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
     },
 
     async close(): Promise<void> {
-      await Promise.all([...tasks].map((task) => task.drain({ deadlineMs: 10_000 }).catch(() => null)));
+      await Promise.all([...tasks].map((task) => task.drain({ drainTimeoutMs: 10_000 }).catch(() => null)));
       tasks.clear();
       const closing = pool;
       pool = null;

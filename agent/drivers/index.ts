@@ -1,5 +1,5 @@
 // The drivers an agent hosts, one per workload kind.
-import type { WorkloadKind } from '../../domain/schemas';
+import type { WorkloadKind } from '../../protocol';
 import type { AgentConfig } from '../config';
 import { PortAllocator } from '../ports';
 import type { DriverContext, TaskDriver } from './driver';

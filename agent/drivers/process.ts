@@ -8,13 +8,12 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport } from '../../domain/schemas';
+import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import {
   DriverError,
   type DrainReceipt,
   type DriverContext,
-  type ProbeResult,
   type TaskDriver,
   type TaskHandle,
   type TaskStart,
@@ -253,15 +252,15 @@ class ProcessTask implements TaskHandle {
     };
   }
 
-  drain(options: { graceMs?: number; deadlineMs?: number }): Promise<DrainReceipt> {
+  drain(options: DrainOptions): Promise<DrainReceipt> {
     // A repeated drain joins the first rather than signalling again.
     this.draining ??= this.runDrain(options);
     return this.draining;
   }
 
-  private async runDrain(options: { graceMs?: number; deadlineMs?: number }): Promise<DrainReceipt> {
+  private async runDrain(options: DrainOptions): Promise<DrainReceipt> {
     const startedAt = Date.now();
-    const graceMs = Math.min(options.graceMs ?? this.spec.graceMs, options.deadlineMs ?? Number.POSITIVE_INFINITY);
+    const graceMs = Math.min(options.graceMs ?? this.spec.graceMs, options.drainTimeoutMs ?? Number.POSITIVE_INFINITY);
     let forced = false;
     this.state = nextTaskState(this.state, 'drain-requested');
     if (this.alive && this.pid !== undefined) {
@@ -316,7 +315,7 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     return handle;
   };
 
-  const serviceHasNoEndpoints = (): { source: ProbeResult; destination: ProbeResult } => ({
+  const serviceHasNoEndpoints = (): ProbeAnswer => ({
     source: { ok: true, detail: 'a service declares no source to reach' },
     destination: { ok: true, detail: 'a service declares no destination to reach' },
   });

@@ -1,5 +1,5 @@
 import type { ApiDeps } from '../deps';
-import { defineRoute, ok } from '../route';
+import { defineRoute, ok } from '../../http/route';
 
 export function healthRoutes(deps: ApiDeps) {
   return [

@@ -1,24 +1,11 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { z } from 'zod';
-import { Replicas, WorkloadName } from '../../domain/schemas';
+import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from '../../protocol';
+import { abortSignal, approveUpdate, scaleOut, statusQuery } from '../../workflows/scale-out';
+import { scaleIn } from '../../workflows/scale-in';
 import type { ApiDeps } from '../deps';
-import { ApiError } from '../errors';
+import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
-import { defineRoute, ok } from '../route';
-
-const NameParams = z.object({ name: WorkloadName });
-const OperationParams = z.object({ workflowId: z.string().min(1).max(300) });
-const ScaleBody = z.object({
-  replicas: Replicas,
-  approval: z.enum(['auto', 'manual']).default('auto'),
-  reason: z.string().max(500).optional(),
-  soakMs: z.int().min(0).max(3_600_000).optional(),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
-  /** scale-in: how long each removed replica may take to drain */
-  drainDeadlineMs: z.int().min(100).max(3_600_000).optional(),
-  /** scale-in: most partitions one replica may own after consolidation */
-  perInstanceLimit: z.int().min(1).optional(),
-});
+import { defineRoute, ok } from '../../http/route';
 
 /** The workflow's own outcome → the API's status words (DESIGN.md §6). */
 const STATUS_OF_OUTCOME: Record<string, string> = {
@@ -32,7 +19,7 @@ export function operationRoutes(deps: ApiDeps) {
     defineRoute({
       method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator',
       summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>',
-      params: NameParams, body: ScaleBody,
+      params: WorkloadParamsSchema, body: ScaleRequestSchema,
       handler: async ({ params, body }) => {
         const workload = await deps.registry.getWorkload(params.name);
         if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${params.name}`);
@@ -44,7 +31,7 @@ export function operationRoutes(deps: ApiDeps) {
         if (kind === 'scaleIn' && body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out only');
         const { replicas, approval, reason, ...options } = body;
         const started = await startOperation(deps, {
-          workflowType: kind, workflowId: `scale:${params.name}`,
+          workflow: kind === 'scaleOut' ? scaleOut : scaleIn, workflowId: `scale:${params.name}`,
           input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(kind === 'scaleOut' ? { approval } : {}), ...options },
           summary: `scale ${params.name} ${current} → ${replicas}`,
         });
@@ -54,7 +41,7 @@ export function operationRoutes(deps: ApiDeps) {
     defineRoute({
       method: 'GET', path: '/v1/operations/:workflowId', access: 'viewer',
       summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation',
-      params: OperationParams,
+      params: OperationParamsSchema,
       handler: async ({ params }) => {
         const handle = await handleOf(params.workflowId);
         let description;
@@ -67,7 +54,7 @@ export function operationRoutes(deps: ApiDeps) {
         const temporalStatus = description.status.name;
         let detail: Record<string, unknown> | null = null;
         if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as Record<string, unknown>;
-        else if (temporalStatus === 'RUNNING') detail = (await handle.query<Record<string, unknown>>('status').catch(() => null));
+        else if (temporalStatus === 'RUNNING') detail = (await handle.query(statusQuery).catch(() => null)) as Record<string, unknown> | null;
         let status: string;
         if (temporalStatus === 'RUNNING') status = 'running';
         else if (temporalStatus === 'COMPLETED') status = STATUS_OF_OUTCOME[String(detail?.outcome ?? 'completed')] ?? 'completed';
@@ -88,10 +75,10 @@ export function operationRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval',
-      params: OperationParams,
+      params: OperationParamsSchema,
       handler: async ({ params }) => {
         try {
-          return ok(await (await handleOf(params.workflowId)).executeUpdate('approve', { args: [{ by: 'operator' }] }));
+          return ok(await (await handleOf(params.workflowId)).executeUpdate(approveUpdate, { args: [{ by: 'operator' }] }));
         } catch (error) {
           if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no running operation ${params.workflowId}`);
           if (error instanceof WorkflowUpdateFailedError) throw new ApiError('conflict', error.cause?.message ?? error.message);
@@ -101,10 +88,10 @@ export function operationRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/operations/:workflowId/abort', access: 'operator', summary: 'abort an operation (after a change: the replan compensates)',
-      params: OperationParams,
+      params: OperationParamsSchema,
       handler: async ({ params }) => {
         try {
-          await (await handleOf(params.workflowId)).signal('abort', { reason: 'aborted via API' });
+          await (await handleOf(params.workflowId)).signal(abortSignal, { reason: 'aborted via API' });
           return ok({ workflowId: params.workflowId, aborting: true }, 202);
         } catch (error) {
           if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no running operation ${params.workflowId}`);

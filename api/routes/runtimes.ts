@@ -1,17 +1,16 @@
 import { z } from 'zod';
-import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeId } from '../../domain/schemas';
+import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeParamsSchema } from '../../protocol';
 import { StaleFenceError } from '../../store/runtimes';
 import type { ApiDeps } from '../deps';
-import { ApiError } from '../errors';
-import { defineRoute, ok } from '../route';
+import { ApiError } from '../../http/errors';
+import { defineRoute, ok } from '../../http/route';
 
-const IdParams = z.object({ id: RuntimeId });
 
 export function runtimeRoutes(deps: ApiDeps) {
   const leaseTtlMs = deps.config.SCALEGATE_LEASE_TTL_MS;
   const leaseTerms = { leaseTtlMs, heartbeatIntervalMs: Math.floor(leaseTtlMs / 3) };
 
-  const setCordon = (cordoned: boolean) => async ({ params }: { params: z.infer<typeof IdParams> }) => {
+  const setCordon = (cordoned: boolean) => async ({ params }: { params: z.infer<typeof RuntimeParamsSchema> }) => {
     const runtime = await deps.runtimes.setCordoned(params.id, cordoned);
     if (!runtime) throw new ApiError('not-found', `no runtime ${params.id}`);
     return ok(runtime);
@@ -29,7 +28,7 @@ export function runtimeRoutes(deps: ApiDeps) {
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/heartbeat', access: 'agent',
       summary: 'renew the lease and report tasks; the answer lists revoked tasks',
-      params: IdParams, body: HeartbeatSchema,
+      params: RuntimeParamsSchema, body: HeartbeatSchema,
       handler: async ({ params, body }) => {
         try {
           const runtime = await deps.runtimes.heartbeat(params.id, body.fence, body.tasks, leaseTtlMs);
@@ -51,11 +50,11 @@ export function runtimeRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/cordon', access: 'operator', summary: 'cordon: no new tasks',
-      params: IdParams, handler: setCordon(true),
+      params: RuntimeParamsSchema, handler: setCordon(true),
     }),
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/uncordon', access: 'operator', summary: 'uncordon',
-      params: IdParams, handler: setCordon(false),
+      params: RuntimeParamsSchema, handler: setCordon(false),
     }),
   ];
 }

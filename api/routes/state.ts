@@ -1,6 +1,6 @@
-import { z } from 'zod';
+import { LedgerQuerySchema, PHASE_KEY, WORKLOAD_KEY } from '../../protocol';
 import type { ApiDeps } from '../deps';
-import { defineRoute, ok } from '../route';
+import { defineRoute, ok } from '../../http/route';
 
 /** Running scalegate operations, from Temporal's visibility (the source of truth for what runs). */
 export async function runningOperations(deps: ApiDeps) {
@@ -9,13 +9,12 @@ export async function runningOperations(deps: ApiDeps) {
     const operations = [];
     const query = `ExecutionStatus = "Running" AND TaskQueue = "${deps.config.SCALEGATE_TASK_QUEUE}"`;
     for await (const wf of client.workflow.list({ query, pageSize: 100 })) {
-      const attrs = wf.searchAttributes as Record<string, unknown[] | undefined>;
       operations.push({
         workflowId: wf.workflowId,
         runId: wf.runId,
         kind: wf.type,
-        target: (attrs.ScalegateWorkload?.[0] as string | undefined) ?? wf.workflowId.split(':').slice(1).join(':'),
-        phase: (attrs.ScalegatePhase?.[0] as string | undefined) ?? null,
+        target: wf.typedSearchAttributes.get(WORKLOAD_KEY) ?? wf.workflowId.split(':').slice(1).join(':'),
+        phase: wf.typedSearchAttributes.get(PHASE_KEY) ?? null,
         startedAt: wf.startTime.toISOString(),
       });
       if (operations.length >= 500) break;
@@ -63,11 +62,7 @@ export function stateRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'GET', path: '/v1/ledger', access: 'viewer', summary: 'scale events, newest first',
-      query: z.object({
-        workload: z.string().min(1).optional(),
-        kind: z.string().min(1).optional(),
-        limit: z.coerce.number().int().min(1).max(1000).default(100),
-      }),
+      query: LedgerQuerySchema,
       handler: async ({ query }) => ok({ events: await deps.ledger.list(query) }),
     }),
   ];

@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import { basisMoved } from '../../domain/plan';
-import { describeIssues, Replicas, WorkloadDefinitionSchema, WorkloadName } from '../../domain/schemas';
+import { describeIssues, PlanParamsSchema, PlanRequestSchema, WorkloadDefinitionSchema, WorkloadParamsSchema } from '../../protocol';
+import { applyPlan } from '../../workflows/apply-plan';
+import { retireWorkload } from '../../workflows/retire-workload';
 import type { ApiDeps } from '../deps';
-import { ApiError } from '../errors';
+import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
-import { defineRoute, ok } from '../route';
+import { defineRoute, ok } from '../../http/route';
 
-const NameParams = z.object({ name: WorkloadName });
-const PlanIdParams = z.object({ id: z.string().min(1).max(100) });
 
 export function workloadRoutes(deps: ApiDeps) {
   const requireWorkload = async (name: string) => {
@@ -19,7 +19,7 @@ export function workloadRoutes(deps: ApiDeps) {
   return [
     defineRoute({
       method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload',
-      params: NameParams, body: z.unknown(),
+      params: WorkloadParamsSchema, body: z.unknown(),
       handler: async ({ params, body }) => {
         // Parsed here rather than by the builder so the message can name "replicas 0" plainly.
         const parsed = WorkloadDefinitionSchema.safeParse(body);
@@ -35,7 +35,7 @@ export function workloadRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'GET', path: '/v1/workloads/:name', access: 'viewer', summary: 'a workload with its placement',
-      params: NameParams,
+      params: WorkloadParamsSchema,
       handler: async ({ params }) => {
         const workload = await requireWorkload(params.name);
         const placement = await deps.registry.getPlacement(params.name);
@@ -44,11 +44,11 @@ export function workloadRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'DELETE', path: '/v1/workloads/:name', access: 'operator', summary: 'retire a workload: its tasks are stopped by a workflow',
-      params: NameParams,
+      params: WorkloadParamsSchema,
       handler: async ({ params }) => {
         await requireWorkload(params.name);
         const started = await startOperation(deps, {
-          workflowType: 'retireWorkload', workflowId: `scale:${params.name}`, input: { workload: params.name },
+          workflow: retireWorkload, workflowId: `scale:${params.name}`, input: { workload: params.name },
           summary: `retire ${params.name}`,
         });
         await deps.registry.retireWorkload(params.name);
@@ -57,7 +57,7 @@ export function workloadRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/workloads/:name/plan', access: 'operator', summary: 'plan a replica change: starts, stops, moves, warnings, basis',
-      params: NameParams, body: z.object({ replicas: Replicas }),
+      params: WorkloadParamsSchema, body: PlanRequestSchema,
       handler: async ({ params, body }) => {
         const workload = await requireWorkload(params.name);
         if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
@@ -66,7 +66,7 @@ export function workloadRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/plans/:id/apply', access: 'operator', summary: 'apply a plan (409 stale-plan when its basis moved)',
-      params: PlanIdParams,
+      params: PlanParamsSchema,
       handler: async ({ params }) => {
         const plan = await deps.plans.get(params.id);
         if (!plan) throw new ApiError('not-found', `no plan ${params.id}`);
@@ -80,7 +80,7 @@ export function workloadRoutes(deps: ApiDeps) {
           { basis: plan.basis, current: now });
         }
         const started = await startOperation(deps, {
-          workflowType: 'applyPlan', workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
+          workflow: applyPlan, workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
           summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
         });
         await deps.plans.markApplied(plan.id, started.workflowId);

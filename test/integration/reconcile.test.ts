@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import { Client as PgClient } from 'pg';
 import { createActivities } from '../../activities';
-import { UNKNOWN_CONTRACT } from '../../domain/schemas';
+import { UNKNOWN_CONTRACT } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createRegistryStore } from '../../store/registry';

@@ -42,7 +42,7 @@ describe('consumer 4 → 2 under load', () => {
     const load = runLoad({ databaseUrl, source: 'orders_in', partitions: 8, ratePerSec: 400, count: 4000 });
     await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'orders_in', sink: 'orders_out' })).sinkCount > 300);
 
-    const operation = await scale('orders', { replicas: 2, drainDeadlineMs: 30_000 });
+    const operation = await scale('orders', { replicas: 2, drainTimeoutMs: 30_000 });
     expect(operation).toMatchObject({ status: 'completed', kind: 'scaleIn' });
     const victims = operation.scaleIn.victims as { taskId: string; runtimeId: string; partitions: number[] }[];
     expect(victims).toHaveLength(2);
@@ -140,7 +140,7 @@ describe('drain deadline', () => {
       const tasks = await tasksOf('slow');
       return tasks.length === 2 && tasks.every((t) => t.counts.batches > 0 && (t.backlog ?? 0) > 20);
     });
-    const operation = await scale('slow', { replicas: 1, drainDeadlineMs: 150 });
+    const operation = await scale('slow', { replicas: 1, drainTimeoutMs: 150 });
     await load;
     expect(operation.status).toBe('compensated');
     expect(operation.compensation.reason).toMatch(/drain-deadline/);

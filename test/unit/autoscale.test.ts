@@ -8,7 +8,7 @@ import {
   type AutoscalePolicy,
   type AutoscaleState,
 } from '../../domain/autoscale';
-import { describeIssues } from '../../domain/schemas';
+import { describeIssues } from '../../protocol';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;

@@ -121,7 +121,7 @@ describe('consumer driver', () => {
     // Phase 2: another 2,000 records; mid-stream, drain B and hand its partitions to A.
     const secondLoad = runLoad({ databaseUrl: postgres.url, source: 'orders', partitions: 8, ratePerSec: 800, count: 2000 });
     await waitFor('B processing the second load', () => statusOf(replicaB).counts.processed > partitionsTotal(4, 7) + 50);
-    const receipt = await replicaB.drain({ deadlineMs: 15_000 });
+    const receipt = await replicaB.drain({ drainTimeoutMs: 15_000 });
     expect(receipt).toMatchObject({ taskId: 'orders-1', incarnation: replicaB.incarnation, inFlight: 0, releasedPartitions: [4, 5, 6, 7] });
     expect(statusOf(replicaB).state).toBe('stopped');
     // Nobody owns 4..7 now, so the offsets table holds still: the receipt must match it exactly.
@@ -159,7 +159,7 @@ describe('consumer driver', () => {
     expect(finalStatus.latencyMs?.p95).toBeGreaterThanOrEqual(finalStatus.latencyMs!.p50);
     expect(finalStatus.inFlight).toBe(0);
 
-    const finalReceipt = await replicaA.drain({ deadlineMs: 15_000 });
+    const finalReceipt = await replicaA.drain({ drainTimeoutMs: 15_000 });
     expect(finalReceipt.releasedPartitions).toEqual(range(0, 7));
     const atEnd = await offsetsTable('orders');
     for (const p of range(0, 7)) {
@@ -202,11 +202,11 @@ describe('consumer driver', () => {
     expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'fenced' })).toEqual([]);
 
     // The fenced-out holder has nothing to release; the newer one releases p0 at offset 199.
-    expect((await holder.drain({ deadlineMs: 5_000 })).releasedPartitions).toEqual([]);
-    expect((await newer.drain({ deadlineMs: 5_000 })).committedOffsets).toEqual({ '0': 199 });
+    expect((await holder.drain({ drainTimeoutMs: 5_000 })).releasedPartitions).toEqual([]);
+    expect((await newer.drain({ drainTimeoutMs: 5_000 })).committedOffsets).toEqual({ '0': 199 });
     // Now free, the stale task may take it (the fence guards against holders, not free partitions).
     await waitFor('the stale task taking the released partition', () => statusOf(stale).state === 'ready');
-    await stale.drain({ deadlineMs: 5_000 });
+    await stale.drain({ drainTimeoutMs: 5_000 });
     expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'fenced' })).toEqual([]);
   });
 
@@ -238,7 +238,7 @@ describe('consumer driver', () => {
     });
     expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'rebalance' })).toEqual([]);
     expect(statusOf(first).counts.processed + statusOf(second).counts.processed).toBe(1000);
-    await Promise.all([first.drain({ deadlineMs: 5_000 }), second.drain({ deadlineMs: 5_000 })]);
+    await Promise.all([first.drain({ drainTimeoutMs: 5_000 }), second.drain({ drainTimeoutMs: 5_000 })]);
   });
 
   test('drain deadline: a batch still working when the deadline passes is rolled back and the drain rejects', async () => {
@@ -249,7 +249,7 @@ describe('consumer driver', () => {
       taskId: 'slow-0', workload: 'slow', kind: 'consumer', index: 0, generation: 1, placementFence: 1, spec, partitions: [0],
     });
     await waitFor('a batch in flight', () => statusOf(task).inFlight === 50);
-    const drained = task.drain({ deadlineMs: 100 });
+    const drained = task.drain({ drainTimeoutMs: 100 });
     await expect(drained).rejects.toMatchObject({ code: 'drain-deadline' });
     await expect(drained).rejects.toThrow(/50 records in flight/);
     // The abandoned batch rolls back, then the partition is released: nothing committed, nothing in the sink.
@@ -257,7 +257,7 @@ describe('consumer driver', () => {
     expect(await offsetsTable('slow')).toEqual({ '0': { committed: -1, owner: null } });
     expect(await count('select count(*)::int as n from slow_out')).toBe(0);
     // A later drain call reports the completed drain.
-    expect(await task.drain({ deadlineMs: 1_000 })).toMatchObject({ inFlight: 0, releasedPartitions: [0], committedOffsets: { '0': -1 } });
+    expect(await task.drain({ drainTimeoutMs: 1_000 })).toMatchObject({ inFlight: 0, releasedPartitions: [0], committedOffsets: { '0': -1 } });
   });
 
   test('a duplicate sink row fails the batch loudly instead of being skipped', async () => {
@@ -273,7 +273,7 @@ describe('consumer driver', () => {
     expect(statusOf(task).detail).toMatch(/duplicate key/);
     expect(await offsetsTable('dup')).toEqual({ '0': { committed: -1, owner: 'dup-0' } });
     expect(await count(`select count(*)::int as n from dup_out where task_id = 'dup-0'`)).toBe(0);
-    await task.drain({ deadlineMs: 5_000 });
+    await task.drain({ drainTimeoutMs: 5_000 });
   });
 
   test('probe: reachable tables are ok; a bad database URL reports ok:false with the error', async () => {

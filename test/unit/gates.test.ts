@@ -8,7 +8,7 @@ import {
   type GateReport,
   type ScaleOutGateInput,
 } from '../../domain/gates';
-import { UNKNOWN_CONTRACT, type Contract } from '../../domain/schemas';
+import { UNKNOWN_CONTRACT, type Contract } from '../../protocol';
 
 // A consumer that passes every gate: 8 partitions, going 2 → 4 replicas onto rt-c and rt-d
 // (rt-a and rt-b already host it, rt-e is full).

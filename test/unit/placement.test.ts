@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Labels } from '../../domain/schemas';
-import type { Assignment, Runtime } from '../../domain/types';
+import type { Labels } from '../../protocol';
+import type { Assignment, Runtime } from '../../protocol';
 import { sha256, sha256Words } from '../../domain/sha256';
 import {
   PlacementUnavailableError,

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DriverError } from '../../agent/drivers/driver';
 import { PORT_RECORDS_FILE, PortAllocator, type PortAllocatorOptions } from '../../agent/ports';
-import type { PortPair } from '../../domain/schemas';
+import type { PortPair } from '../../protocol';
 
 const stateDirs: string[] = [];
 function freshStateDir(): string {

@@ -1,5 +1,5 @@
 import { planScaleIn } from '../../domain/scale-in';
-import type { Assignment } from '../../domain/schemas';
+import type { Assignment } from '../../protocol';
 import type { ReplicaLoad } from '../../domain/victims';
 
 const consumerReplica = (index: number, partitions: number[]): Assignment => ({ runtimeId: `rt-${index}`, index, taskId: `orders-${index}-g1`, partitions });

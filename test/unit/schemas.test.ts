@@ -1,4 +1,4 @@
-import { WorkloadDefinitionSchema, describeIssues } from '../../domain/schemas';
+import { WorkloadDefinitionSchema, describeIssues } from '../../protocol';
 
 describe('workload definition schema', () => {
   const service = { kind: 'service', replicas: 2, spec: { command: ['node', 'server.js'] } };

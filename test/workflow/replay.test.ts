@@ -9,10 +9,10 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } 
 import crypto from 'node:crypto';
 import path from 'node:path';
 import type { createActivities } from '../../activities';
-import type { AgentTaskStatus } from '../../activities/agents';
-import type { Assignment } from '../../domain/schemas';
-import { UNKNOWN_CONTRACT } from '../../domain/schemas';
-import type { Workload } from '../../domain/types';
+import type { TaskStatus } from '../../protocol';
+import type { Assignment } from '../../protocol';
+import { UNKNOWN_CONTRACT } from '../../protocol';
+import type { Workload } from '../../protocol';
 import type { LedgerEntry } from '../../store/ledger';
 import type { StoredPlan } from '../../store/plans';
 import { testEnv } from '../support/env';
@@ -53,8 +53,8 @@ function planFor(workload: string, id: string, generation: number): StoredPlan {
   };
 }
 
-const taskStatus = (workload: string, taskId: string, state: AgentTaskStatus['state']): AgentTaskStatus => ({
-  taskId, workload, incarnation: `${taskId}-1`, state, counts: {}, errors: 0,
+const taskStatus = (workload: string, taskId: string, state: TaskStatus['state']): TaskStatus => ({
+  taskId, workload, incarnation: `${taskId}-1`, state, counts: {}, errors: 0, generation: 1,
 });
 
 interface Scenario {

@@ -1,5 +1,6 @@
-// The data contracts of DESIGN.md §3/§5 as zod schemas. They live in domain/ because the API,
-// the workflows (which validate their own JSON input), the CLI and the tests all share them.
+// Workloads, their contracts and driver specs, and placements (DESIGN.md §3, §5): one schema per
+// message, shared by the API, the workflows (which validate their own JSON input), the agents,
+// the CLI and the tests.
 import { z } from 'zod';
 
 export const LabelsSchema = z.record(
@@ -20,38 +21,10 @@ export const WorkloadName = z
   .max(63)
   .regex(/^[a-z0-9][a-z0-9-]*$/, 'workload names are lowercase letters, digits and dashes');
 
-export const RUNTIME_STATUSES = ['READY', 'CORDONED', 'LOST'] as const;
-export type RuntimeStatus = (typeof RUNTIME_STATUSES)[number];
-
-export const RegisterRuntimeSchema = z.object({
-  id: RuntimeId,
-  endpoint: z.url({ protocol: /^https?$/ }),
-  labels: LabelsSchema.default({}),
-  slots: z.int().min(1).max(1024).default(4),
-});
-export type RegisterRuntime = z.infer<typeof RegisterRuntimeSchema>;
-
-/** What an agent reports about one task it hosts (DESIGN.md §5: every task reports these). */
-export const TaskReportSchema = z.object({
-  taskId: z.string().min(1),
-  workload: z.string().min(1),
-  incarnation: z.string().min(1),
-  state: z.enum(['starting', 'ready', 'draining', 'stopped', 'failed']),
-  counts: z.record(z.string(), z.number()).default({}),
-  latencyMs: z.object({ p50: z.number(), p95: z.number() }).optional(),
-  backlog: z.number().optional(),
-  errors: z.number().default(0),
-});
-export type TaskReport = z.infer<typeof TaskReportSchema>;
-
-export const HeartbeatSchema = z.object({
-  fence: z.int().min(1),
-  tasks: z.array(TaskReportSchema).default([]),
-});
-export type Heartbeat = z.infer<typeof HeartbeatSchema>;
-
 const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
   z.enum([...values, 'unknown'] as unknown as [T[number] | 'unknown', ...(T[number] | 'unknown')[]]).default('unknown');
+
+export const WORKLOAD_KINDS = ['service', 'consumer', 'stream'] as const;
 
 export const ContractSchema = z
   .object({
@@ -144,9 +117,19 @@ export const AssignmentSchema = z.object({
 });
 export type Assignment = z.infer<typeof AssignmentSchema>;
 
-/** Formats zod issues as one message naming each bad field, for 422s and workflow failures. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((i) => `${i.path.length ? i.path.join('.') : '(input)'}: ${i.message}`)
-    .join('; ');
+
+export interface Placement {
+  workload: string;
+  /** monotonic; every write is compare-and-set on it */
+  fence: number;
+  /** generation of the task set; a stop-the-world replan starts a new one */
+  generation: number;
+  assignments: Assignment[];
+}
+
+export interface Unplaced {
+  workload: string;
+  reason: 'placement-unavailable';
+  /** how many replicas could not be placed */
+  missing: number;
 }

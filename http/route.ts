@@ -2,7 +2,7 @@
 // handler that only sees validated input. The same declarations produce /openapi.json.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { describeIssues } from '../domain/schemas';
+import { describeIssues } from '../protocol/issues';
 import { Access, authorize, Role, RoleTokens } from './auth';
 import { ApiError } from './errors';
 

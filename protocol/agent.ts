@@ -1,0 +1,77 @@
+// The agent protocol (docs/agent-protocol.md), both directions: what the control plane sends an
+// agent (task starts, drains, probes) and what the agent answers (task status, drain receipts).
+// The agent's server validates with these schemas; activities/agent-client.ts sends and reads them.
+import { z } from 'zod';
+import { TaskReportSchema } from './runtime';
+import { PortPairSchema, WORKLOAD_KINDS } from './workload';
+
+export const TaskIdSchema = z.string().min(1).max(200).regex(/^[A-Za-z0-9._-]+$/, 'task ids are [A-Za-z0-9._-]');
+export const TaskParamsSchema = z.object({ taskId: TaskIdSchema });
+
+/** PUT /v1/tasks/:taskId: start a task, or apply a changed start in place (same generation). */
+export const TaskStartBodySchema = z.object({
+  workload: z.string().min(1).max(63),
+  kind: z.enum(WORKLOAD_KINDS),
+  /** replica / subtask index */
+  index: z.int().min(0),
+  /** placement generation; a stop-the-world replan starts a new one */
+  generation: z.int().min(1),
+  /** the placement fence this start was decided under; drivers fence ownership with it */
+  placementFence: z.int().min(0),
+  /** the workload's driver spec (validated by the driver against its own schema) */
+  spec: z.unknown(),
+  /** consumer: the partitions this replica owns */
+  partitions: z.array(z.int().min(0)).optional(),
+});
+export type TaskStartBody = z.infer<typeof TaskStartBodySchema>;
+/** What a driver is handed: the body plus the task id from the path. */
+export type TaskStart = TaskStartBody & { taskId: string };
+
+/** DELETE /v1/tasks/:taskId query: drain then stop. */
+export const DrainQuerySchema = z.object({
+  /** process tasks: how long SIGTERM may take before SIGKILL */
+  graceMs: z.coerce.number().int().min(0).max(3_600_000).optional(),
+  /** how long the whole drain may take (a duration, not an instant) */
+  drainTimeoutMs: z.coerce.number().int().min(0).max(3_600_000).optional(),
+});
+export type DrainOptions = z.infer<typeof DrainQuerySchema>;
+
+export const DrainReceiptSchema = z.object({
+  taskId: z.string(),
+  incarnation: z.string(),
+  /** work in flight when the drain finished: always 0 for a clean drain */
+  inFlight: z.number(),
+  /** consumer: the last committed offset per partition it released */
+  committedOffsets: z.record(z.string(), z.number()).optional(),
+  releasedPartitions: z.array(z.int()).optional(),
+  /** process: true when the grace period ran out and SIGKILL was sent */
+  forced: z.boolean().optional(),
+  durationMs: z.number(),
+});
+export type DrainReceipt = z.infer<typeof DrainReceiptSchema>;
+
+/** The answer to DELETE /v1/tasks/:taskId. */
+export const StopAnswerSchema = z.object({
+  state: z.enum(['stopped', 'absent']),
+  receipt: DrainReceiptSchema.optional(),
+});
+export type StopAnswer = z.infer<typeof StopAnswerSchema>;
+
+/** GET /v1/tasks/:taskId: a task report plus what only the hosting agent knows. */
+export const TaskStatusSchema = TaskReportSchema.extend({
+  ports: PortPairSchema.optional(),
+  partitions: z.array(z.int()).optional(),
+  generation: z.int(),
+  detail: z.string().optional(),
+});
+export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+export type TaskState = TaskStatus['state'];
+
+export const TaskListSchema = z.object({ tasks: z.array(TaskStatusSchema) });
+
+/** POST /v1/probe: can this runtime reach the workload's source and destination? */
+export const ProbeBodySchema = z.object({ kind: z.enum(WORKLOAD_KINDS), spec: z.unknown() });
+export const ProbeResultSchema = z.object({ ok: z.boolean(), detail: z.string() });
+export type ProbeResult = z.infer<typeof ProbeResultSchema>;
+export const ProbeAnswerSchema = z.object({ source: ProbeResultSchema, destination: ProbeResultSchema });
+export type ProbeAnswer = z.infer<typeof ProbeAnswerSchema>;

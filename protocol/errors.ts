@@ -1,0 +1,78 @@
+// Every error code that crosses a process boundary, with its HTTP status and whether a caller
+// may retry it. The API, the agents, the agent client in activities/ and the workflows all map
+// codes through this one table.
+export const ERROR_CODES = {
+  // request shape and access
+  'invalid-json': { status: 400, retryable: false },
+  'bad-request': { status: 400, retryable: false },
+  unauthorized: { status: 401, retryable: false },
+  forbidden: { status: 403, retryable: false },
+  'not-found': { status: 404, retryable: false },
+  'unsupported-media-type': { status: 415, retryable: false },
+  'validation-failed': { status: 422, retryable: false },
+  // conflicts with what is there now
+  'operation-in-progress': { status: 409, retryable: false },
+  'stale-plan': { status: 409, retryable: false },
+  'stale-fence': { status: 409, retryable: false },
+  'stale-generation': { status: 409, retryable: false },
+  conflict: { status: 409, retryable: false },
+  // what an agent's drivers refuse
+  'placement-unavailable': { status: 422, retryable: false },
+  'invalid-spec': { status: 422, retryable: false },
+  'unsupported-kind': { status: 422, retryable: false },
+  'restart-required': { status: 409, retryable: false },
+  'task-draining': { status: 409, retryable: true },
+  'spawn-failed': { status: 422, retryable: false },
+  'source-unreachable': { status: 503, retryable: true },
+  'release-timeout': { status: 504, retryable: true },
+  'drain-deadline': { status: 504, retryable: false },
+  // workflow failures (ApplicationFailure types)
+  'invalid-input': { status: 422, retryable: false },
+  'unknown-runtime': { status: 404, retryable: false },
+  'task-failed': { status: 422, retryable: false },
+  'converge-deadline': { status: 504, retryable: false },
+  'still-owned': { status: 409, retryable: false },
+  // the server side
+  unavailable: { status: 503, retryable: true },
+  internal: { status: 500, retryable: true },
+} as const satisfies Record<string, { status: number; retryable: boolean }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.prototype.hasOwnProperty.call(ERROR_CODES, code);
+}
+
+export function statusOf(code: ErrorCode): number {
+  return ERROR_CODES[code].status;
+}
+
+/** Unknown codes are retryable: a caller cannot know that retrying will not help. */
+export function isRetryable(code: string): boolean {
+  return isErrorCode(code) ? ERROR_CODES[code].retryable : true;
+}
+
+/** The body of every error answer, from the API and the agents alike. */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  [detail: string]: unknown;
+}
+
+/** An error that carries a protocol code; thrown by handlers and drivers, mapped to HTTP in http/. */
+export class CodedError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'CodedError';
+  }
+  get status(): number {
+    return statusOf(this.code);
+  }
+  toBody(): ErrorBody {
+    return { error: this.code, message: this.message, ...this.details };
+  }
+}

@@ -1,0 +1,8 @@
+// The messages every scalegate process shares (DESIGN.md §1 protocol/): import them from here.
+export * from './agent';
+export * from './api';
+export * from './errors';
+export * from './issues';
+export * from './runtime';
+export * from './search-attributes';
+export * from './workload';

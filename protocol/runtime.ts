@@ -1,0 +1,56 @@
+// Runtimes (nodes with an agent) as the API sees them: registration, heartbeats and the task
+// reports they carry (DESIGN.md §3, §6).
+import { z } from 'zod';
+import { LabelsSchema, RuntimeId, type Labels } from './workload';
+
+export const RUNTIME_STATUSES = ['READY', 'CORDONED', 'LOST'] as const;
+export type RuntimeStatus = (typeof RUNTIME_STATUSES)[number];
+
+export const RegisterRuntimeSchema = z.object({
+  id: RuntimeId,
+  endpoint: z.url({ protocol: /^https?$/ }),
+  labels: LabelsSchema.default({}),
+  slots: z.int().min(1).max(1024).default(4),
+});
+export type RegisterRuntime = z.infer<typeof RegisterRuntimeSchema>;
+
+/** What an agent reports about one task it hosts (DESIGN.md §5: every task reports these). */
+export const TaskReportSchema = z.object({
+  taskId: z.string().min(1),
+  workload: z.string().min(1),
+  incarnation: z.string().min(1),
+  state: z.enum(['starting', 'ready', 'draining', 'stopped', 'failed']),
+  counts: z.record(z.string(), z.number()).default({}),
+  latencyMs: z.object({ p50: z.number(), p95: z.number() }).optional(),
+  backlog: z.number().optional(),
+  errors: z.number().default(0),
+});
+export type TaskReport = z.infer<typeof TaskReportSchema>;
+
+export const HeartbeatSchema = z.object({
+  fence: z.int().min(1),
+  tasks: z.array(TaskReportSchema).default([]),
+});
+export type Heartbeat = z.infer<typeof HeartbeatSchema>;
+
+/** 201 answer of POST /v1/runtimes: the runtime, its fence and the lease terms. */
+export const RegisterAnswerSchema = z.object({
+  fence: z.int(),
+  leaseTtlMs: z.int(),
+  heartbeatIntervalMs: z.int(),
+});
+export type RegisterAnswer = z.infer<typeof RegisterAnswerSchema>;
+
+/** Heartbeat answers, 200 or 409 `stale-fence`, list the reported tasks the runtime must stop. */
+export const HeartbeatAnswerSchema = z.object({ revoked: z.array(z.string()).default([]) }).loose();
+
+export interface Runtime {
+  id: string;
+  endpoint: string;
+  labels: Labels;
+  slots: number;
+  status: RuntimeStatus;
+  /** ISO-8601 instant */
+  leaseExpiresAt: string;
+  fence: number;
+}

@@ -1,0 +1,9 @@
+// The search attributes every scalegate workflow sets, as typed keys: the workflows upsert them,
+// the API reads them from visibility, and the dev server / any server is told to register them.
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export const WORKLOAD_KEY = defineSearchAttributeKey('ScalegateWorkload', SearchAttributeType.KEYWORD);
+export const OPERATION_KEY = defineSearchAttributeKey('ScalegateOperation', SearchAttributeType.KEYWORD);
+export const PHASE_KEY = defineSearchAttributeKey('ScalegatePhase', SearchAttributeType.KEYWORD);
+
+export const SEARCH_ATTRIBUTE_KEYS = [WORKLOAD_KEY, OPERATION_KEY, PHASE_KEY] as const;

@@ -1,0 +1,53 @@
+// reconcile: the durable reconcile loop (DESIGN.md §3 placement), one pass per interval.
+import { continueAsNew, log, ParentClosePolicy, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { z } from 'zod';
+import type { Activities } from '../activities';
+import { applyPlan } from './apply-plan';
+import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+
+const store = proxyActivities<Activities>(profiles.storeWrite);
+
+export const ReconcileInputSchema = z.object({
+  intervalMs: z.int().min(100).max(3_600_000).default(15_000),
+  /** passes before continue-as-new keeps the history small */
+  passesPerRun: z.int().min(1).max(10_000).default(200),
+});
+
+/**
+ * The reconcile loop: a durable timer workflow (id `reconcile:<task queue>`, started by the worker). Each pass places pending
+ * workloads, grows `all` workloads onto new matching runtimes and retries unplaced shortfalls,
+ * each through applyPlan under the workload's `scale:<name>` id (a busy workload waits a pass).
+ */
+export async function reconcile(rawInput: unknown = {}): Promise<never> {
+  const input = parseInput(ReconcileInputSchema, rawInput ?? {}, 'reconcile');
+  const op = trackOperation('reconcile', null, 'reconcile loop');
+  for (let pass = 0; pass < input.passesPerRun; pass++) {
+    op.enter('reconciling');
+    let result: Awaited<ReturnType<Activities['reconcilePass']>>;
+    try {
+      result = await store.reconcilePass();
+    } catch (error) {
+      // A loop that must run forever outlives a failed pass: note it and try again next interval.
+      log.warn('reconcile pass failed', { error: failureMessage(error) });
+      op.enter('idle (last pass failed)');
+      await sleep(input.intervalMs);
+      continue;
+    }
+    for (const { workload, planId } of result.planIds) {
+      try {
+        await startChild(applyPlan, {
+          workflowId: `scale:${workload}`,
+          args: [{ planId, reason: 'reconcile' }],
+          parentClosePolicy: ParentClosePolicy.ABANDON,
+          staticSummary: `reconcile ${workload}`,
+          workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+        });
+      } catch (error) {
+        if (!(error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError')) throw error;
+      }
+    }
+    op.enter(result.skipped ? 'idle (skipped)' : 'idle');
+    await sleep(input.intervalMs);
+  }
+  return continueAsNew<typeof reconcile>(input);
+}
