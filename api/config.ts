@@ -1,5 +1,7 @@
 // The API's environment, parsed once at boot.
 import { z } from 'zod';
+import { checkRoleTokens, MIN_TOKEN_LENGTH } from '../http/auth';
+import { LIMITS } from '../protocol';
 
 const port = z.coerce.number().int().min(1).max(65535);
 
@@ -15,9 +17,11 @@ export const ApiConfigSchema = z.object({
   /** the Temporal Web UI, for links in responses */
   SCALEGATE_UI_URL: z.string().default('http://127.0.0.1:8233'),
   /** one bearer token per role; required (npm start generates them when unset) */
-  SCALEGATE_OPERATOR_TOKEN: z.string().min(8),
-  SCALEGATE_AGENT_TOKEN: z.string().min(8),
-  SCALEGATE_VIEWER_TOKEN: z.string().min(8),
+  SCALEGATE_OPERATOR_TOKEN: z.string().min(MIN_TOKEN_LENGTH),
+  SCALEGATE_AGENT_TOKEN: z.string().min(MIN_TOKEN_LENGTH),
+  SCALEGATE_VIEWER_TOKEN: z.string().min(MIN_TOKEN_LENGTH),
+  /** the most replicas one request may ask for (at most the protocol's own bound) */
+  SCALEGATE_MAX_REPLICAS: z.coerce.number().int().min(1).max(LIMITS.replicas).default(LIMITS.replicas),
   /** runtime lease; agents heartbeat every third of it */
   SCALEGATE_LEASE_TTL_MS: z.coerce.number().int().min(300).default(45_000),
   SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
@@ -30,5 +34,6 @@ export function parseApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig 
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     throw new Error(`invalid API configuration: ${problems}`);
   }
+  checkRoleTokens({ operator: parsed.data.SCALEGATE_OPERATOR_TOKEN, agent: parsed.data.SCALEGATE_AGENT_TOKEN, viewer: parsed.data.SCALEGATE_VIEWER_TOKEN });
   return parsed.data;
 }

@@ -3,6 +3,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import type { z } from 'zod';
+import { describeIssues, LedgerQuerySchema, PlanRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema } from '../protocol';
 
 const USAGE = `usage: scalegate <command> [options]
 
@@ -42,6 +44,14 @@ async function call(api: string, method: string, urlPath: string, role: 'operato
 }
 
 const replicasArg = (value: string | undefined) => (value === 'all' ? 'all' : Number(value));
+const numberArg = (value: string | undefined) => (value === undefined ? undefined : Number(value));
+
+/** Builds a request body with the API's own schema, so a bad argument is refused here, naming the field. */
+function body<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new Error(`invalid arguments: ${describeIssues(parsed.error)}`);
+  return parsed.data;
+}
 
 async function main(argv: string[]) {
   const { values, positionals } = parseArgs({
@@ -60,32 +70,29 @@ async function main(argv: string[]) {
     case 'state':
       return call(api, 'GET', '/v1/state', 'viewer');
     case 'ledger': {
-      const query = new URLSearchParams();
-      if (values.workload) query.set('workload', values.workload);
-      if (values.kind) query.set('kind', values.kind);
-      if (values.limit) query.set('limit', values.limit);
+      const filter = body(LedgerQuerySchema, { workload: values.workload, kind: values.kind, limit: values.limit });
+      const query = new URLSearchParams(Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)] as [string, string]));
       return call(api, 'GET', `/v1/ledger?${query}`, 'viewer');
     }
     case 'workload': {
       const name = encodeURIComponent(b ?? '');
       if (a === 'put') {
         if (!values.file) throw new Error('workload put needs --file');
-        return call(api, 'PUT', `/v1/workloads/${name}`, 'operator', JSON.parse(fs.readFileSync(values.file, 'utf8')));
+        return call(api, 'PUT', `/v1/workloads/${name}`, 'operator', body(WorkloadDefinitionSchema, JSON.parse(fs.readFileSync(values.file, 'utf8'))));
       }
       if (a === 'get') return call(api, 'GET', `/v1/workloads/${name}`, 'viewer');
       if (a === 'retire') return call(api, 'DELETE', `/v1/workloads/${name}`, 'operator');
       break;
     }
     case 'plan':
-      return call(api, 'POST', `/v1/workloads/${id}/plan`, 'operator', { replicas: replicasArg(b) });
+      return call(api, 'POST', `/v1/workloads/${id}/plan`, 'operator', body(PlanRequestSchema, { replicas: replicasArg(b) }));
     case 'apply':
       return call(api, 'POST', `/v1/plans/${id}/apply`, 'operator', {});
     case 'scale':
-      return call(api, 'POST', `/v1/workloads/${id}/scale`, 'operator', {
-        replicas: replicasArg(b), ...(values.approval ? { approval: values.approval } : {}), ...(values.reason ? { reason: values.reason } : {}),
-        ...(values['drain-timeout-ms'] ? { drainTimeoutMs: Number(values['drain-timeout-ms']) } : {}),
-        ...(values['per-instance-limit'] ? { perInstanceLimit: Number(values['per-instance-limit']) } : {}),
-      });
+      return call(api, 'POST', `/v1/workloads/${id}/scale`, 'operator', body(ScaleRequestSchema, {
+        replicas: replicasArg(b), approval: values.approval, reason: values.reason,
+        drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']),
+      }));
     case 'op':
       return call(api, 'GET', `/v1/operations/${id}`, 'viewer');
     case 'approve':

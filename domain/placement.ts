@@ -1,9 +1,10 @@
 // Rendezvous placement (DESIGN.md §3, reference/placement-records.txt).
 //
-// Pure: no I/O, no clock, no randomness, no node built-ins — deterministic Temporal workflows
-// import this. Everything returned is plain records and arrays.
+// Pure computation: no I/O, no clock, no randomness; everything returned is plain records and
+// arrays. It hashes with node:crypto, so it runs in activities (and the API), never inside a
+// workflow: a workflow may import its types, not its values (test/unit/architecture.test.ts).
+import * as crypto from 'node:crypto';
 import type { Labels, ReplicaCount, WorkloadKind } from '../protocol';
-import { sha256, sha256Words } from './sha256';
 import type { Assignment, Runtime, Unplaced } from '../protocol';
 
 // ---------------------------------------------------------------------------------------------
@@ -133,9 +134,19 @@ function eligibleFor(pass: PlacementPass, selector: Labels): EligibleSet {
 // ---------------------------------------------------------------------------------------------
 // Rendezvous order
 
+/**
+ * Lowercase hex SHA-256 of the UTF-8 bytes of `text`. The one-shot `crypto.hash` (Node ≥ 20.12)
+ * is the fastest way to a short digest here (no Hash object, and a hex string is cheaper to
+ * produce than a Buffer); older Node falls back to createHash.
+ */
+const sha256Hex: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex');
+
 /** The rendezvous score of a runtime for a workload: sha256("<name>\n<runtimeId>") in hex. */
 export function rendezvousScore(name: string, runtimeId: string): string {
-  return sha256(`${name}\n${runtimeId}`);
+  return sha256Hex(`${name}\n${runtimeId}`);
 }
 
 export interface ScoredRuntime {
@@ -164,25 +175,22 @@ export function rendezvousOrder(
 }
 
 /**
- * The hot-path equivalent of rendezvousOrder used by computePlacement: digests are kept as
- * words (no hex strings), each (name, runtime) is hashed once, and only the first `limit`
- * positions of the order are produced (partial selection when `limit` is small).
+ * The hot-path equivalent of rendezvousOrder used by computePlacement: each (name, runtime) is
+ * hashed once, candidates are ranked by index, and only the first `limit` positions of the order
+ * are produced (partial selection when `limit` is small).
  */
 function rankByRendezvous(name: string, candidates: readonly Runtime[], limit: number, pass: PlacementPass | undefined): Runtime[] {
   const count = candidates.length;
   if (count === 0 || limit <= 0) return [];
-  const digests = new Uint32Array(count * 8);
-  for (let i = 0; i < count; i++) sha256Words(`${name}\n${candidates[i].id}`, digests, i * 8);
+  const digests = new Array<string>(count);
+  for (let i = 0; i < count; i++) digests[i] = sha256Hex(`${name}\n${candidates[i].id}`);
   if (pass) pass.digestsComputed += count;
 
   // Negative when candidate i ranks before candidate j (same order as compareRendezvous).
   const compare = (i: number, j: number): number => {
-    const baseI = i * 8;
-    const baseJ = j * 8;
-    for (let word = 0; word < 8; word++) {
-      const difference = digests[baseJ + word] - digests[baseI + word];
-      if (difference !== 0) return difference;
-    }
+    const digestI = digests[i];
+    const digestJ = digests[j];
+    if (digestI !== digestJ) return digestI > digestJ ? -1 : 1;
     const idI = candidates[i].id;
     const idJ = candidates[j].id;
     return idI === idJ ? 0 : idI < idJ ? -1 : 1;

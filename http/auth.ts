@@ -10,6 +10,24 @@ export type Access = Role | 'none';
 /** The tokens a server accepts; a process may accept only some roles (an agent accepts only its own). */
 export type RoleTokens = Partial<Record<Role, string>>;
 
+/** Shorter tokens are refused at start: guessable secrets must not guard the fleet. */
+export const MIN_TOKEN_LENGTH = 24;
+
+/** Throws, naming the roles (never the tokens), when a token is too short or two roles share one. */
+export function checkRoleTokens(tokens: RoleTokens): void {
+  const problems: string[] = [];
+  const entries = ROLES.filter((role) => tokens[role] !== undefined).map((role) => [role, tokens[role] as string] as const);
+  for (const [role, token] of entries) {
+    if (token.length < MIN_TOKEN_LENGTH) problems.push(`the ${role} token is shorter than ${MIN_TOKEN_LENGTH} characters`);
+  }
+  for (let i = 0; i < entries.length; i++) {
+    for (let j = i + 1; j < entries.length; j++) {
+      if (entries[i][1] === entries[j][1]) problems.push(`the ${entries[i][0]} and ${entries[j][0]} roles share one token`);
+    }
+  }
+  if (problems.length) throw new Error(`refusing to start: ${problems.join('; ')}`);
+}
+
 function sameSecret(presented: string, expected: string): boolean {
   // Hash both to fixed-length digests so the comparison time does not depend on the lengths.
   const a = crypto.createHash('sha256').update(presented).digest();

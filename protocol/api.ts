@@ -1,7 +1,7 @@
 // Bodies, params and queries of the HTTP API (DESIGN.md §6) that are not a workload definition or
 // a runtime message. The routes validate with them, the CLI builds its requests from them.
 import { z } from 'zod';
-import { Replicas, RuntimeId, WorkloadName } from './workload';
+import { LIMITS, Replicas, RuntimeId, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -9,11 +9,11 @@ export const PlanParamsSchema = z.object({ id: z.string().min(1).max(100) });
 export const OperationParamsSchema = z.object({ workflowId: z.string().min(1).max(300) });
 
 /** POST /v1/workloads/:name/plan */
-export const PlanRequestSchema = z.object({ replicas: Replicas });
+export const PlanRequestSchema = z.strictObject({ replicas: Replicas });
 export type PlanRequest = z.infer<typeof PlanRequestSchema>;
 
 /** POST /v1/workloads/:name/scale */
-export const ScaleRequestSchema = z.object({
+export const ScaleRequestSchema = z.strictObject({
   replicas: Replicas,
   approval: z.enum(['auto', 'manual']).default('auto'),
   reason: z.string().max(500).optional(),
@@ -22,7 +22,7 @@ export const ScaleRequestSchema = z.object({
   /** scale-in: how long each removed replica may take to drain (a duration) */
   drainTimeoutMs: z.int().min(100).max(3_600_000).optional(),
   /** scale-in: most partitions one replica may own after consolidation */
-  perInstanceLimit: z.int().min(1).optional(),
+  perInstanceLimit: z.int().min(1).max(LIMITS.partitions).optional(),
 });
 export type ScaleRequest = z.input<typeof ScaleRequestSchema>;
 

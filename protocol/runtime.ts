@@ -6,9 +6,9 @@ import { LabelsSchema, RuntimeId, type Labels } from './workload';
 export const RUNTIME_STATUSES = ['READY', 'CORDONED', 'LOST'] as const;
 export type RuntimeStatus = (typeof RUNTIME_STATUSES)[number];
 
-export const RegisterRuntimeSchema = z.object({
+export const RegisterRuntimeSchema = z.strictObject({
   id: RuntimeId,
-  endpoint: z.url({ protocol: /^https?$/ }),
+  endpoint: z.url({ protocol: /^https?$/ }).max(2048),
   labels: LabelsSchema.default({}),
   slots: z.int().min(1).max(1024).default(4),
 });
@@ -16,20 +16,20 @@ export type RegisterRuntime = z.infer<typeof RegisterRuntimeSchema>;
 
 /** What an agent reports about one task it hosts (DESIGN.md §5: every task reports these). */
 export const TaskReportSchema = z.object({
-  taskId: z.string().min(1),
-  workload: z.string().min(1),
-  incarnation: z.string().min(1),
+  taskId: z.string().min(1).max(200),
+  workload: z.string().min(1).max(63),
+  incarnation: z.string().min(1).max(200),
   state: z.enum(['starting', 'ready', 'draining', 'stopped', 'failed']),
-  counts: z.record(z.string(), z.number()).default({}),
+  counts: z.record(z.string().max(63), z.number()).default({}),
   latencyMs: z.object({ p50: z.number(), p95: z.number() }).optional(),
   backlog: z.number().optional(),
   errors: z.number().default(0),
 });
 export type TaskReport = z.infer<typeof TaskReportSchema>;
 
-export const HeartbeatSchema = z.object({
+export const HeartbeatSchema = z.strictObject({
   fence: z.int().min(1),
-  tasks: z.array(TaskReportSchema).default([]),
+  tasks: z.array(TaskReportSchema).max(10_000).default([]),
 });
 export type Heartbeat = z.infer<typeof HeartbeatSchema>;
 

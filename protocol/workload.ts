@@ -3,23 +3,40 @@
 // the CLI and the tests.
 import { z } from 'zod';
 
-export const LabelsSchema = z.record(
-  z.string().min(1).max(63).regex(/^[A-Za-z0-9][A-Za-z0-9_.\/-]*$/, 'label keys are [A-Za-z0-9_./-]'),
-  z.string().max(63),
-);
+/** Every input is bounded before any work is done on it: these are the bounds. */
+export const LIMITS = {
+  /** the most replicas any request may name; the API may be configured lower (SCALEGATE_MAX_REPLICAS) */
+  replicas: 10_000,
+  labels: 64,
+  argv: 256,
+  argLength: 4096,
+  envEntries: 256,
+  envValueLength: 8192,
+  partitions: 4096,
+} as const;
+
+/** Lowercase DNS label (RFC 1123): what workload names and runtime ids must be. */
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export const LabelsSchema = z
+  .record(
+    z.string().min(1).max(63).regex(/^[A-Za-z0-9][A-Za-z0-9_.\/-]*$/, 'label keys are [A-Za-z0-9_./-]'),
+    z.string().max(63),
+  )
+  .refine((labels) => Object.keys(labels).length <= LIMITS.labels, { message: `at most ${LIMITS.labels} labels` });
 export type Labels = z.infer<typeof LabelsSchema>;
 
 export const RuntimeId = z
   .string()
   .min(1)
   .max(63)
-  .regex(/^[a-z0-9][a-z0-9-]*$/, 'runtime ids are lowercase letters, digits and dashes');
+  .regex(DNS_LABEL, 'runtime ids are DNS labels: lowercase letters, digits and inner dashes');
 
 export const WorkloadName = z
   .string()
   .min(1)
   .max(63)
-  .regex(/^[a-z0-9][a-z0-9-]*$/, 'workload names are lowercase letters, digits and dashes');
+  .regex(DNS_LABEL, 'workload names are DNS labels: lowercase letters, digits and inner dashes');
 
 const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
   z.enum([...values, 'unknown'] as unknown as [T[number] | 'unknown', ...(T[number] | 'unknown')[]]).default('unknown');
@@ -27,7 +44,7 @@ const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
 export const WORKLOAD_KINDS = ['service', 'consumer', 'stream'] as const;
 
 export const ContractSchema = z
-  .object({
+  .strictObject({
     ownership: unknownable(['partitioned', 'shared-queue', 'none'] as const),
     partitions: z.int().min(1).max(100000).optional(),
     state: unknownable(['none', 'local', 'shared', 'checkpointed'] as const),
@@ -35,7 +52,7 @@ export const ContractSchema = z
     delivery: unknownable(['at-most-once', 'at-least-once', 'exactly-once'] as const),
     recovery: unknownable(['restart', 'reassign', 'replay-from-checkpoint'] as const),
     downstream: z
-      .object({ maxReplicas: z.int().min(1).optional(), maxRatePerSec: z.number().positive().optional() })
+      .strictObject({ maxReplicas: z.int().min(1).max(LIMITS.replicas).optional(), maxRatePerSec: z.number().positive().max(1e9).optional() })
       .optional(),
   })
   .refine((c) => c.ownership !== 'partitioned' || c.partitions !== undefined, {
@@ -45,37 +62,68 @@ export const ContractSchema = z
 export type Contract = z.infer<typeof ContractSchema>;
 export const UNKNOWN_CONTRACT: Contract = ContractSchema.parse({});
 
-export const ServiceSpecSchema = z.object({
-  command: z.array(z.string().min(1)).min(1),
-  env: z.record(z.string(), z.string()).default({}),
-  readiness: z.union([z.object({ http: z.string().startsWith('/') }), z.object({ tcp: z.literal(true) })]).optional(),
+/** An absolute URL path: a slash, then unreserved, sub-delims, ':', '@', '/' or %-escapes; no spaces, no query. */
+const UrlPath = z
+  .string()
+  .max(1024)
+  .regex(/^\/([A-Za-z0-9\-._~!$&'()*+,;=:@\/]|%[0-9A-Fa-f]{2})*$/, 'a URL path: starts with "/", no spaces or query, %-escape anything else');
+
+const EnvSchema = z
+  .record(
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'environment names are [A-Za-z_][A-Za-z0-9_]*'),
+    z.string().max(LIMITS.envValueLength),
+  )
+  .refine((env) => Object.keys(env).length <= LIMITS.envEntries, { message: `at most ${LIMITS.envEntries} environment entries` });
+
+export const ServiceSpecSchema = z.strictObject({
+  command: z.array(z.string().min(1).max(LIMITS.argLength)).min(1).max(LIMITS.argv),
+  env: EnvSchema.default({}),
+  readiness: z.union([z.strictObject({ http: UrlPath }), z.strictObject({ tcp: z.literal(true) })]).optional(),
   graceMs: z.int().min(0).max(600000).default(5000),
 });
 export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
 
-const SqlIdentifier = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'table names are lowercase SQL identifiers');
-export const ConsumerSpecSchema = z.object({
-  partitions: z.int().min(1).max(4096),
-  source: SqlIdentifier,
-  sink: SqlIdentifier,
-  workMs: z.number().min(0).max(60000).default(1),
-});
+/** The control plane's own tables: a workload may never read or write them. */
+export const CONTROL_PLANE_TABLES = ['runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations'] as const;
+
+const WorkloadTable = z
+  .string()
+  .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'table names are lowercase SQL identifiers')
+  .refine((name) => !(CONTROL_PLANE_TABLES as readonly string[]).includes(name) && !/^(scalegate_|pg_)/.test(name), {
+    message: 'names a control-plane or system table (scalegate_*, pg_*, or one of the registry tables)',
+  });
+
+const sourceIsNotSink = { message: 'source and sink must be different tables', path: ['sink'] };
+
+export const ConsumerSpecSchema = z
+  .strictObject({
+    partitions: z.int().min(1).max(LIMITS.partitions),
+    source: WorkloadTable,
+    sink: WorkloadTable,
+    workMs: z.number().min(0).max(60000).default(1),
+  })
+  .refine((spec) => spec.source !== spec.sink, sourceIsNotSink);
 export type ConsumerSpec = z.infer<typeof ConsumerSpecSchema>;
 
-export const StreamSpecSchema = z.object({
-  partitions: z.int().min(1),
-  checkpointIntervalMs: z.int().min(10),
-  maxParallelism: z.int().min(1).max(32768).default(128),
-  operators: z
-    .array(
-      z.object({
-        id: z.string().min(1),
-        kind: z.enum(['source', 'map', 'keyed-aggregate', 'sink']),
-        parallelism: z.int().min(1),
-      }),
-    )
-    .min(1),
-});
+export const StreamSpecSchema = z
+  .strictObject({
+    source: WorkloadTable,
+    sink: WorkloadTable,
+    partitions: z.int().min(1).max(LIMITS.partitions),
+    checkpointIntervalMs: z.int().min(10).max(3_600_000),
+    maxParallelism: z.int().min(1).max(32768).default(128),
+    operators: z
+      .array(
+        z.strictObject({
+          id: z.string().min(1).max(63),
+          kind: z.enum(['source', 'map', 'keyed-aggregate', 'sink']),
+          parallelism: z.int().min(1).max(32768),
+        }),
+      )
+      .min(1)
+      .max(16),
+  })
+  .refine((spec) => spec.source !== spec.sink, sourceIsNotSink);
 export type StreamSpec = z.infer<typeof StreamSpecSchema>;
 
 export const Replicas = z.union([
@@ -83,23 +131,34 @@ export const Replicas = z.union([
   z
     .int({ message: 'replicas must be an integer ≥ 1 or "all"' })
     .refine((n) => n !== 0, { message: 'replicas 0 is refused: retire (DELETE) or delete the workload instead' })
-    .refine((n) => n >= 1, { message: 'replicas must be an integer ≥ 1 or "all"' }),
+    .refine((n) => n >= 1, { message: 'replicas must be an integer ≥ 1 or "all"' })
+    .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` }),
 ]);
 export type ReplicaCount = z.infer<typeof Replicas>;
 
 const workloadBase = {
   replicas: Replicas,
   selector: LabelsSchema.default({}),
-  colocate: z.string().min(1).max(63).optional(),
+  colocate: z.string().min(1).max(63).regex(DNS_LABEL, 'colocation groups are DNS labels').optional(),
   contract: ContractSchema.default(UNKNOWN_CONTRACT),
 };
 
-/** PUT /v1/workloads/:name body (the name comes from the path). */
-export const WorkloadDefinitionSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('service'), ...workloadBase, spec: ServiceSpecSchema }),
-  z.object({ kind: z.literal('consumer'), ...workloadBase, spec: ConsumerSpecSchema }),
-  z.object({ kind: z.literal('stream'), ...workloadBase, spec: StreamSpecSchema }),
-]);
+/** Kinds an agent has a driver for; a definition of any other kind is refused rather than left unplaceable. */
+export const RUNNABLE_KINDS: readonly WorkloadKindName[] = ['service', 'consumer'];
+type WorkloadKindName = (typeof WORKLOAD_KINDS)[number];
+
+/** PUT /v1/workloads/:name body (the name comes from the path). Unknown fields are refused. */
+export const WorkloadDefinitionSchema = z
+  .discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('service'), ...workloadBase, spec: ServiceSpecSchema }),
+    z.strictObject({ kind: z.literal('consumer'), ...workloadBase, spec: ConsumerSpecSchema }),
+    z.strictObject({ kind: z.literal('stream'), ...workloadBase, spec: StreamSpecSchema }),
+  ])
+  .superRefine((definition, ctx) => {
+    if (!RUNNABLE_KINDS.includes(definition.kind)) {
+      ctx.addIssue({ code: 'custom', path: ['kind'], message: `kind "${definition.kind}" has no driver on any agent yet; runnable kinds: ${RUNNABLE_KINDS.join(', ')}` });
+    }
+  });
 export type WorkloadDefinition = z.infer<typeof WorkloadDefinitionSchema>;
 export type Workload = WorkloadDefinition & { name: string; revision: number; retired: boolean };
 export type WorkloadKind = Workload['kind'];

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap } from '../domain/gates';
-import { WorkloadName } from '../protocol';
+import { LIMITS, WorkloadName } from '../protocol';
 import { failureMessage, parseInput, profiles } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, ScaleStatus } from './scale-operation';
@@ -19,7 +19,7 @@ const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
 export const ScaleOutInputSchema = z.object({
   workload: WorkloadName,
-  replicas: z.int().min(1, { message: 'replicas must be an integer ≥ 1' }),
+  replicas: z.int().min(1, { message: 'replicas must be an integer ≥ 1' }).max(LIMITS.replicas),
   approval: z.enum(['auto', 'manual']).default('auto'),
   reason: z.string().max(500).default('requested'),
   /** how long to watch the new size before comparing with the baseline */

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { runLoad } from '../../scripts/loadgen';
-import { findTemporalCli } from '../../scripts/temporal-cli';
+import { findTemporalCli } from '../../embedded/temporal-cli';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';

@@ -4,9 +4,9 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startEmbeddedPostgres } from '../../scripts/postgres';
-import { freePort } from '../../scripts/processes';
-import { startTemporalDevServer } from '../../scripts/temporal-server';
+import { startEmbeddedPostgres } from '../../embedded/postgres';
+import { freePort } from '../../embedded/processes';
+import { startTemporalDevServer } from '../../embedded/temporal-server';
 import { TEST_ENV_VAR, TestEnv } from './env';
 
 export default async function setup(): Promise<void> {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Client as PgClient, Pool } from 'pg';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
-import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../scripts/processes';
+import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../embedded/processes';
 import { testEnv } from './env';
 
 export interface AgentSpec {

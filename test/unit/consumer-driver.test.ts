@@ -9,7 +9,7 @@ import { Pool } from 'pg';
 import { createConsumerDriver, type ConsumerTaskStatus } from '../../agent/drivers/consumer';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
 import { runLoad } from '../../scripts/loadgen';
-import { startEmbeddedPostgres, type RunningPostgres } from '../../scripts/postgres';
+import { startEmbeddedPostgres, type RunningPostgres } from '../../embedded/postgres';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
 
 jest.setTimeout(60_000);

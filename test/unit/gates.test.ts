@@ -243,7 +243,7 @@ describe('evaluateScaleOutGates', () => {
         name: 'clicks',
         kind: 'stream',
         contract: { ...passingContract },
-        spec: { partitions: 8, checkpointIntervalMs: 1000, maxParallelism: 128, operators: [{ id: 'src', kind: 'source', parallelism: 2 }] },
+        spec: { source: 'clicks', sink: 'click_counts', partitions: 8, checkpointIntervalMs: 1000, maxParallelism: 128, operators: [{ id: 'src', kind: 'source', parallelism: 2 }] },
       };
       // only hosting runtimes have room: 2 + 1 free slots for 2 new subtasks
       input.eligibleRuntimes = [

@@ -1,4 +1,4 @@
-import { WorkloadDefinitionSchema, describeIssues } from '../../protocol';
+import { describeIssues, LIMITS, RuntimeId, WorkloadDefinitionSchema, WorkloadName } from '../../protocol';
 
 describe('workload definition schema', () => {
   const service = { kind: 'service', replicas: 2, spec: { command: ['node', 'server.js'] } };
@@ -22,5 +22,69 @@ describe('workload definition schema', () => {
   it('requires partitions when ownership is partitioned', () => {
     const result = WorkloadDefinitionSchema.safeParse({ ...service, contract: { ownership: 'partitioned' } });
     expect(describeIssues(result.error!)).toMatch(/contract\.partitions/);
+  });
+});
+
+describe('bounds: every input is bounded before work is done on it', () => {
+  const service = { kind: 'service', replicas: 2, spec: { command: ['node', 'server.js'] } };
+  const consumer = { kind: 'consumer', replicas: 1, spec: { partitions: 4, source: 'orders', sink: 'orders_out' } };
+  const problems = (body: unknown) => {
+    const result = WorkloadDefinitionSchema.safeParse(body);
+    return result.success ? null : describeIssues(result.error);
+  };
+
+  it('refuses replicas above the limit, and huge numbers', () => {
+    expect(problems({ ...service, replicas: LIMITS.replicas })).toBeNull();
+    expect(problems({ ...service, replicas: LIMITS.replicas + 1 })).toMatch(/replicas.*at most/);
+    expect(problems({ ...service, replicas: 1e9 })).toMatch(/replicas/);
+    expect(problems({ ...service, replicas: 1e300 })).toMatch(/replicas/);
+  });
+
+  it('refuses unknown fields, naming them', () => {
+    expect(problems({ ...service, replicaz: 3 })).toMatch(/replicaz/);
+    expect(problems({ ...service, spec: { ...service.spec, cmd: ['x'] } })).toMatch(/cmd/);
+    expect(problems({ ...service, contract: { ownership: 'none', owner: 'me' } })).toMatch(/owner/);
+  });
+
+  it('takes a readiness path only when it is a URL path', () => {
+    const withPath = (http: string) => problems({ ...service, spec: { ...service.spec, readiness: { http } } });
+    expect(withPath('/healthz')).toBeNull();
+    expect(withPath('/a%20b/c')).toBeNull();
+    expect(withPath('/health z')).toMatch(/readiness\.http/);
+    expect(withPath('healthz')).toMatch(/readiness\.http/);
+    expect(withPath('/x?y=1')).toMatch(/readiness\.http/);
+  });
+
+  it('bounds argv, env and labels', () => {
+    expect(problems({ ...service, spec: { command: Array(LIMITS.argv + 1).fill('x') } })).toMatch(/spec\.command/);
+    expect(problems({ ...service, spec: { command: ['x'.repeat(LIMITS.argLength + 1)] } })).toMatch(/spec\.command/);
+    const env = Object.fromEntries(Array.from({ length: LIMITS.envEntries + 1 }, (_, i) => [`V${i}`, 'x']));
+    expect(problems({ ...service, spec: { ...service.spec, env } })).toMatch(/spec\.env/);
+    expect(problems({ ...service, spec: { ...service.spec, env: { 'BAD-NAME': 'x' } } })).toMatch(/spec\.env/);
+    const selector = Object.fromEntries(Array.from({ length: LIMITS.labels + 1 }, (_, i) => [`k${i}`, 'v']));
+    expect(problems({ ...service, selector })).toMatch(/selector/);
+  });
+
+  it('takes workload names and runtime ids only as DNS labels', () => {
+    expect(WorkloadName.safeParse('web-1').success).toBe(true);
+    expect(WorkloadName.safeParse('web-').success).toBe(false);
+    expect(WorkloadName.safeParse('a'.repeat(64)).success).toBe(false);
+    expect(RuntimeId.safeParse('Agent_A').success).toBe(false);
+  });
+
+  it('refuses a consumer on the control plane tables or with its source as its sink', () => {
+    expect(problems(consumer)).toBeNull();
+    expect(problems({ ...consumer, spec: { ...consumer.spec, sink: 'orders' } })).toMatch(/spec\.sink.*different/);
+    expect(problems({ ...consumer, spec: { ...consumer.spec, source: 'workloads' } })).toMatch(/spec\.source.*control-plane/);
+    expect(problems({ ...consumer, spec: { ...consumer.spec, sink: 'scalegate_consumer_offsets' } })).toMatch(/spec\.sink/);
+    expect(problems({ ...consumer, spec: { ...consumer.spec, source: 'pg_authid' } })).toMatch(/spec\.source/);
+  });
+
+  it('refuses kind stream while no agent has a stream driver, saying so', () => {
+    const stream = {
+      kind: 'stream', replicas: 1,
+      spec: { source: 'clicks', sink: 'click_counts', partitions: 4, checkpointIntervalMs: 1000, operators: [{ id: 'src', kind: 'source', parallelism: 1 }] },
+    };
+    expect(problems(stream)).toMatch(/kind.*no driver/);
   });
 });

@@ -1,0 +1,187 @@
+// The embedded default behind `npm start`: Temporal dev server + Web UI, PostgreSQL, the API, the
+// orchestrator worker and three agents labelled zone=a/b/c, then the URLs and tokens. The API,
+// worker and agents are supervised: one that crashes is restarted with backoff, same id and state
+// folder, and the rest keeps running. Ctrl-C or SIGTERM stops all of it, children first, leaving
+// no process and no port behind.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { createPool } from '../store/db';
+import { migrate } from '../store/migrate';
+import { checkRoleTokens } from '../http/auth';
+import { startEmbeddedPostgres } from './postgres';
+import { portIsFree, spawnService, waitForHttp } from './processes';
+import { supervise, type Supervised } from './supervisor';
+import { startTemporalDevServer, waitForTemporal } from './temporal-server';
+
+const port = z.coerce.number().int().min(1).max(65535);
+const StartConfigSchema = z.object({
+  SCALEGATE_HOME: z.string().default('.scalegate'),
+  SCALEGATE_API_PORT: port.default(8080),
+  /** set to use an external Temporal server instead of starting the dev server */
+  TEMPORAL_ADDRESS: z.string().optional(),
+  SCALEGATE_TEMPORAL_PORT: port.default(7233),
+  SCALEGATE_UI_PORT: port.default(8233),
+  /** set to use an external PostgreSQL instead of the embedded one */
+  DATABASE_URL: z.string().optional(),
+  SCALEGATE_PG_PORT: port.default(54329),
+  /** first agent port; the three agents take this and the next two */
+  SCALEGATE_AGENT_BASE_PORT: port.default(7401),
+  SCALEGATE_LEASE_TTL_MS: z.coerce.number().int().min(300).default(45_000),
+  /** one token per role; generated (and kept in the state folder) when unset */
+  SCALEGATE_OPERATOR_TOKEN: z.string().optional(),
+  SCALEGATE_AGENT_TOKEN: z.string().optional(),
+  SCALEGATE_VIEWER_TOKEN: z.string().optional(),
+});
+
+const say = (line: string) => console.log(`[scalegate] ${line}`);
+
+/**
+ * Tokens from env, else the ones generated on an earlier start (kept in the state folder), else
+ * new. The file is mode 600 after every start, whatever it was before; tokens that are too short
+ * or shared by two roles are refused.
+ */
+function resolveTokens(home: string, env: z.infer<typeof StartConfigSchema>) {
+  const file = path.join(home, 'tokens.json');
+  let stored: Record<string, string> = {};
+  try {
+    stored = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    // first start
+  }
+  const make = () => crypto.randomBytes(24).toString('base64url');
+  const tokens = {
+    operator: env.SCALEGATE_OPERATOR_TOKEN ?? stored.operator ?? make(),
+    agent: env.SCALEGATE_AGENT_TOKEN ?? stored.agent ?? make(),
+    viewer: env.SCALEGATE_VIEWER_TOKEN ?? stored.viewer ?? make(),
+  };
+  checkRoleTokens(tokens);
+  fs.writeFileSync(file, JSON.stringify(tokens, null, 2), { mode: 0o600 });
+  fs.chmodSync(file, 0o600); // writeFileSync keeps the mode of a file that already existed
+  return tokens;
+}
+
+/** Replaced by startEmbeddedStack() once there is something to stop. */
+let shutdown = async (_reason: string, code: number): Promise<void> => process.exit(code);
+
+export async function startEmbeddedStack(): Promise<void> {
+  const config = StartConfigSchema.parse(process.env);
+  const home = path.resolve(config.SCALEGATE_HOME);
+  const logs = path.join(home, 'logs');
+  fs.mkdirSync(logs, { recursive: true });
+  const tokens = resolveTokens(home, config);
+  const stops: (() => Promise<void>)[] = [];
+  const services: Supervised[] = [];
+  let stopping = false;
+
+  shutdown = async (reason: string, code: number) => {
+    if (stopping) return;
+    stopping = true;
+    say(`stopping (${reason})`);
+    // agents first (they drain their tasks), then worker and API, then the servers
+    for (const group of [services.filter((s) => s.name.startsWith('agent')), services.filter((s) => !s.name.startsWith('agent'))]) {
+      await Promise.all(group.map((s) => s.stop()));
+    }
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    say('stopped');
+    process.exit(code);
+  };
+  const busy = [];
+  for (const p of [config.SCALEGATE_API_PORT, config.SCALEGATE_AGENT_BASE_PORT, config.SCALEGATE_AGENT_BASE_PORT + 1, config.SCALEGATE_AGENT_BASE_PORT + 2]) {
+    if (!(await portIsFree(p))) busy.push(p);
+  }
+  if (busy.length) throw new Error(`ports already in use: ${busy.join(', ')} (is another scalegate running?)`);
+
+  let temporalAddress = config.TEMPORAL_ADDRESS;
+  let uiUrl = `http://127.0.0.1:${config.SCALEGATE_UI_PORT}`;
+  if (temporalAddress) {
+    await waitForTemporal(temporalAddress, () => true, 30_000);
+    say(`using Temporal at ${temporalAddress}`);
+  } else {
+    const temporal = await startTemporalDevServer({
+      port: config.SCALEGATE_TEMPORAL_PORT,
+      uiPort: config.SCALEGATE_UI_PORT,
+      dbFile: path.join(home, 'temporal.db'),
+      logFile: path.join(logs, 'temporal.log'),
+      log: say,
+    });
+    stops.push(temporal.stop);
+    temporalAddress = temporal.address;
+    uiUrl = temporal.uiUrl ?? uiUrl;
+  }
+
+  let databaseUrl = config.DATABASE_URL;
+  if (!databaseUrl) {
+    const postgres = await startEmbeddedPostgres({ dataDir: path.join(home, 'postgres'), port: config.SCALEGATE_PG_PORT, log: say });
+    stops.push(postgres.stop);
+    databaseUrl = postgres.url;
+  }
+  const pool = createPool(databaseUrl, 2);
+  await migrate(pool);
+  await pool.end();
+
+  const apiUrl = `http://127.0.0.1:${config.SCALEGATE_API_PORT}`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    SCALEGATE_HOME: home,
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: temporalAddress,
+    SCALEGATE_UI_URL: uiUrl,
+    SCALEGATE_API_PORT: String(config.SCALEGATE_API_PORT),
+    SCALEGATE_API_URL: apiUrl,
+    SCALEGATE_OPERATOR_TOKEN: tokens.operator,
+    SCALEGATE_AGENT_TOKEN: tokens.agent,
+    SCALEGATE_VIEWER_TOKEN: tokens.viewer,
+    SCALEGATE_LEASE_TTL_MS: String(config.SCALEGATE_LEASE_TTL_MS),
+  };
+  const output = (name: string, line: string) => console.log(`[${name}] ${line}`);
+  const launch = (name: string, entry: string, args: string[] = []) => {
+    const service = supervise({
+      name, log: say,
+      start: () => spawnService({ name, entry, args, env, output, logFile: path.join(logs, `${name}.log`) }),
+    });
+    services.push(service);
+    return service;
+  };
+
+  launch('api', 'api/main.ts');
+  launch('worker', 'workers/main.ts');
+  await waitForHttp(`${apiUrl}/healthz`, 60_000);
+  for (const [i, zone] of ['a', 'b', 'c'].entries()) {
+    const agentPort = config.SCALEGATE_AGENT_BASE_PORT + i;
+    launch(`agent-${zone}`, 'agent/main.ts', ['--id', `agent-${zone}`, '--port', String(agentPort), '--labels', `zone=${zone}`,
+      '--state-dir', path.join(home, 'agents', `agent-${zone}`), '--api', apiUrl]);
+  }
+  await waitForHttp(`${apiUrl}/readyz`, 120_000);
+
+  console.log(
+    [
+      '',
+      'scalegate is running',
+      `  API            ${apiUrl}   (OpenAPI: ${apiUrl}/openapi.json)`,
+      `  Temporal       ${temporalAddress}   (namespace default, task queue scalegate)`,
+      `  Web UI         ${uiUrl}`,
+      `  PostgreSQL     ${databaseUrl}`,
+      `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c)`,
+      `  tokens         operator=${tokens.operator}`,
+      `                 viewer=${tokens.viewer}`,
+      `                 agent=${tokens.agent}`,
+      `  state          ${home} (logs in ${logs}; tokens in ${path.join(home, 'tokens.json')})`,
+      '',
+      `  try: curl -s -H "Authorization: Bearer ${tokens.viewer}" ${apiUrl}/v1/state`,
+      'Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+}
+
+/** Runs the embedded stack until SIGINT/SIGTERM; a failed start stops whatever did start. */
+export function runEmbeddedStack(): void {
+  process.once('SIGINT', () => void shutdown('SIGINT', 0));
+  process.once('SIGTERM', () => void shutdown('SIGTERM', 0));
+  startEmbeddedStack().catch((error) => {
+    console.error(`[scalegate] failed to start: ${error instanceof Error ? error.message : String(error)}`);
+    void shutdown('start failed', 1);
+  });
+}
