@@ -8,7 +8,7 @@ import type { TaskHost } from './host';
 export function buildAgentServer(options: { id: string; token: string; host: TaskHost; fence: () => number; labels: Record<string, string> }) {
   const app = Fastify({ logger: false });
   const { host } = options;
-  installErrorHandling(app, (error) => console.error(JSON.stringify({ at: new Date().toISOString(), runtime: options.id, event: 'unhandled error', error: error.message })));
+  installErrorHandling(app, { onUnexpected: (error) => console.error(JSON.stringify({ at: new Date().toISOString(), runtime: options.id, event: 'unhandled error', error: error.message })) });
   const routes = [
     defineRoute({
       method: 'GET', path: '/v1/health', access: 'agent', summary: 'agent health',

@@ -24,6 +24,8 @@ export const ApiConfigSchema = z.object({
   SCALEGATE_MAX_REPLICAS: z.coerce.number().int().min(1).max(LIMITS.replicas).default(LIMITS.replicas),
   /** runtime lease; agents heartbeat every third of it */
   SCALEGATE_LEASE_TTL_MS: z.coerce.number().int().min(300).default(45_000),
+  /** how long a request may wait on PostgreSQL or Temporal before it is answered 503 */
+  SCALEGATE_REQUEST_DEADLINE_MS: z.coerce.number().int().min(500).max(300_000).default(10_000),
   SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 });
 export type ApiConfig = z.infer<typeof ApiConfigSchema>;

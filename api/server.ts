@@ -2,6 +2,7 @@
 import Fastify, { LogController } from 'fastify';
 import type { ApiDeps } from './deps';
 import { installErrorHandling } from '../http/errors';
+import { dependencyFailure } from './dependencies';
 import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from '../http/route';
 import { healthRoutes } from './routes/health';
 import { operationRoutes } from './routes/operations';
@@ -47,7 +48,7 @@ export function buildServer(deps: ApiDeps) {
     logController: new LogController({ disableRequestLogging: true }),
   });
 
-  installErrorHandling(app, (error) => app.log.error({ err: error }, 'unhandled error'));
+  installErrorHandling(app, { onUnexpected: (error) => app.log.error({ err: error }, 'unhandled error'), classify: dependencyFailure });
   app.addHook('onResponse', async (request, reply) => {
     deps.metrics.countRequest(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode);
   });
@@ -56,6 +57,6 @@ export function buildServer(deps: ApiDeps) {
     operator: deps.config.SCALEGATE_OPERATOR_TOKEN,
     agent: deps.config.SCALEGATE_AGENT_TOKEN,
     viewer: deps.config.SCALEGATE_VIEWER_TOKEN,
-  });
+  }, { deadlineMs: deps.config.SCALEGATE_REQUEST_DEADLINE_MS });
   return app;
 }

@@ -7,13 +7,22 @@ import { CodedError, type ErrorBody } from '../protocol/errors';
 /** The API's and agents' name for a coded error. */
 export { CodedError as ApiError };
 
+export interface ErrorHandling {
+  /** logs what nothing else explained (answered 500) */
+  onUnexpected(error: Error): void;
+  /** turns an error of a dependency (database, Temporal) into the coded error to answer with */
+  classify?(error: Error): CodedError | null;
+}
+
 /** Installs the one error mapping and the 404 for unknown routes on a Fastify app. */
-export function installErrorHandling(app: FastifyInstance, onUnexpected: (error: Error) => void): void {
+export function installErrorHandling(app: FastifyInstance, handling: ErrorHandling): void {
   app.setErrorHandler((error: FastifyError | CodedError, _request, reply) => {
     if (error instanceof CodedError) return reply.status(error.status).send(error.toBody());
     const body = frameworkErrorBody(error);
     if (body) return reply.status(body.status).send(body.body);
-    onUnexpected(error);
+    const classified = handling.classify?.(error);
+    if (classified) return reply.status(classified.status).send(classified.toBody());
+    handling.onUnexpected(error);
     return reply.status(500).send({ error: 'internal', message: 'internal error; see the log' } satisfies ErrorBody);
   });
   app.setNotFoundHandler((request, reply) =>

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { describeIssues } from '../protocol/issues';
 import { Access, authorize, Role, RoleTokens } from './auth';
+import { withinDeadline } from './deadline';
 import { ApiError } from './errors';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -51,7 +52,11 @@ function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: s
   return result.data;
 }
 
-export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens: RoleTokens): void {
+/**
+ * @param options.deadlineMs how long a handler may take before the caller is answered 503
+ *   `dependency-unavailable` (the backstop for a dependency that hangs instead of failing)
+ */
+export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens: RoleTokens, options: { deadlineMs?: number } = {}): void {
   for (const route of routes) {
     app.route({
       method: route.method,
@@ -62,7 +67,8 @@ export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens
         const query = parseWith(route.query, request.query, 'query');
         if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
         const body = parseWith(route.body, request.body, 'body');
-        const result = await route.handler({ params, query, body, role, request });
+        const handled = route.handler({ params, query, body, role, request });
+        const result = options.deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, options.deadlineMs, handled) : await handled;
         reply.status(result.status);
         if (result.contentType) reply.type(result.contentType);
         return result.body;

@@ -34,6 +34,8 @@ export const ERROR_CODES = {
   'still-owned': { status: 409, retryable: false },
   // the server side
   unavailable: { status: 503, retryable: true },
+  /** PostgreSQL or Temporal did not answer: the request changed nothing it could not finish; retry */
+  'dependency-unavailable': { status: 503, retryable: true },
   internal: { status: 500, retryable: true },
 } as const satisfies Record<string, { status: number; retryable: boolean }>;
 
