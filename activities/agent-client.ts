@@ -54,6 +54,7 @@ export function createAgentClient(token: string, timeoutMs = 30_000) {
       const query = new URLSearchParams();
       if (options.graceMs !== undefined) query.set('graceMs', String(options.graceMs));
       if (options.drainTimeoutMs !== undefined) query.set('drainTimeoutMs', String(options.drainTimeoutMs));
+      if (options.placementFence !== undefined) query.set('placementFence', String(options.placementFence));
       return required(await call(endpoint, 'DELETE', `${task(taskId)}?${query}`, StopAnswerSchema), `stop ${taskId}`);
     },
     /** null when the agent does not host the task */

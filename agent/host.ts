@@ -1,9 +1,30 @@
 // The agent's task host: which tasks run here, through which driver. Starts and stops are
-// idempotent so the control plane can retry them freely.
+// idempotent so the control plane can retry them freely, and fenced (DESIGN.md §3 "Credentials"):
+// a start or stop decided under a placement fence older than the newest this agent has seen for
+// the workload is refused with stale-fence, also after a restart, since the newest fence per
+// workload is kept in the state folder. What the host reads back from that folder (recorded starts,
+// fences) never takes the agent down: a record that cannot be used is logged, and a recorded task
+// that cannot be started again is hosted as failed, with the reason, for the control plane to see.
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { DrainOptions, WorkloadKind } from '../protocol';
+import { z } from 'zod';
+import { describeIssues, TaskIdSchema, TaskStartBodySchema, type DrainOptions, type WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
+import { writePrivateFileSync } from './state-files';
+
+/** The starts of the tasks hosted here, so a restarted agent starts them again. */
+export const TASK_RECORDS_FILE = 'tasks.json';
+/** The newest placement fence seen per workload. */
+export const FENCE_RECORDS_FILE = 'fences.json';
+
+export type HostLog = (event: string, fields?: Record<string, unknown>) => void;
+
+export interface TaskHostOptions {
+  /** the agent's state folder; without one nothing is kept across restarts */
+  stateDir?: string;
+  log?: HostLog;
+}
 
 interface Hosted {
   start: TaskStart;
@@ -12,38 +33,192 @@ interface Hosted {
 
 export type StartOutcome = { created: boolean; status: TaskStatus };
 
-export class TaskHost {
-  private readonly tasks: Record<string, Hosted> = {};
-  /** Starts and drains in progress, so a retried call joins the first instead of racing it. */
-  private readonly pending: Record<string, Promise<unknown>> = {};
+const RecordedStartSchema = TaskStartBodySchema.extend({ taskId: TaskIdSchema });
+const FenceRecordsSchema = z.object({
+  version: z.literal(1),
+  fences: z.record(z.string(), z.int().min(0)),
+});
 
-  /**
-   * @param recordFile where the starts of running tasks are kept, so a restarted agent restarts
-   *   them (its first heartbeat then revokes any that are no longer placed here)
-   */
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/**
+ * Stands in for a recorded task its driver could not start again (e.g. a spec an older agent
+ * accepted and this one refuses): it reports failed with the reason, and drains at once.
+ */
+class FailedTask implements TaskHandle {
+  readonly incarnation = randomUUID();
+
+  constructor(
+    private readonly start: TaskStart,
+    private readonly reason: string,
+  ) {}
+
+  get taskId(): string {
+    return this.start.taskId;
+  }
+
+  status(): TaskStatus {
+    return {
+      taskId: this.start.taskId,
+      workload: this.start.workload,
+      incarnation: this.incarnation,
+      state: 'failed',
+      counts: {},
+      errors: 1,
+      generation: this.start.generation,
+      detail: this.reason,
+    };
+  }
+
+  async drain(): Promise<DrainReceipt> {
+    return { taskId: this.start.taskId, incarnation: this.incarnation, inFlight: 0, durationMs: 0 };
+  }
+}
+
+export class TaskHost {
+  // Maps, not plain objects: a task id or workload name such as "__proto__" must be just a key.
+  private readonly tasks = new Map<string, Hosted>();
+  /** Starts and drains in progress, so a retried call joins the first instead of racing it. */
+  private readonly pending = new Map<string, Promise<unknown>>();
+  /** The newest placement fence seen per workload. */
+  private readonly fences = new Map<string, number>();
+  private readonly recordFile: string | undefined;
+  private readonly fenceFile: string | undefined;
+  private readonly log: HostLog;
+  /** The starts read from the state folder, until restore() starts them. */
+  private recorded: TaskStart[] = [];
+
   constructor(
     private readonly drivers: Partial<Record<WorkloadKind, TaskDriver>>,
-    private readonly recordFile?: string,
-  ) {}
+    options: TaskHostOptions = {},
+  ) {
+    this.log = options.log ?? (() => {});
+    this.recordFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, TASK_RECORDS_FILE);
+    this.fenceFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, FENCE_RECORDS_FILE);
+    this.loadFences();
+    this.recorded = this.loadRecordedStarts();
+    // A recorded start was accepted under its fence: the newest fence is at least that.
+    for (const start of this.recorded) {
+      if (start.placementFence > (this.fences.get(start.workload) ?? -1)) this.fences.set(start.workload, start.placementFence);
+    }
+  }
+
+  /** The newest placement fence this agent has seen for the workload, if any. */
+  newestFence(workload: string): number | undefined {
+    return this.fences.get(workload);
+  }
+
+  /** Reads a JSON record of the state folder; undefined when absent or unusable (set aside and logged). */
+  private readRecord(file: string | undefined, what: string): unknown {
+    if (!file) return undefined;
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.log('state-record-unreadable', { file, what, error: messageOf(error) });
+      return undefined;
+    }
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (error) {
+      this.setAside(file, what, `not JSON: ${messageOf(error)}`);
+      return undefined;
+    }
+  }
+
+  /** Keeps an unusable record for the operator under another name, so the next write does not erase it. */
+  private setAside(file: string, what: string, reason: string): void {
+    const aside = `${file}.unusable-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    try {
+      fs.renameSync(file, aside);
+    } catch (error) {
+      this.log('state-record-unusable', { file, what, reason, error: `could not set it aside: ${messageOf(error)}` });
+      return;
+    }
+    this.log('state-record-unusable', { file, what, reason, setAsideAs: aside });
+  }
+
+  private loadFences(): void {
+    const raw = this.readRecord(this.fenceFile, 'placement fences');
+    if (raw === undefined) return;
+    const parsed = FenceRecordsSchema.safeParse(raw);
+    if (!parsed.success) {
+      this.setAside(this.fenceFile!, 'placement fences', describeIssues(parsed.error));
+      return;
+    }
+    for (const [workload, fence] of Object.entries(parsed.data.fences)) this.fences.set(workload, fence);
+  }
+
+  private loadRecordedStarts(): TaskStart[] {
+    const raw = this.readRecord(this.recordFile, 'recorded task starts');
+    if (raw === undefined) return [];
+    if (!Array.isArray(raw)) {
+      this.setAside(this.recordFile!, 'recorded task starts', 'not a list of task starts');
+      return [];
+    }
+    const starts: TaskStart[] = [];
+    const seen = new Set<string>();
+    raw.forEach((entry: unknown, index) => {
+      const parsed = RecordedStartSchema.safeParse(entry);
+      if (!parsed.success) {
+        this.log('task-record-invalid', { file: this.recordFile, index, error: describeIssues(parsed.error) });
+        return;
+      }
+      if (seen.has(parsed.data.taskId)) return;
+      seen.add(parsed.data.taskId);
+      starts.push(parsed.data);
+    });
+    return starts;
+  }
 
   private persist(): void {
     if (!this.recordFile) return;
-    const starts = Object.values(this.tasks).map((t) => t.start);
-    fs.mkdirSync(path.dirname(this.recordFile), { recursive: true });
-    const staging = `${this.recordFile}.tmp`;
-    fs.writeFileSync(staging, JSON.stringify(starts));
-    fs.renameSync(staging, this.recordFile);
+    const starts = [...this.tasks.values()].map((t) => t.start);
+    writePrivateFileSync(this.recordFile, JSON.stringify(starts));
   }
 
-  /** Restarts the tasks recorded by an earlier incarnation of this agent. */
-  async restore(log: (event: string, fields?: Record<string, unknown>) => void): Promise<void> {
-    if (!this.recordFile || !fs.existsSync(this.recordFile)) return;
-    const starts = JSON.parse(fs.readFileSync(this.recordFile, 'utf8')) as TaskStart[];
-    for (const start of starts) {
-      await this.ensure(start).then(
-        () => log('task restored', { taskId: start.taskId }),
-        (error: Error) => log('task restore failed', { taskId: start.taskId, error: error.message }),
-      );
+  /**
+   * Refuses a start or stop decided under an older fence than the newest seen for the workload;
+   * otherwise remembers the fence (on disk first, so a restarted agent refuses the same).
+   */
+  private admitFence(workload: string, fence: number | undefined, what: string): void {
+    if (fence === undefined) return;
+    const newest = this.fences.get(workload);
+    if (newest !== undefined && fence < newest) {
+      throw new DriverError('stale-fence', `${what} was decided under placement fence ${fence} of ${workload}; this agent has seen fence ${newest}`);
+    }
+    if (newest === fence) return;
+    const next = new Map(this.fences).set(workload, fence);
+    if (this.fenceFile) writePrivateFileSync(this.fenceFile, JSON.stringify({ version: 1, fences: Object.fromEntries(next) }));
+    this.fences.set(workload, fence);
+  }
+
+  /**
+   * Starts the tasks recorded by an earlier incarnation of this agent. Never throws: a recorded
+   * task that cannot be started again is hosted as failed, with the reason, so heartbeats report it.
+   */
+  async restore(): Promise<void> {
+    const recorded = this.recorded;
+    this.recorded = [];
+    for (const start of recorded) {
+      try {
+        await this.serialise(start.taskId, async () => {
+          // The control plane started it again already (the server answers before restore runs).
+          if (this.tasks.has(start.taskId)) return;
+          try {
+            const handle = await this.driverFor(start.kind).start(start);
+            this.tasks.set(start.taskId, { start, handle });
+            this.log('task restored', { taskId: start.taskId });
+          } catch (error) {
+            const reason = `could not restart the recorded task: ${messageOf(error)}`;
+            this.tasks.set(start.taskId, { start, handle: new FailedTask(start, reason) });
+            this.log('task restore failed', { taskId: start.taskId, workload: start.workload, error: messageOf(error) });
+          }
+          this.persist();
+        });
+      } catch (error) {
+        this.log('task restore failed', { taskId: start.taskId, error: messageOf(error) });
+      }
     }
   }
 
@@ -54,18 +229,19 @@ export class TaskHost {
   }
 
   private serialise<T>(taskId: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.pending[taskId] ?? Promise.resolve();
+    const previous = this.pending.get(taskId) ?? Promise.resolve();
     const next = previous.catch(() => {}).then(work);
-    this.pending[taskId] = next;
+    this.pending.set(taskId, next);
     return next.finally(() => {
-      if (this.pending[taskId] === next) delete this.pending[taskId];
+      if (this.pending.get(taskId) === next) this.pending.delete(taskId);
     });
   }
 
   /** PUT semantics: absent → start; same generation → update in place (or nothing); newer → restart. */
   ensure(start: TaskStart): Promise<StartOutcome> {
     return this.serialise(start.taskId, async () => {
-      const existing = this.tasks[start.taskId];
+      this.admitFence(start.workload, start.placementFence, `the start of ${start.taskId}`);
+      const existing = this.tasks.get(start.taskId);
       if (existing) {
         if (start.generation < existing.start.generation) {
           throw new DriverError('stale-generation', `task ${start.taskId} runs generation ${existing.start.generation}; refusing ${start.generation}`);
@@ -80,10 +256,10 @@ export class TaskHost {
           return { created: false, status: existing.handle.status() };
         }
         await existing.handle.drain({}).catch(() => {});
-        delete this.tasks[start.taskId];
+        this.tasks.delete(start.taskId);
       }
       const handle = await this.driverFor(start.kind).start(start);
-      this.tasks[start.taskId] = { start, handle };
+      this.tasks.set(start.taskId, { start, handle });
       this.persist();
       return { created: true, status: handle.status() };
     });
@@ -91,22 +267,24 @@ export class TaskHost {
 
   /** DELETE semantics: drain and forget; an absent task is already stopped. */
   remove(taskId: string, options: DrainOptions = {}): Promise<DrainReceipt | null> {
+    const { placementFence, ...drain } = options;
     return this.serialise(taskId, async () => {
-      const hosted = this.tasks[taskId];
+      const hosted = this.tasks.get(taskId);
       if (!hosted) return null;
-      const receipt = await hosted.handle.drain(options);
-      delete this.tasks[taskId];
+      this.admitFence(hosted.start.workload, placementFence, `the stop of ${taskId}`);
+      const receipt = await hosted.handle.drain(drain);
+      this.tasks.delete(taskId);
       this.persist();
       return receipt;
     });
   }
 
   get(taskId: string): TaskStatus | null {
-    return this.tasks[taskId]?.handle.status() ?? null;
+    return this.tasks.get(taskId)?.handle.status() ?? null;
   }
 
   list(): TaskStatus[] {
-    return Object.values(this.tasks).map((t) => t.handle.status());
+    return [...this.tasks.values()].map((t) => t.handle.status());
   }
 
   /** Connectivity probe for the scale-out gate; a driver without a probe has nothing to reach. */

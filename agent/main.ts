@@ -1,19 +1,44 @@
 // Runtime agent entry point: one process per node. Serves the task API, registers, heartbeats.
-import fs from 'node:fs';
-import path from 'node:path';
+import { PORT_RECORDS_FILE } from './ports';
 import { parseAgentConfig } from './config';
 import { buildDrivers } from './drivers';
-import { TaskHost } from './host';
+import { FENCE_RECORDS_FILE, TaskHost, TASK_RECORDS_FILE } from './host';
 import { LeaseKeeper } from './lease';
 import { buildAgentServer } from './server';
+import { tightenStateDir } from './state-files';
+
+/** One JSON line per event; a field that cannot be serialised never loses the line. */
+function makeLog(runtime: string) {
+  return (event: string, fields: Record<string, unknown> = {}) => {
+    const at = new Date().toISOString();
+    let line: string;
+    try {
+      line = JSON.stringify({ at, runtime, event, ...fields });
+    } catch (error) {
+      line = JSON.stringify({ at, runtime, event, unloggable: error instanceof Error ? error.message : String(error) });
+    }
+    console.log(line);
+  };
+}
+
+function describeFault(fault: unknown): Record<string, unknown> {
+  if (fault instanceof Error) return { error: fault.message, name: fault.name, stack: fault.stack };
+  return { error: String(fault) };
+}
 
 async function main() {
   const config = parseAgentConfig();
-  fs.mkdirSync(config.stateDir, { recursive: true });
-  const log = (event: string, fields: Record<string, unknown> = {}) =>
-    console.log(JSON.stringify({ at: new Date().toISOString(), runtime: config.id, event, ...fields }));
+  // The state folder holds the task records, port pairs and fences: private to this user.
+  tightenStateDir(config.stateDir, [TASK_RECORDS_FILE, FENCE_RECORDS_FILE, PORT_RECORDS_FILE]);
+  const log = makeLog(config.id);
 
-  const host = new TaskHost(buildDrivers(config, log), path.join(config.stateDir, 'tasks.json'));
+  // Last resort. Every known fault of a task is handled where it happens (the task is failed with
+  // the reason); should one slip through anyway, the agent logs it and keeps serving, because
+  // exiting would take every task of this node down with it (DESIGN.md §3, static stability).
+  process.on('uncaughtException', (error, origin) => log('uncaught-exception', { origin, ...describeFault(error) }));
+  process.on('unhandledRejection', (reason) => log('unhandled-rejection', describeFault(reason)));
+
+  const host = new TaskHost(buildDrivers(config, log), { stateDir: config.stateDir, log });
   const endpoint = config.endpoint ?? `http://${config.host}:${config.port}`;
   const lease = new LeaseKeeper(config, endpoint, {
     reports: () => host.list(),
@@ -27,13 +52,20 @@ async function main() {
   await server.listen({ host: config.host, port: config.port });
   log('listening', { endpoint, labels: config.labels, stateDir: config.stateDir });
   await lease.start();
-  await host.restore(log);
+  await host.restore();
 
+  let stopping = false;
   const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
     log('stopping', { signal });
     lease.stop();
-    await server.close();
-    await host.close();
+    try {
+      await server.close();
+      await host.close();
+    } catch (error) {
+      log('stop-failed', describeFault(error));
+    }
     process.exit(0);
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));

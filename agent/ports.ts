@@ -4,13 +4,13 @@
 // receive the old application's traffic. Hence: records persisted in the state folder and reused
 // across agent restarts, a fresh pair only when the recorded one is taken, and quarantine on
 // release before any other key may be given the ports.
-import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { PortPairSchema, type PortPair } from '../protocol';
 import { DriverError } from './drivers/driver';
+import { writePrivateFile } from './state-files';
 
 /** Linux hands out outgoing source ports from 32768 up; a range there could be taken at any moment. */
 export const HIGHEST_ALLOWED_PORT = 32767;
@@ -77,7 +77,6 @@ export function isPortBindable(port: number, host = BIND_HOST): Promise<boolean>
 export class PortAllocator {
   readonly rangeStart: number;
   readonly rangeEnd: number;
-  private readonly stateDir: string;
   private readonly recordsPath: string;
   private readonly quarantineMs: number;
   private readonly now: () => number;
@@ -98,7 +97,6 @@ export class PortAllocator {
     this.rangeStart = rangeStart;
     this.rangeEnd = rangeEnd;
     this.quarantineMs = quarantineMs;
-    this.stateDir = options.stateDir;
     this.recordsPath = path.join(options.stateDir, PORT_RECORDS_FILE);
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
@@ -248,17 +246,8 @@ export class PortAllocator {
     return records;
   }
 
-  /** tmp + fsync + rename, so a crash leaves either the old records or the new ones. */
+  /** tmp + fsync + rename (mode 600, folder 700), so a crash leaves either the old records or the new ones. */
   private async save(records: PortRecords): Promise<void> {
-    await fs.mkdir(this.stateDir, { recursive: true });
-    const tmpPath = `${this.recordsPath}.${process.pid}.${randomUUID()}.tmp`;
-    const file = await fs.open(tmpPath, 'w');
-    try {
-      await file.writeFile(`${JSON.stringify(records, null, 2)}\n`);
-      await file.sync();
-    } finally {
-      await file.close();
-    }
-    await fs.rename(tmpPath, this.recordsPath);
+    await writePrivateFile(this.recordsPath, `${JSON.stringify(records, null, 2)}\n`);
   }
 }

@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import type { Planner } from '../activities/planning';
 import type { LedgerStore } from '../store/ledger';
 import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
@@ -15,6 +16,8 @@ export interface ApiDeps {
   registry: RegistryStore;
   ledger: LedgerStore;
   plans: PlanStore;
+  /** the one planning path (the same the workflows plan through) */
+  planner: Planner;
   temporal: TemporalGateway;
   metrics: Metrics;
 }

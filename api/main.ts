@@ -1,4 +1,5 @@
 // API process entry point: configuration, store, Temporal, HTTP server, lease sweeper.
+import { createPlanner } from '../activities/planning';
 import { createPool } from '../store/db';
 import { createLedgerStore } from '../store/ledger';
 import { migrate } from '../store/migrate';
@@ -13,15 +14,15 @@ import { createTemporalGateway } from './temporal';
 
 async function main() {
   const config = parseApiConfig();
-  const db = createPool(config.DATABASE_URL, 20);
+  const db = createPool(config.DATABASE_URL, { max: 20, connectTimeoutMs: 2_000, queryTimeoutMs: 5_000 });
   await migrate(db);
+  const stores = { runtimes: createRuntimeStore(db), registry: createRegistryStore(db), plans: createPlanStore(db) };
   const deps: ApiDeps = {
     config,
     db,
-    runtimes: createRuntimeStore(db),
-    registry: createRegistryStore(db),
+    ...stores,
     ledger: createLedgerStore(db),
-    plans: createPlanStore(db),
+    planner: createPlanner(stores),
     temporal: createTemporalGateway(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE),
     metrics: createMetrics(),
   };

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'pg';
-import { createActivities } from '../activities';
+import { createPostgresActivities as createActivities } from '../activities/deps';
 import { beginPlacementPass, computePlacement, type PlacementWorkload } from '../domain/placement';
 import { UNKNOWN_CONTRACT, type WorkloadDefinition } from '../protocol';
 import type { Runtime } from '../protocol';
@@ -130,7 +130,7 @@ async function main(): Promise<void> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-bench-reconcile-'));
   const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
   const postgres = await startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port: await freePort(), database: 'scalegate_bench', log });
-  const db = createPool(postgres.url, 4);
+  const db = createPool(postgres.url, { max: 4 });
   try {
     await migrate(db);
     const fleet = await registerFleet(db);

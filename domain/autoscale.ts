@@ -2,8 +2,9 @@
 // desired = clamp(ceil(load / per-instance), min, max) per signal, the largest wins; then, as in
 // Kubernetes' HPA, the recommendation is stabilized over time windows, ignored inside a tolerance
 // band, held back by a cooldown and by change windows that forbid scale-in, and limited to a max
-// step. Pure and clock-free: the autoscaler workflow passes `nowMs` (workflow time) in and keeps the
-// returned plain-JSON state across signals and continue-as-new.
+// step. Pure and clock-free: its caller passes `nowMs` in and keeps the returned plain-JSON state.
+// No code calls it yet: it is written for the autoscaler workflow of the autoscaler issue, which will
+// pass workflow time and carry the state across signals and continue-as-new.
 import { z } from 'zod';
 import { assertNever } from './assert';
 

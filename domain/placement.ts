@@ -1,8 +1,9 @@
 // Rendezvous placement (DESIGN.md §3, reference/placement-records.txt).
 //
 // Pure computation: no I/O, no clock, no randomness; everything returned is plain records and
-// arrays. It hashes with node:crypto, so it runs in activities (and the API), never inside a
-// workflow: a workflow may import its types, not its values (test/unit/architecture.test.ts).
+// arrays. It hashes with node:crypto, which the Temporal workflow sandbox lacks, so activities
+// and the API load it and workflows import only its types (and domain/plan's, which loads it):
+// eslint.config.mjs and test/unit/architecture.test.ts hold that line.
 import * as crypto from 'node:crypto';
 import type { Labels, ReplicaCount, WorkloadKind } from '../protocol';
 import type { Assignment, Runtime, Unplaced } from '../protocol';

@@ -29,6 +29,36 @@ export interface Plan {
   basis: PlanBasis;
 }
 
+/** What a plan is computed from: the fleet, every placement and every workload, read at one moment. */
+export interface FleetSnapshot {
+  runtimes: readonly Runtime[];
+  placements: readonly Placement[];
+  workloads: readonly Workload[];
+}
+
+/**
+ * A target decided elsewhere (the scale-in choice of victims and hand-overs) rather than by
+ * rendezvous placement; valid only on the placement it was decided from.
+ */
+export interface DecidedTarget {
+  assignments: Assignment[];
+  /** the placement fence the decision was made on */
+  onFence: number;
+  warnings?: string[];
+}
+
+/** A decided target no longer fits: the placement it was decided from has moved. */
+export class DecisionStaleError extends Error {
+  readonly code = 'stale-plan';
+  constructor(
+    readonly workload: string,
+    readonly decidedOnFence: number,
+    readonly currentFence: number,
+  ) {
+    super(`the target for ${workload} was decided on placement fence ${decidedOnFence}, now ${currentFence}; decide again`);
+  }
+}
+
 const CONTRACT_ROWS = ['ownership', 'state', 'ordering', 'delivery', 'recovery'] as const;
 
 export function unknownContractRows(contract: Contract): string[] {
@@ -45,6 +75,51 @@ export function usedSlotsByOthers(workload: string, placements: readonly Placeme
   return used;
 }
 
+/**
+ * The diff from current to target. A task kept as it is (same task id on the same runtime) is
+ * neither started nor stopped, even when its index or partitions change (a scale-in survivor
+ * re-indexed into a freed slot): the PUT of the target updates it in place.
+ */
+function diffPlan(current: readonly Assignment[], target: readonly Assignment[]) {
+  const key = (a: Assignment) => `${a.runtimeId}\n${a.taskId}`;
+  const inCurrent = new Set(current.map(key));
+  const inTarget = new Set(target.map(key));
+  return diffAssignments(current.filter((a) => !inTarget.has(key(a))), target.filter((a) => !inCurrent.has(key(a))));
+}
+
+/** Rendezvous placement of the target; a shortfall is recorded as unplaced (with a warning), never thrown. */
+function placeTarget(input: {
+  workload: Workload;
+  replicas: ReplicaCount;
+  runtimes: readonly Runtime[];
+  nowMs: number;
+  current: Assignment[];
+  usedSlots: Record<string, number>;
+  colocatedWith: Assignment[] | undefined;
+  generation: number;
+  wanted: number;
+}): { target: Assignment[]; unplaced: Unplaced | null; warnings: string[] } {
+  const { workload, replicas } = input;
+  try {
+    const result = computePlacement({
+      workload: { ...workload, replicas },
+      runtimes: input.runtimes,
+      nowMs: input.nowMs,
+      current: input.current,
+      usedSlots: input.usedSlots,
+      colocatedWith: input.colocatedWith,
+      generation: input.generation,
+      pass: undefined,
+    });
+    const warnings = [...result.warnings];
+    if (result.unplaced) warnings.push(`capacity short: ${result.unplaced.missing} replica(s) cannot be placed (placement-unavailable)`);
+    return { target: result.assignments, unplaced: result.unplaced ?? null, warnings };
+  } catch (error) {
+    if (!(error instanceof PlacementUnavailableError)) throw error;
+    return { target: [], unplaced: { workload: workload.name, reason: 'placement-unavailable', missing: input.wanted }, warnings: [error.message] };
+  }
+}
+
 export function buildPlan(input: {
   workload: Workload;
   replicas: ReplicaCount;
@@ -55,9 +130,12 @@ export function buildPlan(input: {
   nowMs: number;
   /** a stop-the-world replan starts a new generation and keeps nothing sticky */
   newGeneration?: boolean;
+  /** a target decided elsewhere (scale-in): taken as it is instead of placing */
+  decided?: DecidedTarget;
 }): Plan {
-  const { workload, replicas, runtimes, nowMs } = input;
+  const { workload, replicas, runtimes, nowMs, decided } = input;
   const current = input.placements.find((p) => p.workload === workload.name) ?? null;
+  if (decided && decided.onFence !== (current?.fence ?? 0)) throw new DecisionStaleError(workload.name, decided.onFence, current?.fence ?? 0);
   const generation = (current?.generation ?? 0) + (input.newGeneration || !current ? 1 : 0);
   const warnings: string[] = [];
   const eligible = eligibleRuntimes(runtimes, workload, nowMs);
@@ -82,35 +160,20 @@ export function buildPlan(input: {
     colocatedWith = leader?.assignments;
   }
 
-  let target: Assignment[] = [];
-  let unplaced: Unplaced | null = null;
-  try {
-    const result = computePlacement({
-      workload: { ...workload, replicas },
-      runtimes,
-      nowMs,
-      current: input.newGeneration ? [] : current?.assignments ?? [],
-      usedSlots: usedSlotsByOthers(workload.name, input.placements),
-      colocatedWith,
-      generation,
-      pass: undefined,
-    });
-    target = result.assignments;
-    warnings.push(...result.warnings);
-    if (result.unplaced) {
-      unplaced = result.unplaced;
-      warnings.push(`capacity short: ${result.unplaced.missing} replica(s) cannot be placed (placement-unavailable)`);
-    }
-  } catch (error) {
-    if (!(error instanceof PlacementUnavailableError)) throw error;
-    unplaced = { workload: workload.name, reason: 'placement-unavailable', missing: wanted };
-    warnings.push(error.message);
-  }
+  const placed = decided
+    ? { target: decided.assignments, unplaced: null, warnings: decided.warnings ?? [] }
+    : placeTarget({
+        workload, replicas, runtimes, nowMs, generation, colocatedWith, wanted,
+        current: input.newGeneration ? [] : current?.assignments ?? [],
+        usedSlots: usedSlotsByOthers(workload.name, input.placements),
+      });
+  const { target, unplaced } = placed;
+  warnings.push(...placed.warnings);
   if (colocatedWith && target.some((a) => !colocatedWith!.some((c) => c.runtimeId === a.runtimeId))) {
     warnings.push(`colocation group ${workload.colocate} split: some replicas are not beside the group`);
   }
 
-  const diff = diffAssignments(current?.assignments ?? [], target);
+  const diff = diffPlan(current?.assignments ?? [], target);
   const fromReplicas = current?.assignments.length ?? 0;
   const evidenceRequired = target.length > fromReplicas
     ? ['baseline', 'input-ownership', 'state', 'ordering', 'delivery', 'recovery', 'capacity', 'connectivity', 'downstream']

@@ -117,7 +117,7 @@ export async function startEmbeddedStack(): Promise<void> {
     stops.push(postgres.stop);
     databaseUrl = postgres.url;
   }
-  const pool = createPool(databaseUrl, 2);
+  const pool = createPool(databaseUrl, { max: 2 });
   await migrate(pool);
   await pool.end();
 

@@ -32,6 +32,8 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
   body?: z.ZodType<B>;
+  /** overrides the server's request deadline (e.g. a route that waits for a workflow's update) */
+  deadlineMs?: number;
   handler(ctx: RouteContext<P, Q, B>): Promise<Reply>;
 }
 
@@ -68,7 +70,8 @@ export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens
         if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
         const body = parseWith(route.body, request.body, 'body');
         const handled = route.handler({ params, query, body, role, request });
-        const result = options.deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, options.deadlineMs, handled) : await handled;
+        const deadlineMs = route.deadlineMs ?? options.deadlineMs;
+        const result = deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, deadlineMs, handled) : await handled;
         reply.status(result.status);
         if (result.contentType) reply.type(result.contentType);
         return result.body;

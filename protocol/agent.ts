@@ -33,6 +33,8 @@ export const DrainQuerySchema = z.object({
   graceMs: z.coerce.number().int().min(0).max(3_600_000).optional(),
   /** how long the whole drain may take (a duration, not an instant) */
   drainTimeoutMs: z.coerce.number().int().min(0).max(3_600_000).optional(),
+  /** the placement fence the stop was decided under; an agent refuses one older than it has seen (stale-fence) */
+  placementFence: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 export type DrainOptions = z.infer<typeof DrainQuerySchema>;
 

@@ -1,30 +1,15 @@
-import { Pool, PoolClient } from 'pg';
+// The control plane's connection to PostgreSQL: pools and transactions come from lib/pg.ts.
+import type { Pool } from 'pg';
+import { createPool } from '../lib/pg';
 
-export type Db = Pool;
+export { createPool, inTransaction, type PoolOptions } from '../lib/pg';
 
-export function createPool(connectionString: string, max = 10): Pool {
-  const pool = new Pool({ connectionString, max, idleTimeoutMillis: 10_000 });
-  // An idle client losing its server (e.g. PostgreSQL restarting) must not crash the process.
-  pool.on('error', () => {});
-  return pool;
-}
-
-/** Runs `work` in one transaction on a dedicated connection; rolls back on any error and rethrows it. */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
+/** Runs `work` on a short-lived pool of its own (tools and tests that hold only a URL), then ends it. */
+export async function withPool<T>(connectionString: string, max: number, work: (pool: Pool) => Promise<T>): Promise<T> {
+  const pool = createPool(connectionString, { max });
   try {
-    await client.query('begin');
-    const result = await work(client);
-    await client.query('commit');
-    return result;
-  } catch (error) {
-    // A connection that cannot even roll back is discarded rather than returned to the pool.
-    await client.query('rollback').catch((rollbackError: Error) => {
-      broken = rollbackError;
-    });
-    throw error;
+    return await work(pool);
   } finally {
-    client.release(broken);
+    await pool.end().catch(() => {});
   }
 }

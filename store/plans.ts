@@ -1,11 +1,7 @@
-// Stored plans: what POST /v1/workloads/:name/plan computed, kept for apply.
+// Stored plans: what the planner computed (the plan route, scale operations, the reconcile pass), kept for apply.
 import crypto from 'node:crypto';
 import type { Pool } from 'pg';
-import { buildPlan, Plan } from '../domain/plan';
-import type { ReplicaCount } from '../protocol';
-import type { Workload } from '../protocol';
-import { createRegistryStore } from './registry';
-import { createRuntimeStore } from './runtimes';
+import type { Plan } from '../domain/plan';
 
 export interface StoredPlan extends Plan {
   id: string;
@@ -14,26 +10,16 @@ export interface StoredPlan extends Plan {
 }
 
 export function createPlanStore(db: Pool) {
-  const runtimes = createRuntimeStore(db);
-  const registry = createRegistryStore(db);
-
-  async function save(plan: Plan): Promise<StoredPlan> {
-    const id = `plan-${crypto.randomUUID()}`;
-    const { rows } = await db.query(
-      `insert into plans (id, workload, replicas, basis_revision, basis_fence, body)
-       values ($1, $2, $3, $4, $5, $6) returning created_at`,
-      [id, plan.workload, JSON.stringify(plan.replicas), plan.basis.registryRevision, plan.basis.placementFence, JSON.stringify(plan)],
-    );
-    return { ...plan, id, createdAt: rows[0].created_at.toISOString(), appliedWorkflow: null };
-  }
-
   return {
-    save,
-
-    /** Plans a replica change on the current basis (fleet, placements, registry) and stores it. */
-    async planAndSave(workload: Workload, replicas: ReplicaCount, options: { nowMs: number; newGeneration?: boolean }): Promise<StoredPlan> {
-      const [all, placements, workloads] = await Promise.all([runtimes.list(), registry.listPlacements(), registry.listWorkloads()]);
-      return save(buildPlan({ workload, replicas, runtimes: all, placements, workloads, nowMs: options.nowMs, newGeneration: options.newGeneration }));
+    /** Stores a plan under a new id (apply checks its basis later). */
+    async save(plan: Plan): Promise<StoredPlan> {
+      const id = `plan-${crypto.randomUUID()}`;
+      const { rows } = await db.query(
+        `insert into plans (id, workload, replicas, basis_revision, basis_fence, body)
+         values ($1, $2, $3, $4, $5, $6) returning created_at`,
+        [id, plan.workload, JSON.stringify(plan.replicas), plan.basis.registryRevision, plan.basis.placementFence, JSON.stringify(plan)],
+      );
+      return { ...plan, id, createdAt: rows[0].created_at.toISOString(), appliedWorkflow: null };
     },
 
     async get(id: string): Promise<StoredPlan | null> {

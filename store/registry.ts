@@ -1,7 +1,9 @@
-// Workloads, their fenced placement records, unplaced work, events and the reconcile marker.
+// Workloads, their fenced placement records (and the ports agents bound), unplaced work, events,
+// and the reconcile pass's inputs key and marker.
 import type { Pool, PoolClient } from 'pg';
-import type { Assignment, WorkloadDefinition } from '../protocol';
+import type { Assignment, PortPair, WorkloadDefinition } from '../protocol';
 import type { Placement, Unplaced, Workload } from '../protocol';
+import { inTransaction } from './db';
 
 type Queryable = Pool | PoolClient;
 
@@ -39,6 +41,37 @@ const toPlacement = (row: PlacementRow): Placement => ({
 });
 
 export function createRegistryStore(db: Pool) {
+  /**
+   * Compare-and-set on the fence: writes only if the record's fence is still `expectedFence`
+   * (0 = no record yet), and moves it to expectedFence + 1. A stale writer gets
+   * StalePlacementError and changes nothing.
+   */
+  async function writePlacement(
+    workload: string,
+    expectedFence: number,
+    assignments: Assignment[],
+    options: { generation?: number; writer?: string } = {},
+    q: Queryable = db,
+  ): Promise<Placement> {
+    const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null];
+    const { rows } =
+      expectedFence === 0
+        ? await q.query<PlacementRow>(
+            `insert into placements (workload, fence, generation, assignments, updated_by)
+             values ($1, $2 + 1, coalesce($4, 1), $3, $5)
+             on conflict (workload) do nothing returning *`,
+            params,
+          )
+        : await q.query<PlacementRow>(
+            `update placements set fence = fence + 1, assignments = $3, generation = coalesce($4, generation),
+                    updated_at = now(), updated_by = $5, change_seq = nextval('placement_change')
+              where workload = $1 and fence = $2 returning *`,
+            params,
+          );
+    if (!rows[0]) throw new StalePlacementError(workload, expectedFence);
+    return toPlacement(rows[0]);
+  }
+
   return {
     /** Creates or replaces a workload definition; un-retires it. Returns it with its new revision. */
     async putWorkload(name: string, definition: WorkloadDefinition): Promise<Workload> {
@@ -61,11 +94,6 @@ export function createRegistryStore(db: Pool) {
       return rows[0] ? toWorkload(rows[0]) : null;
     },
 
-    async deleteWorkload(name: string): Promise<boolean> {
-      const result = await db.query('delete from workloads where name = $1', [name]);
-      return (result.rowCount ?? 0) > 0;
-    },
-
     async getWorkload(name: string): Promise<Workload | null> {
       const { rows } = await db.query<WorkloadRow>('select * from workloads where name = $1', [name]);
       return rows[0] ? toWorkload(rows[0]) : null;
@@ -74,11 +102,6 @@ export function createRegistryStore(db: Pool) {
     async listWorkloads(): Promise<Workload[]> {
       const { rows } = await db.query<WorkloadRow>('select * from workloads order by name');
       return rows.map(toWorkload);
-    },
-
-    async registryRevision(): Promise<number> {
-      const { rows } = await db.query<{ revision: string | null }>('select max(revision) as revision from workloads');
-      return Number(rows[0].revision ?? 0);
     },
 
     async getPlacement(workload: string, q: Queryable = db): Promise<Placement | null> {
@@ -91,35 +114,39 @@ export function createRegistryStore(db: Pool) {
       return rows.map(toPlacement);
     },
 
+    writePlacement,
+
     /**
-     * Compare-and-set on the fence: writes only if the record's fence is still `expectedFence`
-     * (0 = no record yet), and moves it to expectedFence + 1. A stale writer gets
-     * StalePlacementError and changes nothing.
+     * The fenced write of a plan: refuses (StalePlacementError) when the workload's registry
+     * revision or its placement fence moved since `basis` was read; otherwise compare-and-set on the
+     * fence. The revision is locked for the write, so a concurrent PUT waits for it.
      */
-    async writePlacement(
+    async commitPlacement(
       workload: string,
-      expectedFence: number,
+      basis: { registryRevision: number; placementFence: number },
       assignments: Assignment[],
-      options: { generation?: number; writer?: string } = {},
-      q: Queryable = db,
+      options: { generation: number; writer: string },
     ): Promise<Placement> {
-      const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null];
-      const { rows } =
-        expectedFence === 0
-          ? await q.query<PlacementRow>(
-              `insert into placements (workload, fence, generation, assignments, updated_by)
-               values ($1, $2 + 1, coalesce($4, 1), $3, $5)
-               on conflict (workload) do nothing returning *`,
-              params,
-            )
-          : await q.query<PlacementRow>(
-              `update placements set fence = fence + 1, assignments = $3, generation = coalesce($4, generation),
-                      updated_at = now(), updated_by = $5, change_seq = nextval('placement_change')
-                where workload = $1 and fence = $2 returning *`,
-              params,
-            );
-      if (!rows[0]) throw new StalePlacementError(workload, expectedFence);
-      return toPlacement(rows[0]);
+      return inTransaction(db, async (client) => {
+        const { rows } = await client.query<{ revision: string }>('select revision from workloads where name = $1 for update', [workload]);
+        if (!rows[0] || Number(rows[0].revision) !== basis.registryRevision) throw new StalePlacementError(workload, basis.placementFence);
+        return writePlacement(workload, basis.placementFence, assignments, options, client);
+      });
+    },
+
+    /**
+     * Records the ports the agents bound. They are an observation, not a placement decision: written
+     * under the same fence, and only if the fence has not moved meanwhile.
+     */
+    async recordPorts(workload: string, fence: number, portsByTask: Record<string, PortPair>): Promise<void> {
+      await db.query(
+        `update placements set assignments = (
+           select jsonb_agg(case when $3::jsonb ? (a->>'taskId') then a || jsonb_build_object('ports', $3::jsonb -> (a->>'taskId')) else a end
+                            order by ord)
+             from jsonb_array_elements(assignments) with ordinality as t(a, ord))
+         where workload = $1 and fence = $2`,
+        [workload, fence, JSON.stringify(portsByTask)],
+      );
     },
 
     /** Runtime ids → the task ids placed on them, across every workload. */
@@ -155,9 +182,20 @@ export function createRegistryStore(db: Pool) {
       await db.query('insert into events (type, subject, detail) values ($1, $2, $3)', [type, subject, JSON.stringify(detail)]);
     },
 
-    async listEvents(limit = 100) {
-      const { rows } = await db.query('select * from events order by id desc limit $1', [limit]);
-      return rows.map((r) => ({ id: Number(r.id), at: r.at.toISOString(), type: r.type, subject: r.subject, detail: r.detail }));
+    /**
+     * One cheap read of everything the reconcile pass decides from: the registry revision, the
+     * placement change sequence and the set of fresh READY runtimes (with their labels and slots).
+     */
+    async reconcileInputsKey(): Promise<string> {
+      const { rows } = await db.query<{ key: string }>(
+        `select md5(concat_ws('|',
+                  -- is_called too: a fresh sequence reads last_value 1 both before and after its first nextval
+                  (select last_value || ':' || is_called from registry_revision),
+                  (select last_value || ':' || is_called from placement_change),
+                  (select coalesce(string_agg(id || ':' || labels::text || ':' || slots, ',' order by id), '')
+                     from runtimes where status = 'READY' and lease_expires_at > now()))) as key`,
+      );
+      return rows[0].key;
     },
 
     async reconcileMarker() {

@@ -9,11 +9,11 @@ import { createOrchestratorWorker } from './orchestrator';
 
 async function main() {
   const config = parseWorkerConfig();
-  const db = createPool(config.DATABASE_URL);
+  const db = createPool(config.DATABASE_URL, { connectTimeoutMs: 5_000, queryTimeoutMs: 60_000 });
   await migrate(db);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const worker = await createOrchestratorWorker({
-    connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE, db, databaseUrl: config.DATABASE_URL, agentToken: config.SCALEGATE_AGENT_TOKEN,
+    connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE, db, agentToken: config.SCALEGATE_AGENT_TOKEN,
     workflowBundle: config.SCALEGATE_WORKFLOW_BUNDLE ? { codePath: config.SCALEGATE_WORKFLOW_BUNDLE } : undefined,
   });
   await ensureReconcileLoop(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.SCALEGATE_TASK_QUEUE, config.SCALEGATE_RECONCILE_INTERVAL_MS);

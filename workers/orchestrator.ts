@@ -1,14 +1,13 @@
 // Builds the orchestrator worker (task queue "scalegate"). Shared by the entry point and the tests.
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Pool } from 'pg';
-import { createActivities } from '../activities';
+import { createPostgresActivities } from '../activities/deps';
 
 export async function createOrchestratorWorker(options: {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   db: Pool;
-  databaseUrl: string;
   agentToken: string;
   /** a prebuilt bundle (tests build it once per run); otherwise the workflows are bundled here */
   workflowBundle?: WorkerOptions['workflowBundle'];
@@ -18,6 +17,6 @@ export async function createOrchestratorWorker(options: {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
-    activities: createActivities({ db: options.db, databaseUrl: options.databaseUrl, agentToken: options.agentToken }),
+    activities: createPostgresActivities({ db: options.db, agentToken: options.agentToken }),
   });
 }

@@ -1,5 +1,9 @@
-// The make-before-break apply shared by every workflow that changes a placement: fenced write,
-// start the target tasks, await the new ones, then drain the removed ones.
+// The apply shared by every workflow that changes a placement, in one of two orders:
+// - make-before-break (default): fenced write, start the target tasks, await the new ones, then
+//   stop the removed ones;
+// - drain-first (scale-in): drain the removed ones with a deadline, fenced write, PUT every target
+//   task (survivors take the released partitions from the committed offsets), await the target.
+// Either way a removed task is stopped once and readiness is awaited once.
 import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
@@ -10,6 +14,8 @@ const long = proxyActivities<Activities>(profiles.longDrain);
 
 export const DEFAULT_CONVERGE_TIMEOUT_MS = 60_000;
 
+export type DrainReceipts = Awaited<ReturnType<Activities['stopTasks']>>;
+
 export interface PlacementOutcome {
   workload: string;
   fence: number;
@@ -18,18 +24,39 @@ export interface PlacementOutcome {
   stopped: string[];
 }
 
+export interface ApplyOptions {
+  convergeTimeoutMs: number;
+  onPhase: (phase: string) => void;
+  /** runs right after the fenced write, so callers know from when a failure needs compensation */
+  onCommitted?: () => void;
+  /**
+   * Drain the removed tasks before the write (their input ownership is released first) instead of
+   * after the new ones are ready. `onDrained` gets the receipts and may throw to stop before the write.
+   */
+  drainFirst?: { drainTimeoutMs: number; onDrained?: (receipts: DrainReceipts) => void };
+}
+
 const refs = (assignments: Plan['target']) => assignments.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
 
 /**
- * Fenced write, then make-before-break: every target task is PUT (new ones start, survivors take
- * their new partitions in place), the new ones must become ready, then the removed ones drain.
- * `onCommitted` runs right after the write, so callers know from when a failure needs compensation.
+ * Fenced write, then every target task is PUT (new ones start, survivors take their new partitions
+ * in place). Make-before-break awaits the new tasks and then drains the removed ones; drain-first
+ * drains the removed ones before the write and awaits the whole target after it.
  */
-export async function applyPlacement(
-  plan: Plan,
-  options: { convergeTimeoutMs: number; onPhase: (phase: string) => void; onCommitted?: () => void },
-): Promise<PlacementOutcome> {
+export async function applyPlacement(plan: Plan, options: ApplyOptions): Promise<PlacementOutcome> {
   const { workflowId } = workflowInfo();
+  const fresh = [...plan.starts, ...plan.moves.map((m) => m.to)];
+  const removed = [...plan.stops, ...plan.moves.map((m) => m.from)];
+  const drainRemoved = async (drainTimeoutMs?: number) => {
+    if (removed.length === 0) return [];
+    options.onPhase(drainTimeoutMs === undefined ? 'stopping-removed' : 'draining');
+    return long.stopTasks({ tasks: refs(removed), drainTimeoutMs });
+  };
+
+  if (options.drainFirst) {
+    const receipts = await drainRemoved(options.drainFirst.drainTimeoutMs);
+    options.drainFirst.onDrained?.(receipts);
+  }
   options.onPhase('writing-placement');
   const placement = await store.commitPlacement({
     workload: plan.workload, basis: plan.basis, assignments: plan.target, generation: plan.generation,
@@ -44,17 +71,12 @@ export async function applyPlacement(
     workload: plan.workload, kind: workload.kind, spec: workload.spec, placementFence: placement.fence,
     generation: placement.generation, assignments: placement.assignments,
   });
-  const fresh = [...plan.starts, ...plan.moves.map((m) => m.to)];
   options.onPhase('converging');
-  await long.awaitTasksReady({ tasks: refs(fresh), timeoutMs: options.convergeTimeoutMs });
-  const removed = [...plan.stops, ...plan.moves.map((m) => m.from)];
-  if (removed.length) {
-    options.onPhase('stopping-removed');
-    await long.stopTasks({ tasks: refs(removed) });
-  }
+  // Drain-first: survivors report ready again once they hold every partition handed to them.
+  await long.awaitTasksReady({ tasks: refs(options.drainFirst ? placement.assignments : fresh), timeoutMs: options.convergeTimeoutMs });
+  if (!options.drainFirst) await drainRemoved();
   return {
     workload: plan.workload, fence: placement.fence, generation: placement.generation,
     started: fresh.map((a) => a.taskId), stopped: removed.map((a) => a.taskId),
   };
 }
-

@@ -8,7 +8,6 @@ import { isCancellation, proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
-import type { Plan } from '../domain/plan';
 import { planScaleIn } from '../domain/scale-in';
 import { WorkloadName } from '../protocol';
 import { failureMessage, parseInput, profiles } from './operation';
@@ -17,7 +16,6 @@ import { beginScaleOperation, ScaleStatus } from './scale-operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
-const drains = proxyActivities<Activities>(profiles.longDrain);
 
 export const ScaleInInputSchema = z.object({
   workload: WorkloadName,
@@ -34,7 +32,7 @@ export type ScaleInInput = z.input<typeof ScaleInInputSchema>;
 
 export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
-  const { workload, placement, status, aborted, enter, ledger, compensateAt, endUnchanged } = await beginScaleOperation('scaleIn', input);
+  const { placement, status, aborted, enter, ledger, compensateAt, endUnchanged, failUnchanged } = await beginScaleOperation('scaleIn', input);
   const current = placement!.assignments; // a scale-in starts from replicas above the target
 
   enter('baseline');
@@ -61,27 +59,33 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   }
   if (aborted.reason) return endUnchanged('rejected', 'aborted', aborted.reason);
 
-  const plan: Plan = {
-    workload: input.workload, kind: workload.kind, fromReplicas: current.length, replicas: decision.survivors.length,
-    target: decision.survivors, generation: placement!.generation, starts: [], stops: decision.victims, moves: [],
-    warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
-    evidenceRequired: ['drain receipts', 'removed runtimes own no assignment'], unplaced: null,
-    basis: { registryRevision: workload.revision, placementFence: placement!.fence },
-  };
-  const saved = await store.savePlan(plan);
-  status.plan = { id: saved.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
-  const removed = decision.victims.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
+  // The same planner as every other change, on the target decided here (survivors keep their task
+  // ids; the victims are the plan's stops). Refused as stale, before any change, if the placement
+  // moved since the victims were chosen.
+  const plan = await store.preparePlan({
+    workload: input.workload, replicas: decision.survivors.length,
+    decided: {
+      assignments: decision.survivors, onFence: placement!.fence,
+      warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
+    },
+  }).catch(failUnchanged);
+  status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+  const scaleIn = status.scaleIn;
   try {
     // Drain first: each victim stops fetching, finishes in-flight, commits and releases its
-    // partitions; only then does the fenced write hand them to the survivors.
-    enter('draining');
-    status.scaleIn.receipts = await drains.stopTasks({ tasks: removed, drainTimeoutMs: input.drainTimeoutMs });
-    if (aborted.reason) throw new Error(aborted.reason);
-    await applyPlacement(saved, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter });
-    // survivors report ready again once they hold every partition handed to them
-    await drains.awaitTasksReady({ tasks: decision.survivors.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), timeoutMs: input.convergeTimeoutMs });
+    // partitions; only then does the fenced write hand them to the survivors, which are awaited once.
+    await applyPlacement(plan, {
+      convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter,
+      drainFirst: {
+        drainTimeoutMs: input.drainTimeoutMs,
+        onDrained: (receipts) => {
+          scaleIn.receipts = receipts;
+          if (aborted.reason) throw new Error(aborted.reason);
+        },
+      },
+    });
     enter('confirming');
-    status.scaleIn.confirmation = await agentCalls.confirmRemoved({ workload: input.workload, removed });
+    scaleIn.confirmation = await agentCalls.confirmRemoved({ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) });
   } catch (error) {
     if (!aborted.reason && isCancellation(error)) throw error; // the workflow itself was cancelled
     return compensateAt(input.replicas, aborted.reason ?? `scale-in failed after the drain began: ${failureMessage(error)}`);

@@ -8,7 +8,7 @@ import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
 import type { Workload } from '../protocol';
-import { profiles, trackOperation } from './operation';
+import { failureMessage, profiles, trackOperation } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
 
@@ -105,5 +105,13 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     await ledger(phase, reason);
     return status;
   };
-  return { workload: workload as Workload, placement, from, status, aborted, enter, ledger, compensateAt, endUnchanged };
+  /** Fails the operation before any change: phase and outcome `failed`, one ledger row, then rethrows. */
+  const failUnchanged = async (error: unknown): Promise<never> => {
+    status.outcome = 'failed';
+    status.error = failureMessage(error);
+    enter('failed');
+    await ledger('failed', status.error);
+    throw error;
+  };
+  return { workload: workload as Workload, placement, from, status, aborted, enter, ledger, compensateAt, endUnchanged, failUnchanged };
 }

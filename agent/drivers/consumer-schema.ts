@@ -3,12 +3,12 @@
 // producers and auditors who never load this code can feed and check the tables.
 import type { Pool } from 'pg';
 import { CONSUMER_DDL_LOCK_KEY, consumerTablesDdl, quoteIdentifier } from '../../protocol/consumer-tables';
-import { inTransaction } from '../../store/db';
+import { inTransaction } from '../../lib/pg';
 
 // The table names, the identifier rule and the DDL are the data contract every process shares.
 export { OFFSETS_TABLE, OWNERSHIP_LOG_TABLE, quoteIdentifier } from '../../protocol/consumer-tables';
 
-/** One transaction helper for the whole code base (store/db.ts). */
+/** One transaction helper for the whole code base (lib/pg.ts). */
 export const withTransaction = inTransaction;
 
 /** Creates, if missing, the source table, the sink table (when named) and the driver's bookkeeping tables. */

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Pool, type PoolClient } from 'pg';
 import { ConsumerSpecSchema, describeIssues, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
+import { createPool } from '../../lib/pg';
 import {
   OFFSETS_TABLE,
   OWNERSHIP_LOG_TABLE,
@@ -46,7 +47,12 @@ export interface ConsumerTaskStatus extends TaskStatus {
 }
 
 const POOL_SIZE = 4; // one connection per task at a time suffices; several tasks may share a driver
-const MAX_WORK_SLEEP_MS = 2_000; // simulated work per batch is capped so a huge workMs cannot wedge a drain
+/**
+ * Simulated work per batch is capped so a huge workMs cannot wedge a drain: a drain with the default
+ * deadline (30 s) always outlasts one batch. Long enough that a test can hold a batch in flight
+ * while a drain travels through the control plane (the drain-deadline tests).
+ */
+export const MAX_WORK_SLEEP_MS = 10_000;
 const LATENCY_RESERVOIR_SIZE = 1_000;
 const RATE_WINDOW_MS = 5_000;
 const ACQUIRE_RETRY_MS = 100;
@@ -612,7 +618,7 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
 
   function sharedPool(): Pool {
     if (!pool) {
-      pool = new Pool({ connectionString: databaseUrl(), max: POOL_SIZE, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 5_000 });
+      pool = createPool(databaseUrl(), { max: POOL_SIZE, connectTimeoutMs: 5_000 });
       pool.on('error', () => {}); // an idle client losing its server must not crash the agent
     }
     return pool;

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { assertNever } from '../../domain/assert';
 import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../state-files';
 import {
   DriverError,
   type DrainReceipt,
@@ -65,18 +66,49 @@ export function portKeyFor(task: Pick<TaskStart, 'workload' | 'index'>): string 
 /** Task ids become folder names; refuse anything that could escape the tasks folder. */
 const SAFE_TASK_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
-/** The agent's environment minus its own SCALEGATE_* settings, which include the agent token. */
-function inheritedEnvironment(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('SCALEGATE_')));
+/** What a task may see of the agent's environment (DESIGN.md §5): nothing else, no database URL, no token. */
+export const BASE_ENVIRONMENT = ['PATH', 'HOME', 'LANG', 'TZ'] as const;
+
+/**
+ * A process task's whole environment: the minimal base taken from the agent's, then the spec's
+ * `env`, then its port pair and its own identity (task id and incarnation, which only the driver
+ * knows), which the spec cannot override.
+ */
+export function taskEnvironment(
+  spec: Pick<ServiceSpec, 'env'>,
+  ports: PortPair,
+  identity: { taskId: string; incarnation: string },
+  agentEnvironment: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const base: Record<string, string> = {};
+  for (const name of BASE_ENVIRONMENT) {
+    const value = agentEnvironment[name];
+    if (value !== undefined) base[name] = value;
+  }
+  return {
+    ...base,
+    ...spec.env,
+    PORT: String(ports.public),
+    INTERNAL_PORT: String(ports.internal),
+    SCALEGATE_TASK_ID: identity.taskId,
+    SCALEGATE_INCARNATION: identity.incarnation,
+  };
 }
 
-function signalGroup(pid: number, signal: NodeJS.Signals): void {
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/**
+ * Signals the whole process group the task leads (spawned detached). Never throws: called from
+ * exit handlers and timers, where a throw would take the agent down. Returns why it failed, if it
+ * did; a group already gone (ESRCH) is what we wanted and no failure.
+ */
+function signalGroup(pid: number, signal: NodeJS.Signals): string | undefined {
   try {
-    // A negative pid addresses the whole process group the task leads (spawned detached).
     process.kill(-pid, signal);
+    return undefined;
   } catch (error) {
-    // ESRCH: the group is already gone, which is what we wanted.
-    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return undefined;
+    return `${signal} to process group ${pid} failed: ${messageOf(error)}`;
   }
 }
 
@@ -84,16 +116,27 @@ interface ProbeOutcome {
   ready: boolean;
   /** why not, for status().detail while starting */
   detail: string;
+  /** the probe itself cannot be made (e.g. a path http refuses): asking again will not help */
+  broken?: boolean;
 }
 
 function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
   const target = `GET http://${LOOPBACK}:${port}${pathname}`;
   return new Promise((resolve) => {
-    const request = http.get({ host: LOOPBACK, port, path: pathname, agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
-      response.resume();
-      const status = response.statusCode ?? 0;
-      resolve({ ready: status >= 200 && status < 300, detail: `readiness ${target} answered ${status}` });
-    });
+    let request: http.ClientRequest;
+    try {
+      // Throws at once for a path http will not send (e.g. one with a space): that is the task's
+      // configuration, not a passing state, so the probe is broken rather than not-yet-ready.
+      request = http.get({ host: LOOPBACK, port, path: pathname, agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
+        response.on('error', () => {}); // a reset mid-body changes nothing: the status is what counts
+        response.resume();
+        const status = response.statusCode ?? 0;
+        resolve({ ready: status >= 200 && status < 300, detail: `readiness ${target} answered ${status}` });
+      });
+    } catch (error) {
+      resolve({ ready: false, broken: true, detail: `readiness ${JSON.stringify(pathname)} cannot be probed: ${messageOf(error)}` });
+      return;
+    }
     request.on('timeout', () => request.destroy(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)));
     request.on('error', (error) => resolve({ ready: false, detail: `readiness ${target} failed: ${error.message}` }));
   });
@@ -102,7 +145,13 @@ function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
 function probeTcp(port: number): Promise<ProbeOutcome> {
   const target = `TCP ${LOOPBACK}:${port}`;
   return new Promise((resolve) => {
-    const socket = net.connect({ host: LOOPBACK, port, timeout: PROBE_TIMEOUT_MS });
+    let socket: net.Socket;
+    try {
+      socket = net.connect({ host: LOOPBACK, port, timeout: PROBE_TIMEOUT_MS });
+    } catch (error) {
+      resolve({ ready: false, broken: true, detail: `readiness ${target} cannot be probed: ${messageOf(error)}` });
+      return;
+    }
     socket.once('connect', () => {
       socket.destroy();
       resolve({ ready: true, detail: `readiness ${target} connected` });
@@ -148,32 +197,36 @@ class ProcessTask implements TaskHandle {
     return this.alive;
   }
 
-  /** Spawns the command; resolves once the OS process exists, rejects if it could not be started. */
+  /** Spawns the command; resolves once the OS process exists, rejects (spawn-failed) if it could not be started. */
   async launch(): Promise<void> {
-    const folder = taskFolder(this.ctx.stateDir, this.taskId);
-    fs.mkdirSync(folder, { recursive: true });
-    const logFd = fs.openSync(taskLogPath(this.ctx.stateDir, this.taskId), 'a');
     const [command, ...args] = this.spec.command as [string, ...string[]];
+    const cannotRun = (error: unknown): DriverError => {
+      this.state = 'failed';
+      this.detail = `cannot run ${JSON.stringify(command)}: ${messageOf(error)}`;
+      this.errors++;
+      return new DriverError('spawn-failed', `task ${this.taskId}: ${this.detail}`);
+    };
     let child: ChildProcess;
     try {
-      fs.writeSync(logFd, `--- ${new Date().toISOString()} incarnation ${this.incarnation}: ${JSON.stringify(this.spec.command)}\n`);
-      child = spawn(command, args, {
-        cwd: folder,
-        env: {
-          ...inheritedEnvironment(),
-          ...this.spec.env,
-          PORT: String(this.ports.public),
-          INTERNAL_PORT: String(this.ports.internal),
-          SCALEGATE_TASK_ID: this.taskId,
-          SCALEGATE_INCARNATION: this.incarnation,
-        },
-        stdio: ['ignore', logFd, logFd],
-        // Its own process group, so drain and close can signal every descendant at once.
-        detached: true,
-      });
-    } finally {
-      // The child holds its own copy of the descriptor.
-      fs.closeSync(logFd);
+      const folder = taskFolder(this.ctx.stateDir, this.taskId);
+      fs.mkdirSync(folder, { recursive: true, mode: PRIVATE_DIR_MODE });
+      const logFd = fs.openSync(taskLogPath(this.ctx.stateDir, this.taskId), 'a', PRIVATE_FILE_MODE);
+      try {
+        fs.writeSync(logFd, `--- ${new Date().toISOString()} incarnation ${this.incarnation}: ${JSON.stringify(this.spec.command)}\n`);
+        // spawn throws at once for arguments it refuses (e.g. a NUL byte); that is a failed start too.
+        child = spawn(command, args, {
+          cwd: folder,
+          env: taskEnvironment(this.spec, this.ports, { taskId: this.taskId, incarnation: this.incarnation }),
+          stdio: ['ignore', logFd, logFd],
+          // Its own process group, so drain and close can signal every descendant at once.
+          detached: true,
+        });
+      } finally {
+        // The child holds its own copy of the descriptor.
+        fs.closeSync(logFd);
+      }
+    } catch (error) {
+      throw cannotRun(error);
     }
     this.child = child;
 
@@ -181,19 +234,50 @@ class ProcessTask implements TaskHandle {
       child.once('spawn', () => {
         this.alive = true;
         // Listen only once spawned: a command that cannot start reports 'error', not an exit.
-        child.on('exit', (code, signal) => this.onExit(code, signal));
+        child.on('exit', (code, signal) => this.guarded('exit handler', () => this.onExit(code, signal)));
         resolve();
       });
       child.on('error', (error) => {
-        if (this.alive) return; // errors after spawn (e.g. a failed kill) are not start failures
-        this.state = 'failed';
-        this.detail = `cannot run ${JSON.stringify(command)}: ${error.message}`;
-        this.errors++;
-        reject(new DriverError('spawn-failed', `task ${this.taskId}: ${this.detail}`));
+        // Errors after spawn (e.g. a failed kill) are not start failures; they must not go unheard.
+        if (this.alive) this.ctx.log('task-process-error', { taskId: this.taskId, incarnation: this.incarnation, error: error.message });
+        else reject(cannotRun(error));
       });
     });
     this.ctx.log('task-started', { taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, pid: child.pid, ports: this.ports });
-    void this.awaitReadiness();
+    this.awaitReadiness().catch((error: unknown) => this.fail(`readiness check failed: ${messageOf(error)}`));
+  }
+
+  /** Runs an event handler's work so that nothing it throws can escape into the agent's event loop. */
+  private guarded(what: string, work: () => void): void {
+    try {
+      work();
+    } catch (error) {
+      this.ctx.log('task-handler-failed', { taskId: this.taskId, incarnation: this.incarnation, handler: what, error: messageOf(error) });
+      this.markExited();
+    }
+  }
+
+  /**
+   * The task cannot work as configured: it is failed with the reason and its processes are stopped
+   * (SIGTERM, then SIGKILL after its grace period), so a failed task never keeps running unseen.
+   */
+  private fail(reason: string): void {
+    if (this.state === 'failed' || this.state === 'stopped') return;
+    this.state = 'failed';
+    this.errors++;
+    this.detail = reason;
+    this.ctx.log('task-failed', { taskId: this.taskId, incarnation: this.incarnation, reason });
+    this.stopFailed().catch((error: unknown) =>
+      this.ctx.log('task-stop-failed', { taskId: this.taskId, incarnation: this.incarnation, error: messageOf(error) }),
+    );
+  }
+
+  private async stopFailed(): Promise<void> {
+    if (!this.alive || this.pid === undefined) return;
+    const refused = signalGroup(this.pid, 'SIGTERM');
+    if (refused) this.ctx.log('task-signal-failed', { taskId: this.taskId, incarnation: this.incarnation, error: refused });
+    const exitedInTime = await Promise.race([this.exited.then(() => true), delay(this.spec.graceMs).then(() => false)]);
+    if (!exitedInTime) await this.kill();
   }
 
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
@@ -201,15 +285,18 @@ class ProcessTask implements TaskHandle {
     const how = code !== null ? `exited with code ${code}` : `killed by signal ${signal}`;
     const before = this.state;
     this.state = nextTaskState(before, 'exited');
-    if (this.state === 'failed') {
+    if (before === 'failed') {
+      // Already failed (and stopped for it): keep the reason, say how it ended.
+      this.detail = `${this.detail ?? 'failed'}; process ${how}`;
+    } else if (this.state === 'failed') {
       this.errors++;
       this.detail = `process ${how} while ${before}`;
     } else {
       this.detail = `process ${how}`;
     }
     // Anything the task left behind in its group goes with it.
-    if (this.child?.pid !== undefined) signalGroup(this.child.pid, 'SIGKILL');
-    this.ctx.log('task-exited', { taskId: this.taskId, incarnation: this.incarnation, code, signal, state: this.state });
+    const refused = this.child?.pid !== undefined ? signalGroup(this.child.pid, 'SIGKILL') : undefined;
+    this.ctx.log('task-exited', { taskId: this.taskId, incarnation: this.incarnation, code, signal, state: this.state, ...(refused ? { error: refused } : {}) });
     this.markExited();
   }
 
@@ -225,6 +312,10 @@ class ProcessTask implements TaskHandle {
       else outcome = await probeTcp(this.ports.public);
       // Re-check: the process may have exited or a drain begun while the probe was in flight.
       if (this.state !== 'starting' || !this.alive) return;
+      if (outcome.broken) {
+        this.fail(outcome.detail);
+        return;
+      }
       if (outcome.ready) {
         this.state = nextTaskState(this.state, 'probe-passed');
         this.detail = undefined;
@@ -264,8 +355,9 @@ class ProcessTask implements TaskHandle {
     let forced = false;
     this.state = nextTaskState(this.state, 'drain-requested');
     if (this.alive && this.pid !== undefined) {
-      this.detail = 'draining: SIGTERM sent';
-      signalGroup(this.pid, 'SIGTERM');
+      if (this.state === 'draining') this.detail = 'draining: SIGTERM sent';
+      const refused = signalGroup(this.pid, 'SIGTERM');
+      if (refused) this.ctx.log('task-signal-failed', { taskId: this.taskId, incarnation: this.incarnation, error: refused });
       const exitedInTime = await Promise.race([this.exited.then(() => true), delay(graceMs).then(() => false)]);
       if (!exitedInTime) {
         forced = true;
@@ -275,7 +367,10 @@ class ProcessTask implements TaskHandle {
     }
     // The replica is gone from this node: its pair goes to quarantine, not straight to another task.
     // Only if the record is still ours: a newer task of the same replica may have moved to a new pair.
-    await this.allocator.release(portKeyFor(this.start), this.ports);
+    // The process is gone either way: a record that cannot be written is logged, not a failed drain.
+    await this.allocator.release(portKeyFor(this.start), this.ports).catch((error: unknown) =>
+      this.ctx.log('port-release-failed', { taskId: this.taskId, ports: this.ports, error: messageOf(error) }),
+    );
     const receipt: DrainReceipt = { taskId: this.taskId, incarnation: this.incarnation, inFlight: 0, forced, durationMs: Date.now() - startedAt };
     this.ctx.log('task-drained', { ...receipt });
     return receipt;
@@ -285,7 +380,8 @@ class ProcessTask implements TaskHandle {
   async kill(): Promise<void> {
     if (!this.alive || this.pid === undefined) return;
     this.state = nextTaskState(this.state, 'drain-requested');
-    signalGroup(this.pid, 'SIGKILL');
+    const refused = signalGroup(this.pid, 'SIGKILL');
+    if (refused) this.ctx.log('task-signal-failed', { taskId: this.taskId, incarnation: this.incarnation, error: refused });
     const exited = await Promise.race([this.exited.then(() => true), delay(KILL_WAIT_MS).then(() => false)]);
     if (!exited) this.ctx.log('task-kill-unconfirmed', { taskId: this.taskId, pid: this.pid });
   }
@@ -304,7 +400,11 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     if (running?.isAlive) return running; // the same start retried: it is already running
 
     const key = portKeyFor(task);
-    const acquisition = await ports.acquire(key);
+    const acquisition = await ports.acquire(key).catch((error: unknown) => {
+      if (error instanceof DriverError) throw error;
+      // e.g. port records edited by hand: the control plane should see why, not a bare 500.
+      throw new DriverError('placement-unavailable', `no port pair for ${key}: ${messageOf(error)}`);
+    });
     if (acquisition.moved) {
       ctx.log('port-pair-moved', { workload: task.workload, index: task.index, taskId: task.taskId, from: acquisition.moved.from, to: acquisition.moved.to });
     }

@@ -75,6 +75,8 @@ export function operationRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval',
+      // an update waits for a worker: after a worker crash Temporal moves the task on within ~10 s
+      deadlineMs: 60_000,
       params: OperationParamsSchema,
       handler: async ({ params }) => {
         try {

@@ -61,7 +61,7 @@ export function workloadRoutes(deps: ApiDeps) {
       handler: async ({ params, body }) => {
         const workload = await requireWorkload(params.name);
         if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
-        return ok(await deps.plans.planAndSave(workload, body.replicas, { nowMs: Date.now() }), 201);
+        return ok(await deps.planner.plan(workload, body.replicas), 201);
       },
     }),
     defineRoute({

@@ -29,29 +29,34 @@ describe('runtimes and leases', () => {
     await stack.waitFor('a lease renewal', async () => (await runtimeStatus('node-a')).leaseExpiresAt > firstLease);
   });
 
-  it('shows an agent killed with SIGKILL as LOST after its lease, and the other stays READY', async () => {
+  // One story, one test: each step needs the one before it (a LOST runtime, then its stale fence).
+  // It ends with node-b back READY, so the fleet is as every other test expects it (two READY).
+  it('an agent killed with SIGKILL goes LOST after its lease, its stale fence is refused, and it returns READY with a new fence', async () => {
+    const fenceBefore = (await runtimeStatus('node-b')).fence;
     stack.agents['node-b'].process.kill('SIGKILL');
-    const lost = await stack.waitFor('node-b LOST', async () => {
-      const b = await runtimeStatus('node-b');
-      return b.status === 'LOST' ? b : null;
-    });
-    expect(lost.fence).toBe(2); // declared LOST bumps the fence: the old incarnation's writes are refused
-    expect((await runtimeStatus('node-a')).status).toBe('READY');
-  });
+    await stack.agents['node-b'].process.exited;
+    try {
+      // LOST after its lease, and the other stays READY
+      const lost = await stack.waitFor('node-b LOST', async () => {
+        const b = await runtimeStatus('node-b');
+        return b.status === 'LOST' ? b : null;
+      });
+      expect(lost.fence).toBe(fenceBefore + 1); // declared LOST bumps the fence: the old incarnation's writes are refused
+      expect((await runtimeStatus('node-a')).status).toBe('READY');
 
-  it('refuses a heartbeat on a stale fence and lists the reported tasks as revoked', async () => {
-    const task = { taskId: 'x-0-g1', workload: 'x', incarnation: 'i1', state: 'ready' };
-    const { status, body } = await stack.api('POST', '/v1/runtimes/node-b/heartbeat', { role: 'agent', body: { fence: 1, tasks: [task] } });
-    expect(status).toBe(409);
-    expect(body).toMatchObject({ error: 'stale-fence', currentFence: 2, revoked: ['x-0-g1'] });
-  });
-
-  it('brings a returning agent back READY with a new fence', async () => {
-    const agent = await stack.startAgent({ id: 'node-b', labels: { zone: 'b' } });
-    expect(agent.port).toBeGreaterThan(0);
+      // a heartbeat on the stale fence is refused, and the tasks it reports are listed as revoked
+      const task = { taskId: 'x-0-g1', workload: 'x', incarnation: 'i1', state: 'ready' };
+      const { status, body } = await stack.api('POST', '/v1/runtimes/node-b/heartbeat', { role: 'agent', body: { fence: fenceBefore, tasks: [task] } });
+      expect(status).toBe(409);
+      expect(body).toMatchObject({ error: 'stale-fence', currentFence: fenceBefore + 1, revoked: ['x-0-g1'] });
+    } finally {
+      // the returning agent: READY again, with a new fence
+      const agent = await stack.startAgent({ id: 'node-b', labels: { zone: 'b' } });
+      expect(agent.port).toBeGreaterThan(0);
+    }
     const b = await runtimeStatus('node-b');
     expect(b.status).toBe('READY');
-    expect(b.fence).toBe(3);
+    expect(b.fence).toBe(fenceBefore + 2);
   });
 });
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { createRegistryStore, StalePlacementError } from '../../store/registry';
 import { createPool } from '../../store/db';
 import { startStack, Stack } from '../support/stack';
+import { waitForApply } from '../support/workloads';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -17,10 +18,12 @@ const service = (replicas: number | 'all', extra: Record<string, unknown> = {}) 
 beforeAll(async () => {
   stack = await startStack({
     leaseTtlMs: 3000,
+    // Each agent draws its process ports from a free block the stack reserved for it. Every test
+    // places workloads of its own, so the agents have slots for all of them at once.
     agents: [
-      { id: 'agent-a', labels: { zone: 'a' }, portRange: '22000-22099' },
-      { id: 'agent-b', labels: { zone: 'b' }, portRange: '22100-22199' },
-      { id: 'agent-c', labels: { zone: 'c' }, portRange: '22200-22299' },
+      { id: 'agent-a', labels: { zone: 'a' }, slots: 12 },
+      { id: 'agent-b', labels: { zone: 'b' }, slots: 12 },
+      { id: 'agent-c', labels: { zone: 'c' }, slots: 12 },
     ],
   });
 });
@@ -39,21 +42,26 @@ const waitReady = (name: string, count: number) =>
     const tasks = (await allTasks()).filter((t) => t.workload === name && t.state === 'ready');
     return tasks.length === count ? tasks : null;
   });
+/** PUTs a new service workload, waits for `count` ready tasks of it and for its apply to finish. */
+const defineService = async (name: string, body: unknown, count: number) => {
+  const put = await stack.api('PUT', `/v1/workloads/${name}`, { body });
+  expect(put.status).toBe(201);
+  const tasks = await waitReady(name, count);
+  await waitForApply(stack, name);
+  return tasks;
+};
 
-describe('a service workload with replicas 3', () => {
-  let ports: Record<string, { public: number; internal: number }>;
-
-  it('is placed by the reconcile loop: three real processes with distinct recorded port pairs', async () => {
-    const put = await stack.api('PUT', '/v1/workloads/web', { body: service(3) });
-    expect(put.status).toBe(201);
-    const tasks = await waitReady('web', 3);
+// Every test defines the workloads it asserts on (no test reads what an earlier one left behind).
+describe('a service workload', () => {
+  it('replicas 3 is placed by the reconcile loop: three real processes with distinct recorded port pairs', async () => {
+    const tasks = await defineService('web', service(3), 3);
     const { workload } = await stack.waitFor('placement recorded with ports', async () => {
       const s = await workloadState('web');
       return s.workload?.placement?.assignments.every((a: any) => a.ports) ? s : null;
     });
     expect(workload.status).toBe('placed');
     expect(new Set(workload.placement.assignments.map((a: any) => a.runtimeId)).size).toBe(3);
-    ports = Object.fromEntries(tasks.map((t) => [t.taskId, t.ports]));
+    const ports: Record<string, { public: number; internal: number }> = Object.fromEntries(tasks.map((t) => [t.taskId, t.ports]));
     const all = Object.values(ports).flatMap((p) => [p.public, p.internal]);
     expect(new Set(all).size).toBe(6);
     for (const p of all) expect(p).toBeLessThan(32768);
@@ -72,12 +80,14 @@ describe('a service workload with replicas 3', () => {
   });
 
   it('keeps its port pairs across an agent restart, and the process answers again', async () => {
+    // pinned to agent-a, the agent this test restarts
+    await defineService('pinned', service(1, { selector: { zone: 'a' } }), 1);
     const agentA = stack.agents['agent-a'];
-    const before = (await tasksOn('agent-a')).find((t) => t.workload === 'web');
+    const before = (await tasksOn('agent-a')).find((t) => t.workload === 'pinned');
     await agentA.process.stop();
-    await stack.startAgent({ id: 'agent-a', labels: { zone: 'a' }, portRange: '22000-22099' });
-    const after = await stack.waitFor('web restored on agent-a', async () =>
-      (await tasksOn('agent-a')).find((t) => t.workload === 'web' && t.state === 'ready'));
+    await stack.startAgent({ id: 'agent-a', labels: { zone: 'a' }, slots: 12 }); // same id: same state folder and port block
+    const after = await stack.waitFor('pinned restored on agent-a', async () =>
+      (await tasksOn('agent-a')).find((t) => t.workload === 'pinned' && t.state === 'ready'));
     expect(after.taskId).toBe(before.taskId);
     expect(after.incarnation).not.toBe(before.incarnation); // really restarted
     expect(after.ports).toEqual(before.ports);
@@ -86,43 +96,45 @@ describe('a service workload with replicas 3', () => {
   });
 
   it('plans a change with a basis and refuses it as stale once the basis moved', async () => {
-    const plan = await stack.api('POST', '/v1/workloads/web/plan', { body: { replicas: 2 } });
+    await defineService('based', service(3), 3);
+    const plan = await stack.api('POST', '/v1/workloads/based/plan', { body: { replicas: 2 } });
     expect(plan.status).toBe(201);
     expect(plan.body.stops).toHaveLength(1);
     expect(plan.body.basis).toEqual({ registryRevision: expect.any(Number), placementFence: expect.any(Number) });
-    await stack.api('PUT', '/v1/workloads/web', { body: service(3, { selector: {} }) }); // moves the registry revision
+    await stack.api('PUT', '/v1/workloads/based', { body: service(3, { selector: {} }) }); // moves the registry revision
     const apply = await stack.api('POST', `/v1/plans/${plan.body.id}/apply`);
     expect(apply.status).toBe(409);
     expect(apply.body.error).toBe('stale-plan');
-    expect((await allTasks()).filter((t) => t.workload === 'web')).toHaveLength(3); // nothing changed
+    expect((await allTasks()).filter((t) => t.workload === 'based')).toHaveLength(3); // nothing changed
   });
 
   it('applies a fresh plan 3 → 2: one process stopped, the other two untouched', async () => {
-    const before = (await allTasks()).filter((t) => t.workload === 'web');
-    const plan = (await stack.api('POST', '/v1/workloads/web/plan', { body: { replicas: 2 } })).body;
+    const before = await defineService('shrink', service(3), 3);
+    const plan = (await stack.api('POST', '/v1/workloads/shrink/plan', { body: { replicas: 2 } })).body;
     const apply = await stack.api('POST', `/v1/plans/${plan.id}/apply`);
-    expect(apply).toMatchObject({ status: 202, body: { workflowId: 'scale:web' } });
+    expect(apply).toMatchObject({ status: 202, body: { workflowId: 'scale:shrink' } });
     await stack.temporal.workflow.getHandle(apply.body.workflowId, apply.body.runId).result();
-    const after = (await allTasks()).filter((t) => t.workload === 'web');
+    const after = (await allTasks()).filter((t) => t.workload === 'shrink');
     expect(after.map((t) => t.taskId).sort()).toEqual(plan.target.map((a: any) => a.taskId).sort());
     for (const t of after) expect(before.find((b) => b.taskId === t.taskId)?.incarnation).toBe(t.incarnation);
-    const stoppedPort = ports[plan.stops[0].taskId].public;
+    const stoppedPort = before.find((t) => t.taskId === plan.stops[0].taskId).ports.public;
     await expect(fetch(`http://127.0.0.1:${stoppedPort}/`)).rejects.toThrow();
   });
 });
 
 describe('fleet changes', () => {
   it('a new agent moves nothing sticky, and an `all` workload gains a task on it', async () => {
-    await stack.api('PUT', '/v1/workloads/everywhere', { body: service('all') });
-    await waitReady('everywhere', 3);
-    const webBefore = (await workloadState('web')).workload.placement;
-    await stack.startAgent({ id: 'agent-d', labels: { zone: 'd' }, portRange: '22300-22399' });
-    const tasks = await waitReady('everywhere', 4);
+    const agentsBefore = Object.keys(stack.agents).length;
+    await defineService('anchored', service(2), 2);
+    await defineService('everywhere', service('all'), agentsBefore);
+    const anchoredBefore = (await workloadState('anchored')).workload.placement;
+    await stack.startAgent({ id: 'agent-d', labels: { zone: 'd' } });
+    const tasks = await waitReady('everywhere', agentsBefore + 1);
     expect(tasks.map((t) => t.taskId)).toEqual(expect.arrayContaining([expect.stringMatching(/^everywhere-/)]));
     expect((await tasksOn('agent-d')).map((t) => t.workload)).toEqual(['everywhere']);
-    const webAfter = (await workloadState('web')).workload.placement;
-    expect(webAfter.assignments).toEqual(webBefore.assignments);
-    expect(webAfter.fence).toBe(webBefore.fence);
+    const anchoredAfter = (await workloadState('anchored')).workload.placement;
+    expect(anchoredAfter.assignments).toEqual(anchoredBefore.assignments);
+    expect(anchoredAfter.fence).toBe(anchoredBefore.fence);
   });
 
   it('records a workload whose selector matches nothing as unplaced with placement-unavailable', async () => {
@@ -142,19 +154,20 @@ describe('fleet changes', () => {
   });
 
   it('retires a workload through a workflow that stops its tasks', async () => {
-    const del = await stack.api('DELETE', '/v1/workloads/everywhere');
+    await defineService('retiree', service('all'), Object.keys(stack.agents).length);
+    const del = await stack.api('DELETE', '/v1/workloads/retiree');
     expect(del.status).toBe(202);
     await stack.temporal.workflow.getHandle(del.body.workflowId, del.body.runId).result();
-    expect((await allTasks()).filter((t) => t.workload === 'everywhere')).toHaveLength(0);
-    expect((await workloadState('everywhere')).workload.status).toBe('retired');
+    expect((await allTasks()).filter((t) => t.workload === 'retiree')).toHaveLength(0);
+    expect((await workloadState('retiree')).workload.status).toBe('retired');
   });
 });
 
 describe('fenced placement writes', () => {
   it('two coordinators racing on one placement: one wins, the other gets the fence error and writes nothing', async () => {
     await stack.api('PUT', '/v1/workloads/race', { body: service(1, { selector: { zone: 'mars' } }) });
-    const poolA = createPool(stack.databaseUrl, 2);
-    const poolB = createPool(stack.databaseUrl, 2);
+    const poolA = createPool(stack.databaseUrl, { max: 2 });
+    const poolB = createPool(stack.databaseUrl, { max: 2 });
     try {
       const a = createRegistryStore(poolA);
       const b = createRegistryStore(poolB);

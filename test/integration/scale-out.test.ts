@@ -6,9 +6,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { runLoad } from '../../scripts/loadgen';
+import { runLoad } from '../../store/source-feed';
 import { findTemporalCli } from '../../embedded/temporal-cli';
-import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
+import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
 import { defineWorkload, tasksOf as sharedTasksOf } from '../support/workloads';
@@ -27,7 +27,7 @@ const consumer = (name: string, replicas: number, overrides: { contract?: Record
 beforeAll(async () => {
   stack = await startStack({
     leaseTtlMs: 3000,
-    agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' }, portRange: `23${zone.charCodeAt(0) - 97}00-23${zone.charCodeAt(0) - 97}99` })),
+    agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' } })),
   });
 });
 afterAll(async () => {

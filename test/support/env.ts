@@ -1,4 +1,5 @@
-// What the system tests' global setup started, shared with every test file through one JSON file.
+// What the global setup of the component and system tests started (test/support/global-setup.ts),
+// shared with every test file through one JSON file.
 import fs from 'node:fs';
 
 export interface TestEnv {
@@ -13,6 +14,6 @@ export const TEST_ENV_VAR = 'SCALEGATE_TEST_ENV_FILE';
 
 export function testEnv(): TestEnv {
   const file = process.env[TEST_ENV_VAR];
-  if (!file) throw new Error('system tests run under jest with the "system" project global setup (npm test)');
+  if (!file) throw new Error('component and system tests run under jest, whose "component" and "system" projects start the shared Temporal server and PostgreSQL (npm test, or npx jest <file>)');
   return JSON.parse(fs.readFileSync(file, 'utf8')) as TestEnv;
 }

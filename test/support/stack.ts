@@ -4,17 +4,19 @@ import { Client, Connection } from '@temporalio/client';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client as PgClient, Pool } from 'pg';
+import type { Pool } from 'pg';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../embedded/processes';
+import { createTestDatabase } from './database';
 import { testEnv } from './env';
+import { reservePortRange, type PortRange } from './ports';
+import { GiveUp, waitFor as pollUntil, type WaitForOptions } from './wait-for';
 
 export interface AgentSpec {
   id: string;
   labels?: Record<string, string>;
   slots?: number;
-  portRange?: string;
   /** extra environment for this agent only (e.g. a DATABASE_URL it cannot reach) */
   env?: NodeJS.ProcessEnv;
 }
@@ -45,19 +47,15 @@ export interface Stack {
   agentApi(id: string, method: string, urlPath: string, body?: unknown): Promise<{ status: number; body: any }>;
   startAgent(spec: AgentSpec): Promise<RunningAgent>;
   startWorker(): Promise<ServiceProcess>;
-  waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs?: number): Promise<T>;
+  /** test/support/wait-for.ts with a 60 s default and, on a timeout, the last lines of the processes' logs */
+  waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, options?: WaitForOptions | number): Promise<T>;
   stop(): Promise<void>;
 }
 
 export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<Stack> {
   const env = testEnv();
-  const name = `t_${crypto.randomBytes(5).toString('hex')}`;
-  const admin = new PgClient({ connectionString: env.postgresAdminUrl });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const databaseUrl = env.postgresAdminUrl.replace(/\/[^/]*$/, `/${name}`);
-  const db = createPool(databaseUrl, 5);
+  const { name, databaseUrl } = await createTestDatabase('t');
+  const db = createPool(databaseUrl, { max: 5 });
   await migrate(db);
 
   const home = fs.mkdtempSync(path.join(env.tmpDir, 'stack-'));
@@ -122,15 +120,16 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
     return { status: response.status, body: parsed as any };
   };
 
-  const waitFor = async <T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== null && value !== undefined && value !== false) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${logs.slice(-40).join('\n')}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  };
+  const waitFor = async <T>(what: string, probe: () => Promise<T | null | undefined | false>, options: WaitForOptions | number = {}): Promise<T> =>
+    (await pollUntil(what, probe, {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+      context: () => logs.slice(-40).join('\n'),
+      ...(typeof options === 'number' ? { timeoutMs: options } : options),
+    })) as T;
+
+  /** One reserved port block per agent id, kept across restarts of that id and given back on stop. */
+  const portRanges: Record<string, PortRange> = {};
 
   const stack: Stack = {
     apiUrl, databaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, logs,
@@ -143,13 +142,14 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
       const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
       const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', apiUrl, '--slots', String(spec.slots ?? 4)];
       if (labels) args.push('--labels', labels);
-      if (spec.portRange) args.push('--port-range', spec.portRange);
+      // Its process tasks draw ports from a block reserved for this agent id (test/support/ports.ts).
+      args.push('--port-range', (portRanges[spec.id] ??= await reservePortRange()).label);
       const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, spec.env);
       const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
       agents[spec.id] = agent;
       // READY under the fence this very process registered with (an earlier incarnation's row may still say READY).
       await waitFor(`agent ${spec.id} READY`, async () => {
-        if (agentProcess.child.exitCode !== null) throw new Error(`agent ${spec.id} exited\n${logs.slice(-20).join('\n')}`);
+        if (agentProcess.child.exitCode !== null) throw new GiveUp(`agent ${spec.id} exited\n${logs.slice(-20).join('\n')}`);
         const health = await call(`${agent.url}/v1/health`, 'GET', tokens.agent).catch(() => null);
         if (!health || health.status !== 200 || !health.body.fence) return false;
         const { rows } = await db.query(`select status, fence from runtimes where id = $1`, [spec.id]);
@@ -167,6 +167,7 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
       await Promise.all(processes.map((p) => p.stop(5000)));
       await connection.close();
       await db.end();
+      for (const range of Object.values(portRanges)) range.release();
     },
   };
 

@@ -16,9 +16,14 @@ export async function defineWorkload(stack: Stack, name: string, body: unknown, 
     const readyTasks = (await tasksOf(stack, name)).filter((t) => t.state === 'ready');
     return readyTasks.length === ready ? readyTasks : null;
   });
+  await waitForApply(stack, name);
+  return tasks;
+}
+
+/** Waits until the apply of `name`'s placement (workflow scale:<name>) has run and finished. */
+export async function waitForApply(stack: Stack, name: string): Promise<void> {
   await stack.waitFor(`the placement of ${name} applied`, async () => {
     const description = await stack.temporal.workflow.getHandle(`scale:${name}`).describe().catch(() => null);
     return description !== null && description.status.name !== 'RUNNING';
   });
-  return tasks;
 }

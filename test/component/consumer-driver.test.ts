@@ -1,55 +1,35 @@
-// The consumer driver against a real PostgreSQL (its own embedded server, no globalSetup): exactly
-// once while two replicas run, through a drain-and-takeover under load, fencing, and the probe.
-// Everything is proved by counting rows; waits poll for conditions with a bounded deadline.
+// The consumer driver against a real PostgreSQL (its own database on the server the global setup
+// started): exactly once while two replicas run, through a drain-and-takeover under load, fencing,
+// and the probe. Everything is proved by counting rows; waits poll for conditions with a bounded
+// deadline (test/support/wait-for.ts). Each test uses its own tables and workload name.
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
 import { createConsumerDriver, type ConsumerTaskStatus } from '../../agent/drivers/consumer';
+import { ensureConsumerTables } from '../../agent/drivers/consumer-schema';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
-import { runLoad } from '../../scripts/loadgen';
-import { startEmbeddedPostgres, type RunningPostgres } from '../../embedded/postgres';
-import { ownershipOverlaps, verifyExactlyOnce } from '../../scripts/verify-sink';
+import { runLoad } from '../../store/source-feed';
+import { freePort } from '../../embedded/processes';
+import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
+import { createTestDatabase } from '../support/database';
+import { waitFor as pollUntil } from '../support/wait-for';
 
 jest.setTimeout(60_000);
 
-let postgres: RunningPostgres;
+let databaseUrl: string;
 let pool: Pool;
 let tmpDir: string;
 const drivers: TaskDriver[] = [];
 const events: Array<{ event: string; fields?: Record<string, unknown> }> = [];
 
-async function freePortInRange(low: number, high: number): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = low + Math.floor(Math.random() * (high - low + 1));
-    const free = await new Promise<boolean>((resolve) => {
-      const server = net.createServer();
-      server.once('error', () => resolve(false));
-      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-    });
-    if (free) return port;
-  }
-  throw new Error(`no free port in ${low}-${high}`);
-}
+const waitFor = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 20_000) => pollUntil(what, probe, { timeoutMs, intervalMs: 50 });
 
-/** Polls `probe` until it returns a truthy value; fails naming `what` (and the last value) after `timeoutMs`. */
-async function waitFor<T>(what: string, probe: () => T | Promise<T>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    last = await probe();
-    if (last) return last;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-function newDriver(runtimeId: string, databaseUrl = postgres.url): TaskDriver {
+function newDriver(runtimeId: string, url = databaseUrl): TaskDriver {
   const ctx: DriverContext = {
     runtimeId,
     stateDir: path.join(tmpDir, runtimeId),
-    databaseUrl,
+    databaseUrl: url,
     log: (event, fields) => events.push({ event, fields }),
   };
   const driver = createConsumerDriver(ctx, { pollMs: 20, batchSize: 50 });
@@ -75,18 +55,13 @@ async function offsetsTable(workload: string): Promise<Record<string, { committe
 
 beforeAll(async () => {
   tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-consumer-'));
-  const port = await freePortInRange(56000, 56999);
-  postgres = await startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'pg'), port, log: () => {} });
-  pool = new Pool({ connectionString: postgres.url, max: 2 });
-  pool.on('error', () => {}); // the server stopping in afterAll must not surface as an unhandled error
-}, 90_000);
+  databaseUrl = (await createTestDatabase('c')).databaseUrl;
+  pool = new Pool({ connectionString: databaseUrl, max: 2 });
+});
 
 afterAll(async () => {
   await Promise.all(drivers.map((d) => d.close?.()));
   await pool?.end();
-  await postgres?.stop();
-  // As root the cluster may live outside tmpDir (a folder the postgres user can reach): remove both.
-  if (postgres) fs.rmSync(postgres.dataDir, { recursive: true, force: true });
   fs.rmSync(tmpDir, { recursive: true, force: true });
 });
 
@@ -103,11 +78,11 @@ describe('consumer driver', () => {
     expect(statusOf(replicaB).partitions).toEqual([4, 5, 6, 7]);
 
     // Phase 1: 2,000 records while both replicas consume.
-    const firstLoad = await runLoad({ databaseUrl: postgres.url, source: 'orders', partitions: 8, ratePerSec: 1000, count: 2000 });
+    const firstLoad = await runLoad({ databaseUrl, source: 'orders', partitions: 8, ratePerSec: 1000, count: 2000 });
     expect(firstLoad.written).toBe(2000);
     expect(Object.values(firstLoad.perPartition).reduce((a, b) => a + b, 0)).toBe(2000);
     await waitFor('the first 2,000 records in the sink', async () => (await count('select count(*)::int as n from orders_out')) === 2000);
-    const afterFirst = await verifyExactlyOnce({ databaseUrl: postgres.url, source: 'orders', sink: 'orders_out' });
+    const afterFirst = await verifyExactlyOnce({ databaseUrl, source: 'orders', sink: 'orders_out' });
     expect(afterFirst).toMatchObject({ sourceCount: 2000, sinkCount: 2000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0, keyMismatches: 0 });
     // Each replica processed exactly its own partitions' records.
     const sinkByTask = async () =>
@@ -119,7 +94,7 @@ describe('consumer driver', () => {
     expect(statusOf(replicaA).counts.processed + statusOf(replicaB).counts.processed).toBe(2000);
 
     // Phase 2: another 2,000 records; mid-stream, drain B and hand its partitions to A.
-    const secondLoad = runLoad({ databaseUrl: postgres.url, source: 'orders', partitions: 8, ratePerSec: 800, count: 2000 });
+    const secondLoad = runLoad({ databaseUrl, source: 'orders', partitions: 8, ratePerSec: 800, count: 2000 });
     await waitFor('B processing the second load', () => statusOf(replicaB).counts.processed > partitionsTotal(4, 7) + 50);
     const receipt = await replicaB.drain({ drainTimeoutMs: 15_000 });
     expect(receipt).toMatchObject({ taskId: 'orders-1', incarnation: replicaB.incarnation, inFlight: 0, releasedPartitions: [4, 5, 6, 7] });
@@ -137,9 +112,9 @@ describe('consumer driver', () => {
     await waitFor('the sink caught up and A reports no backlog', async () =>
       statusOf(replicaA).backlog === 0 && (await count('select count(*)::int as n from orders_out')) === 4000,
     );
-    const afterTakeover = await verifyExactlyOnce({ databaseUrl: postgres.url, source: 'orders', sink: 'orders_out' });
+    const afterTakeover = await verifyExactlyOnce({ databaseUrl, source: 'orders', sink: 'orders_out' });
     expect(afterTakeover).toMatchObject({ sourceCount: 4000, sinkCount: 4000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0, keyMismatches: 0 });
-    expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'orders' })).toEqual([]);
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'orders' })).toEqual([]);
 
     // The handoff point per partition: B wrote exactly the offsets up to its receipt, A everything after.
     const { rows: handoff } = await pool.query<{ partition: number; b_max: string | null; a_min: string | null }>(
@@ -184,22 +159,22 @@ describe('consumer driver', () => {
     expect(statusOf(stale).detail).toContain('held by fenced-holder at fence 5');
     expect(await offsetsTable('fenced')).toEqual({ '0': { committed: -1, owner: 'fenced-holder' } });
 
-    await runLoad({ databaseUrl: postgres.url, source: 'fenced_in', partitions: 1, ratePerSec: 5000, count: 100 });
+    await runLoad({ databaseUrl, source: 'fenced_in', partitions: 1, ratePerSec: 5000, count: 100 });
     await waitFor('the holder processing all 100', () => statusOf(holder).counts.processed === 100);
     expect(await count(`select count(*)::int as n from fenced_out where task_id <> 'fenced-holder'`)).toBe(0);
 
     // A newer placement (fence 7) takes over from the fence-5 holder, which then stops processing p0.
     const newer = await newDriver('rt-fence-c').start(startFor('fenced-newer', 7));
     await waitFor('the fence-7 task owning p0', () => statusOf(newer).state === 'ready');
-    await runLoad({ databaseUrl: postgres.url, source: 'fenced_in', partitions: 1, ratePerSec: 5000, count: 100 });
+    await runLoad({ databaseUrl, source: 'fenced_in', partitions: 1, ratePerSec: 5000, count: 100 });
     await waitFor('the newer task processing the next 100', () => statusOf(newer).counts.processed === 100);
     await waitFor('the old holder noticing it lost p0', () => statusOf(holder).partitions?.length === 0);
     expect(statusOf(holder).counts.processed).toBe(100);
     expect(statusOf(stale).partitions).toEqual([]);
-    const audit = await verifyExactlyOnce({ databaseUrl: postgres.url, source: 'fenced_in', sink: 'fenced_out' });
+    const audit = await verifyExactlyOnce({ databaseUrl, source: 'fenced_in', sink: 'fenced_out' });
     expect(audit).toMatchObject({ sourceCount: 200, sinkCount: 200, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
     // The takeover is logged as the old holder's release followed by the new acquire: no overlap.
-    expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'fenced' })).toEqual([]);
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'fenced' })).toEqual([]);
 
     // The fenced-out holder has nothing to release; the newer one releases p0 at offset 199.
     expect((await holder.drain({ drainTimeoutMs: 5_000 })).releasedPartitions).toEqual([]);
@@ -207,7 +182,7 @@ describe('consumer driver', () => {
     // Now free, the stale task may take it (the fence guards against holders, not free partitions).
     await waitFor('the stale task taking the released partition', () => statusOf(stale).state === 'ready');
     await stale.drain({ drainTimeoutMs: 5_000 });
-    expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'fenced' })).toEqual([]);
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'fenced' })).toEqual([]);
   });
 
   test('update: partitions taken away are released, and a replica waiting at the same fence takes them', async () => {
@@ -222,7 +197,7 @@ describe('consumer driver', () => {
     await waitFor('the second replica refused while 2,3 are held', () => statusOf(second).counts.acquireDenied >= 2);
     expect(statusOf(second).state).toBe('starting');
 
-    const load = runLoad({ databaseUrl: postgres.url, source: 'rebalance_in', partitions: 4, ratePerSec: 1000, count: 1000 });
+    const load = runLoad({ databaseUrl, source: 'rebalance_in', partitions: 4, ratePerSec: 1000, count: 1000 });
     await waitFor('the first replica busy', () => statusOf(first).counts.processed > 100);
     await first.update!(startFor('rebalance-0', [0, 1]));
     // update resolves only once 2 and 3 are released.
@@ -233,18 +208,18 @@ describe('consumer driver', () => {
 
     expect((await load).written).toBe(1000);
     await waitFor('all 1,000 in the sink', async () => (await count('select count(*)::int as n from rebalance_out')) === 1000);
-    expect(await verifyExactlyOnce({ databaseUrl: postgres.url, source: 'rebalance_in', sink: 'rebalance_out' })).toMatchObject({
+    expect(await verifyExactlyOnce({ databaseUrl, source: 'rebalance_in', sink: 'rebalance_out' })).toMatchObject({
       sourceCount: 1000, sinkCount: 1000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0,
     });
-    expect(await ownershipOverlaps({ databaseUrl: postgres.url, workload: 'rebalance' })).toEqual([]);
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'rebalance' })).toEqual([]);
     expect(statusOf(first).counts.processed + statusOf(second).counts.processed).toBe(1000);
     await Promise.all([first.drain({ drainTimeoutMs: 5_000 }), second.drain({ drainTimeoutMs: 5_000 })]);
   });
 
   test('drain deadline: a batch still working when the deadline passes is rolled back and the drain rejects', async () => {
-    // 50 records × 100 ms of simulated work = one batch of (capped) 2 s: far longer than the deadline.
+    // 50 records × 100 ms of simulated work = one batch of 5 s: far longer than the 100 ms deadline.
     const spec = { partitions: 1, source: 'slow_in', sink: 'slow_out', workMs: 100 };
-    await runLoad({ databaseUrl: postgres.url, source: 'slow_in', partitions: 1, ratePerSec: 5000, count: 50 });
+    await runLoad({ databaseUrl, source: 'slow_in', partitions: 1, ratePerSec: 5000, count: 50 });
     const task = await newDriver('rt-slow').start({
       taskId: 'slow-0', workload: 'slow', kind: 'consumer', index: 0, generation: 1, placementFence: 1, spec, partitions: [0],
     });
@@ -262,7 +237,7 @@ describe('consumer driver', () => {
 
   test('a duplicate sink row fails the batch loudly instead of being skipped', async () => {
     const spec = { partitions: 1, source: 'dup_in', sink: 'dup_out', workMs: 0 };
-    await runLoad({ databaseUrl: postgres.url, source: 'dup_in', partitions: 1, ratePerSec: 5000, count: 10 });
+    await runLoad({ databaseUrl, source: 'dup_in', partitions: 1, ratePerSec: 5000, count: 10 });
     await pool.query(`create table if not exists dup_out (partition int, "offset" bigint, key text, payload jsonb, task_id text,
                        incarnation text, processed_at timestamptz default now(), primary key (partition, "offset"))`);
     await pool.query(`insert into dup_out (partition, "offset", key, payload, task_id) values (0, 4, 'planted', '{}', 'someone-else')`);
@@ -277,14 +252,15 @@ describe('consumer driver', () => {
   });
 
   test('probe: reachable tables are ok; a bad database URL reports ok:false with the error', async () => {
-    const spec = { partitions: 8, source: 'orders', sink: 'not_yet_created', workMs: 1 };
+    const spec = { partitions: 8, source: 'probe_in', sink: 'not_yet_created', workMs: 1 };
+    await ensureConsumerTables(pool, spec.source); // the source exists, the sink does not
     const good = await newDriver('rt-probe').probe!(spec);
     expect(good.source).toMatchObject({ ok: true });
     expect(good.source.detail).toContain('exists');
     expect(good.destination).toMatchObject({ ok: true });
     expect(good.destination.detail).toContain('can be created');
 
-    const closedPort = await freePortInRange(56000, 56999);
+    const closedPort = await freePort(); // bound and closed again: nothing listens there
     const bad = await newDriver('rt-bad', `postgres://nobody:wrong@127.0.0.1:${closedPort}/nowhere`).probe!(spec);
     expect(bad.source.ok).toBe(false);
     expect(bad.destination.ok).toBe(false);

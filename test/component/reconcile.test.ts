@@ -1,34 +1,28 @@
+// A component test (one real part: the store on PostgreSQL; no Temporal, no agent is called).
 // The reconcile pass's skip decision on a fresh database: it must notice the very first workload
 // and the very first placement (a fresh sequence reads the same last_value before and after its
 // first nextval, so the key also reads is_called).
-import crypto from 'node:crypto';
-import { Client as PgClient } from 'pg';
-import { createActivities } from '../../activities';
+import type { Pool } from 'pg';
+import { createPostgresActivities } from '../../activities/deps';
 import { UNKNOWN_CONTRACT } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createRegistryStore } from '../../store/registry';
 import { createRuntimeStore } from '../../store/runtimes';
-import { testEnv } from '../support/env';
+import { createTestDatabase } from '../support/database';
 
-const env = testEnv();
-const name = `r_${crypto.randomBytes(5).toString('hex')}`;
-const databaseUrl = env.postgresAdminUrl.replace(/\/[^/]*$/, `/${name}`);
-const db = createPool(databaseUrl, 3);
+let db: Pool;
 
 beforeAll(async () => {
-  const admin = new PgClient({ connectionString: env.postgresAdminUrl });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
+  db = createPool((await createTestDatabase('r')).databaseUrl, { max: 3 });
   await migrate(db);
 });
 afterAll(async () => {
-  await db.end();
+  await db?.end();
 });
 
 it('skips only when nothing it decides from moved, from the first workload and placement on', async () => {
-  const activities = createActivities({ db, agentToken: 'unused-token' });
+  const activities = createPostgresActivities({ db, agentToken: 'unused-token' });
   const registry = createRegistryStore(db);
   await createRuntimeStore(db).register({ id: 'rt-1', endpoint: 'http://127.0.0.1:9', labels: { zone: 'a' }, slots: 4 }, 60_000);
 

@@ -1,5 +1,6 @@
-// PortAllocator against real loopback binds and a real state folder (ports 21000-21499 only; the
-// process-driver tests use 21500-21999 so the two files can run in parallel).
+// PortAllocator against real loopback binds and a real state folder. Each test reserves its own
+// free range (test/support/ports.ts), so no other test or process is using those ports. (The range
+// check that binds nothing is test/unit/port-range.test.ts.)
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -7,6 +8,7 @@ import path from 'node:path';
 import { DriverError } from '../../agent/drivers/driver';
 import { PORT_RECORDS_FILE, PortAllocator, type PortAllocatorOptions } from '../../agent/ports';
 import type { PortPair } from '../../protocol';
+import { reservePortRange, type PortRange } from '../support/ports';
 
 const stateDirs: string[] = [];
 function freshStateDir(): string {
@@ -27,15 +29,24 @@ function holdPort(port: number): Promise<net.Server> {
   });
 }
 
+const reserved: PortRange[] = [];
+/** `size` free consecutive ports below the ephemeral range, for this test only. */
+async function freeRange(size: number): Promise<PortRange> {
+  const range = await reservePortRange(size);
+  reserved.push(range);
+  return range;
+}
+
 afterEach(async () => {
   await Promise.all(openServers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+  for (const range of reserved.splice(0)) range.release();
 });
 afterAll(() => {
   for (const dir of stateDirs) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function allocator(overrides: Partial<PortAllocatorOptions> & Pick<PortAllocatorOptions, 'rangeStart' | 'rangeEnd'>): PortAllocator {
-  return new PortAllocator({ stateDir: freshStateDir(), quarantineMs: 60_000, ...overrides });
+function allocator(range: PortRange, overrides: Partial<PortAllocatorOptions> = {}): PortAllocator {
+  return new PortAllocator({ stateDir: freshStateDir(), rangeStart: range.start, rangeEnd: range.end, quarantineMs: 60_000, ...overrides });
 }
 
 const portsOf = (pair: PortPair) => [pair.public, pair.internal];
@@ -53,24 +64,19 @@ async function expectPlacementUnavailable(attempt: Promise<unknown>, range: stri
 }
 
 describe('PortAllocator', () => {
-  test('rejects a range reaching into the ephemeral ports or running backwards', () => {
-    const stateDir = freshStateDir();
-    expect(() => new PortAllocator({ stateDir, rangeStart: 21000, rangeEnd: 32768, quarantineMs: 0 })).toThrow(/32767/);
-    expect(() => new PortAllocator({ stateDir, rangeStart: 21010, rangeEnd: 21000, quarantineMs: 0 })).toThrow(/starts after it ends/);
-  });
-
   test('keys acquiring at the same time never share a port, and each port is in the range', async () => {
-    const ports = allocator({ rangeStart: 21000, rangeEnd: 21039 });
+    const range = await freeRange(40);
+    const ports = allocator(range);
     const keys = Array.from({ length: 20 }, (_, index) => `web/${index}`);
     // 20 pairs from 40 ports: only a serialised allocator that excludes held ports fits them all.
     const pairs = await Promise.all(keys.map((key) => ports.acquire(key)));
     const handedOut = pairs.flatMap((acquisition) => portsOf(acquisition.ports));
     expect(new Set(handedOut).size).toBe(40);
     for (const port of handedOut) {
-      expect(port).toBeGreaterThanOrEqual(21000);
-      expect(port).toBeLessThanOrEqual(21039);
+      expect(port).toBeGreaterThanOrEqual(range.start);
+      expect(port).toBeLessThanOrEqual(range.end);
     }
-    await expectPlacementUnavailable(ports.acquire('web/20'), '21000-21039');
+    await expectPlacementUnavailable(ports.acquire('web/20'), range.label);
   });
 
   test('the internal port is drawn independently, not derived from the public one', async () => {
@@ -82,8 +88,9 @@ describe('PortAllocator', () => {
     };
     const low = scripted([0.5, 0.0]);
     const high = scripted([0.5, 0.99]);
-    const first = await allocator({ rangeStart: 21050, rangeEnd: 21059, random: low.random }).acquire('api/0');
-    const second = await allocator({ rangeStart: 21050, rangeEnd: 21059, random: high.random }).acquire('api/0');
+    const range = await freeRange(10);
+    const first = await allocator(range, { random: low.random }).acquire('api/0');
+    const second = await allocator(range, { random: high.random }).acquire('api/0');
 
     expect(first.ports.public).toBe(second.ports.public);
     expect(first.ports.internal).not.toBe(second.ports.internal);
@@ -96,7 +103,7 @@ describe('PortAllocator', () => {
   });
 
   test('over many keys, internal is not systematically public + 1', async () => {
-    const ports = allocator({ rangeStart: 21100, rangeEnd: 21299 });
+    const ports = allocator(await freeRange(200));
     const pairs = await Promise.all(Array.from({ length: 30 }, (_, index) => ports.acquire(`svc/${index}`)));
     const adjacent = pairs.filter(({ ports: pair }) => pair.internal === pair.public + 1);
     // With independent draws from 200 ports, 30 adjacent pairs would be astronomically unlikely.
@@ -105,7 +112,8 @@ describe('PortAllocator', () => {
 
   test('a key keeps its pair across calls and across a new allocator over the same state folder', async () => {
     const stateDir = freshStateDir();
-    const options = { stateDir, rangeStart: 21300, rangeEnd: 21349, quarantineMs: 1000 };
+    const range = await freeRange(50);
+    const options = { stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 1000 };
     const first = await new PortAllocator(options).acquire('web/0');
     expect(first.reused).toBe(false);
 
@@ -124,7 +132,8 @@ describe('PortAllocator', () => {
 
   test('a recorded port now held by another listener gets a new pair, and the move is reported', async () => {
     const stateDir = freshStateDir();
-    const options = { stateDir, rangeStart: 21350, rangeEnd: 21369, quarantineMs: 1000 };
+    const range = await freeRange(20);
+    const options = { stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 1000 };
     const recorded = (await new PortAllocator(options).acquire('web/0')).ports;
     await holdPort(recorded.public);
 
@@ -137,17 +146,19 @@ describe('PortAllocator', () => {
   });
 
   test('a port bound by something else is never handed out', async () => {
-    const ports = allocator({ rangeStart: 21400, rangeEnd: 21402 });
-    await holdPort(21401);
+    const range = await freeRange(3);
+    const ports = allocator(range);
+    await holdPort(range.start + 1);
     const { ports: pair } = await ports.acquire('web/0');
-    expect(portsOf(pair).sort()).toEqual([21400, 21402]);
-    await expectPlacementUnavailable(ports.acquire('web/1'), '21400-21402');
+    expect(portsOf(pair).sort((a, b) => a - b)).toEqual([range.start, range.end]);
+    await expectPlacementUnavailable(ports.acquire('web/1'), range.label);
   });
 
   test('released ports sit in quarantine, also across restarts, before another key may have them', async () => {
     let clock = 1_000_000;
     const stateDir = freshStateDir();
-    const options = { stateDir, rangeStart: 21410, rangeEnd: 21413, quarantineMs: 30_000, now: () => clock };
+    const range = await freeRange(4);
+    const options = { stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 30_000, now: () => clock };
     const ports = new PortAllocator(options);
     const released = (await ports.acquire('a/0')).ports;
     const kept = (await ports.acquire('b/0')).ports;
@@ -155,19 +166,19 @@ describe('PortAllocator', () => {
     expect(await ports.recorded('a/0')).toBeUndefined();
 
     // The only unheld ports are a/0's former pair, still in quarantine.
-    await expectPlacementUnavailable(ports.acquire('c/0'), '21410-21413');
+    await expectPlacementUnavailable(ports.acquire('c/0'), range.label);
     clock += 29_999;
-    await expectPlacementUnavailable(new PortAllocator(options).acquire('c/0'), '21410-21413');
+    await expectPlacementUnavailable(new PortAllocator(options).acquire('c/0'), range.label);
 
     clock += 1;
     const afterQuarantine = await new PortAllocator(options).acquire('c/0');
-    expect(portsOf(afterQuarantine.ports).sort()).toEqual(portsOf(released).sort());
+    expect(portsOf(afterQuarantine.ports).sort((a, b) => a - b)).toEqual(portsOf(released).sort((a, b) => a - b));
     expect(portsOf(afterQuarantine.ports)).not.toContain(kept.public);
   });
 
   test('the key that released a pair may take it back during its quarantine', async () => {
     let clock = 0;
-    const ports = allocator({ rangeStart: 21420, rangeEnd: 21449, quarantineMs: 30_000, now: () => clock });
+    const ports = allocator(await freeRange(30), { quarantineMs: 30_000, now: () => clock });
     const before = (await ports.acquire('web/0')).ports;
     await ports.release('web/0');
     clock += 1000;
@@ -175,13 +186,15 @@ describe('PortAllocator', () => {
   });
 
   test('release with a stale expected pair leaves the current record alone', async () => {
-    const ports = allocator({ rangeStart: 21450, rangeEnd: 21469 });
+    const ports = allocator(await freeRange(20));
     const current = (await ports.acquire('web/0')).ports;
     await ports.release('web/0', { public: current.public + 100, internal: current.internal + 100 });
     expect(await ports.recorded('web/0')).toEqual(current);
   });
 
   test('a range with a single port is placement-unavailable, naming the range', async () => {
-    await expectPlacementUnavailable(allocator({ rangeStart: 21490, rangeEnd: 21490 }).acquire('web/0'), '21490-21490');
+    const range = await freeRange(1);
+    expect(range.label).toBe(`${range.start}-${range.start}`);
+    await expectPlacementUnavailable(allocator(range).acquire('web/0'), range.label);
   });
 });

@@ -1,40 +1,55 @@
-// The process driver with real child processes and real loopback ports (21500-21999 only; the
-// allocator tests use 21000-21499). Waits are bounded polls on conditions, never fixed sleeps.
+// The process driver with real child processes and real loopback ports, drawn from a port block
+// this file reserves (test/support/ports.ts): each harness gets its own slice of it. Waits are
+// bounded polls on conditions (test/support/wait-for.ts), never fixed sleeps.
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
-import { createProcessDriver, nextTaskState, portKeyFor, taskFolder, taskLogPath } from '../../agent/drivers/process';
+import { createProcessDriver, portKeyFor, taskFolder, taskLogPath } from '../../agent/drivers/process';
 import { PortAllocator } from '../../agent/ports';
+import { reservePortRange, type PortRange } from '../support/ports';
+import { waitFor as pollUntil } from '../support/wait-for';
 
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 
 const stateDirs: string[] = [];
 const drivers: TaskDriver[] = [];
+let block: PortRange;
+let slicesTaken = 0;
+const SLICE_SIZE = 16;
 
+beforeAll(async () => {
+  block = await reservePortRange();
+});
 afterAll(async () => {
-  // Whatever a failed test left running goes; then the folders.
+  // Whatever a failed test left running goes; then the folders and the port block.
   await Promise.all(drivers.map((driver) => driver.close?.()));
   for (const dir of stateDirs) fs.rmSync(dir, { recursive: true, force: true });
+  block?.release();
 });
 
 interface Harness {
   stateDir: string;
+  range: PortRange;
   ports: PortAllocator;
   driver: TaskDriver;
   events: Array<{ event: string; fields?: Record<string, unknown> }>;
 }
 
-function harness(range: [number, number], stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-process-'))): Harness {
+/**
+ * A driver over its own state folder and, unless given one (an agent restart reuses the range and
+ * folder of the first), its own slice of the reserved block, so no two tests draw the same ports.
+ */
+function harness(range: PortRange = block.slice(SLICE_SIZE * slicesTaken++, SLICE_SIZE), stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-process-'))): Harness {
   if (!stateDirs.includes(stateDir)) stateDirs.push(stateDir);
   const events: Harness['events'] = [];
   const ctx: DriverContext = { runtimeId: 'rt-test', stateDir, log: (event, fields) => events.push({ event, fields }) };
-  const ports = new PortAllocator({ stateDir, rangeStart: range[0], rangeEnd: range[1], quarantineMs: 30_000 });
+  const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 30_000 });
   const driver = createProcessDriver(ctx, ports);
   drivers.push(driver);
-  return { stateDir, ports, driver, events };
+  return { stateDir, range, ports, driver, events };
 }
 
 let taskCounter = 0;
@@ -45,18 +60,14 @@ function serviceTask(spec: unknown, overrides: Partial<TaskStart> = {}): TaskSta
 
 const fixtureSpec = (extra: Record<string, unknown> = {}) => ({ command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, ...extra });
 
-async function waitFor<T>(what: string, check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+const WAIT = { timeoutMs: 10_000, intervalMs: 25 };
+const waitFor = <T>(what: string, probe: () => T | Promise<T>) => pollUntil(what, probe, WAIT);
 
 const waitForState = (handle: TaskHandle, state: string) =>
-  waitFor(`task ${handle.taskId} to be ${state} (is ${handle.status().state}: ${handle.status().detail})`, () => handle.status().state === state);
+  pollUntil(`task ${handle.taskId} to be ${state}`, () => handle.status().state === state, {
+    ...WAIT,
+    context: () => `it is ${handle.status().state}: ${handle.status().detail}`,
+  });
 
 /** Alive and not a zombie: an orphaned grandchild is reaped by init whenever init gets to it. */
 function isRunning(pid: number): boolean {
@@ -99,27 +110,15 @@ function pidOf(handle: TaskHandle): number {
   return pid;
 }
 
-describe('nextTaskState', () => {
-  test('an exit is a failure unless a drain asked for it', () => {
-    expect(nextTaskState('starting', 'probe-passed')).toBe('ready');
-    expect(nextTaskState('draining', 'probe-passed')).toBe('draining');
-    expect(nextTaskState('ready', 'exited')).toBe('failed');
-    expect(nextTaskState('starting', 'exited')).toBe('failed');
-    expect(nextTaskState('ready', 'drain-requested')).toBe('draining');
-    expect(nextTaskState('draining', 'exited')).toBe('stopped');
-    expect(nextTaskState('failed', 'drain-requested')).toBe('failed');
-  });
-});
-
 describe('process driver', () => {
   test('refuses an invalid service spec with invalid-spec', async () => {
-    const { driver } = harness([21500, 21519]);
+    const { driver } = harness();
     await expect(driver.start(serviceTask({ command: [] }))).rejects.toMatchObject({ code: 'invalid-spec' });
     await expect(driver.start(serviceTask({ command: ['node'], readiness: { http: 'no-slash' } }))).rejects.toBeInstanceOf(DriverError);
   });
 
   test('a service has no source or destination, so the probe passes both and says why', async () => {
-    const { driver } = harness([21500, 21519]);
+    const { driver } = harness();
     const probe = await driver.probe!(fixtureSpec());
     expect(probe.source.ok).toBe(true);
     expect(probe.destination.ok).toBe(true);
@@ -128,7 +127,7 @@ describe('process driver', () => {
   });
 
   test('starts the fixture, becomes ready by HTTP, serves on its pair, and drains cleanly on SIGTERM', async () => {
-    const { driver, ports, stateDir } = harness([21520, 21559]);
+    const { driver, ports, stateDir } = harness();
     const task = serviceTask(fixtureSpec());
     const handle = await driver.start(task);
     const { ports: pair } = handle.status();
@@ -157,7 +156,7 @@ describe('process driver', () => {
   });
 
   test('a process that ignores SIGTERM is killed when the grace period runs out', async () => {
-    const { driver } = harness([21560, 21579]);
+    const { driver } = harness();
     const handle = await driver.start(serviceTask(fixtureSpec({ env: { IGNORE_SIGTERM: '1' }, graceMs: 60_000 })));
     await waitForState(handle, 'ready');
     const pid = pidOf(handle);
@@ -171,7 +170,7 @@ describe('process driver', () => {
   });
 
   test('readiness by TCP connect, and without a probe once the process stays up', async () => {
-    const { driver } = harness([21580, 21599]);
+    const { driver } = harness();
     const byTcp = await driver.start(serviceTask(fixtureSpec({ readiness: { tcp: true } })));
     const noProbe = await driver.start(serviceTask({ command: [process.execPath, FIXTURE] }));
     await waitForState(byTcp, 'ready');
@@ -182,7 +181,7 @@ describe('process driver', () => {
   });
 
   test('an HTTP probe that never answers 2xx keeps the task starting, and says why', async () => {
-    const { driver } = harness([21600, 21619]);
+    const { driver } = harness();
     const handle = await driver.start(serviceTask(fixtureSpec({ readiness: { http: '/missing' } })));
     // The fixture is up and a probe has been answered 404: still not ready.
     await waitFor('a probe answered 404', () => handle.status().detail?.includes('answered 404'));
@@ -193,7 +192,7 @@ describe('process driver', () => {
   });
 
   test('an exit nobody asked for is failed with the exit code; the env is the spec env plus ports, minus agent settings', async () => {
-    const { driver, stateDir } = harness([21620, 21639]);
+    const { driver, stateDir } = harness();
     const previousToken = process.env.SCALEGATE_AGENT_TOKEN;
     process.env.SCALEGATE_AGENT_TOKEN = 'agent-secret-token';
     const script = [
@@ -228,12 +227,12 @@ describe('process driver', () => {
   });
 
   test('a command that cannot be run is refused with spawn-failed', async () => {
-    const { driver } = harness([21640, 21659]);
+    const { driver } = harness();
     await expect(driver.start(serviceTask({ command: ['/nonexistent/scalegate-no-such-binary'] }))).rejects.toMatchObject({ code: 'spawn-failed' });
   });
 
   test('drain reaches grandchildren through the process group', async () => {
-    const { driver, stateDir } = harness([21660, 21679]);
+    const { driver, stateDir } = harness();
     // sh starts a long sleep in the background and waits for it: the sleep is the grandchild.
     const task = serviceTask({ command: ['sh', '-c', 'sleep 600 & echo $! > grandchild.pid; wait'] });
     const handle = await driver.start(task);
@@ -249,7 +248,7 @@ describe('process driver', () => {
   });
 
   test('a restart finding its recorded port taken moves to a new pair and logs both pairs', async () => {
-    const first = harness([21800, 21819]);
+    const first = harness();
     const before = await first.driver.start(serviceTask(fixtureSpec(), { workload: 'api', index: 1, taskId: 'api-1-g1' }));
     await waitForState(before, 'ready');
     const recorded = before.status().ports!;
@@ -258,7 +257,7 @@ describe('process driver', () => {
     const squatter = net.createServer();
     await new Promise<void>((resolve) => squatter.listen(recorded.public, '127.0.0.1', resolve));
     try {
-      const second = harness([21800, 21819], first.stateDir);
+      const second = harness(first.range, first.stateDir);
       const after = await second.driver.start(serviceTask(fixtureSpec(), { workload: 'api', index: 1, taskId: 'api-1-g2', generation: 2 }));
       const moved = after.status().ports!;
       expect(moved.public).not.toBe(recorded.public);
@@ -274,7 +273,7 @@ describe('process driver', () => {
   });
 
   test('a restart of the same workload/index (new agent, same state folder) gets the same ports', async () => {
-    const first = harness([21700, 21799]);
+    const first = harness();
     const firstTask = serviceTask(fixtureSpec(), { workload: 'api', index: 0, taskId: 'api-0-g1' });
     const before = await first.driver.start(firstTask);
     await waitForState(before, 'ready');
@@ -286,7 +285,7 @@ describe('process driver', () => {
     expect(isRunning(beforePid)).toBe(false);
     expect(await first.ports.recorded('api/0')).toEqual(pair);
 
-    const second = harness([21700, 21799], first.stateDir);
+    const second = harness(first.range, first.stateDir);
     const after = await second.driver.start(serviceTask(fixtureSpec(), { workload: 'api', index: 0, taskId: 'api-0-g2', generation: 2 }));
     expect(after.status().ports).toEqual(pair);
     expect(after.incarnation).not.toBe(before.incarnation);

@@ -1,0 +1,31 @@
+// The real ports: the PostgreSQL stores on one pool and the HTTP agent client. The worker builds
+// its activities from these; tests and benches that want the real thing do too.
+import type { Pool } from 'pg';
+import { createLedgerStore } from '../store/ledger';
+import { createPlanStore } from '../store/plans';
+import { createRegistryStore } from '../store/registry';
+import { createRuntimeStore } from '../store/runtimes';
+import { createSinkAuditStore } from '../store/sink-audit';
+import { createAgentClient } from './agent-client';
+import { createActivities } from './index';
+import type { ActivityDeps } from './ports';
+
+export function createActivityDeps(options: { db: Pool; agentToken: string; now?: () => number }): ActivityDeps {
+  const { db } = options;
+  return {
+    stores: {
+      runtimes: createRuntimeStore(db),
+      registry: createRegistryStore(db),
+      ledger: createLedgerStore(db),
+      plans: createPlanStore(db),
+      sinkAudit: createSinkAuditStore(db),
+    },
+    agents: createAgentClient(options.agentToken),
+    now: options.now ?? Date.now,
+  };
+}
+
+/** The activities over the real stores and agent client. */
+export function createPostgresActivities(options: { db: Pool; agentToken: string; now?: () => number }) {
+  return createActivities(createActivityDeps(options));
+}

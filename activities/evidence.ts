@@ -1,0 +1,107 @@
+// Evidence activities: what the gates judge from, snapshots before and after a change (with the
+// consumer sink audit), and the proof after a scale-in that the removed own nothing.
+import { ApplicationFailure } from '@temporalio/activity';
+import type { EvidenceSnapshot } from '../domain/evidence';
+import type { EligibleRuntime, RuntimeProbe } from '../domain/gates';
+import { eligibleRuntimes } from '../domain/placement';
+import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
+
+export function evidenceActivities(deps: ActivityDeps) {
+  const { runtimes, registry, sinkAudit } = deps.stores;
+  const { agents, now } = deps;
+  const { endpointOf, requireWorkload } = lookups(deps);
+
+  return {
+    /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
+    async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[] }> {
+      const workload = await requireWorkload(input.workload);
+      const [all, placements] = await Promise.all([runtimes.list(), registry.listPlacements()]);
+      const used: Record<string, number> = {};
+      const hosts = new Set<string>();
+      for (const p of placements) for (const a of p.assignments) {
+        used[a.runtimeId] = (used[a.runtimeId] ?? 0) + 1;
+        if (p.workload === workload.name) hosts.add(a.runtimeId);
+      }
+      const eligible = eligibleRuntimes(all, workload, now()).map((r) => ({
+        id: r.id, freeSlots: Math.max(0, r.slots - (used[r.id] ?? 0)), alreadyHostsWorkload: hosts.has(r.id),
+      }));
+      const probes: RuntimeProbe[] = [];
+      for (const runtimeId of input.recipientRuntimeIds) {
+        heartbeat({ probing: runtimeId });
+        try {
+          const answer = await agents.probe(await endpointOf(runtimeId), workload.kind, workload.spec);
+          probes.push({ runtimeId, ...answer });
+        } catch (error) {
+          const failed = { ok: false, detail: `probe failed: ${(error as Error).message}` };
+          probes.push({ runtimeId, source: failed, destination: failed });
+        }
+      }
+      return { eligible, probes };
+    },
+
+    /** A snapshot of every task of the workload (from its agents) and, for consumers, the sink audit. */
+    async captureEvidence(input: { workload: string }): Promise<EvidenceSnapshot> {
+      const workload = await requireWorkload(input.workload);
+      const placement = await registry.getPlacement(input.workload);
+      const tasks: EvidenceSnapshot['tasks'] = [];
+      let rate = 0;
+      const p50s: number[] = [];
+      const p95s: number[] = [];
+      for (const a of placement?.assignments ?? []) {
+        const status = await agents.taskStatus(await endpointOf(a.runtimeId), a.taskId).catch(() => null);
+        tasks.push({
+          taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
+          processed: status?.counts.processed ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
+          ownedPartitions: status?.partitions?.length ?? 0, inFlight: status?.counts.inFlight ?? 0, ratePerSec: status?.counts.ratePerSec ?? 0,
+        });
+        rate += status?.counts.ratePerSec ?? 0;
+        if (status?.latencyMs) {
+          p50s.push(status.latencyMs.p50);
+          p95s.push(status.latencyMs.p95);
+        }
+      }
+      const snapshot: EvidenceSnapshot = {
+        atMs: now(), tasks, ready: tasks.filter((t) => t.state === 'ready').length,
+        processed: tasks.reduce((n, t) => n + t.processed, 0), ratePerSec: rate,
+        latencyP50Ms: p50s.length ? Math.max(...p50s) : null, latencyP95Ms: p95s.length ? Math.max(...p95s) : null,
+        backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
+      };
+      if (workload.kind === 'consumer') {
+        const audit = await sinkAudit.exactlyOnce({ source: workload.spec.source, sink: workload.spec.sink });
+        snapshot.sink = {
+          sourceCount: audit.sourceCount, sinkCount: audit.sinkCount, missing: audit.missing,
+          duplicates: audit.duplicates, extra: audit.extra, orderViolations: audit.orderViolations,
+        };
+      }
+      return snapshot;
+    },
+
+    /**
+     * Proof after a scale-in that the removed replicas own nothing: no assignment of the workload on
+     * their runtimes (store), none of their tasks on their agents, and (consumers) no partition whose
+     * owner is one of them. Fails non-retryably, naming what is still owned.
+     */
+    async confirmRemoved(input: { workload: string; removed: TaskRef[] }) {
+      const workload = await requireWorkload(input.workload);
+      const placement = await registry.getPlacement(input.workload);
+      const removedRuntimes = new Set(input.removed.map((t) => t.runtimeId));
+      const removedTasks = new Set(input.removed.map((t) => t.taskId));
+      const problems: string[] = [];
+      for (const a of placement?.assignments ?? []) {
+        if (removedRuntimes.has(a.runtimeId) || removedTasks.has(a.taskId)) problems.push(`placement still assigns ${a.taskId} to ${a.runtimeId}`);
+      }
+      for (const runtimeId of removedRuntimes) {
+        const runtime = await runtimes.get(runtimeId);
+        if (!runtime || runtime.status === 'LOST') continue;
+        const tasks = await agents.listTasks(runtime.endpoint);
+        for (const t of tasks) if (t.workload === input.workload && t.state !== 'stopped') problems.push(`${runtimeId} still runs ${t.taskId} (${t.state})`);
+      }
+      const owned = workload.kind === 'consumer' ? await sinkAudit.partitionsOwnedBy(input.workload, [...removedTasks]) : [];
+      for (const o of owned) problems.push(`partition ${o.partition} still owned by ${o.ownerTask}`);
+      if (problems.length) {
+        throw ApplicationFailure.create({ type: 'still-owned', message: `removed replicas still own work: ${problems.join('; ')}`, nonRetryable: true });
+      }
+      return { runtimes: [...removedRuntimes], tasks: [...removedTasks], assignmentsLeft: 0, ownedPartitions: owned.length };
+    },
+  };
+}

@@ -1,0 +1,38 @@
+// The one planning path: read a fleet snapshot from the stores, let domain/plan compute the plan,
+// store it (apply checks its basis later). The API's plan route, the scale workflows (through the
+// preparePlan activity) and the reconcile pass all plan through here.
+import { buildPlan, type DecidedTarget, type FleetSnapshot, type Plan } from '../domain/plan';
+import type { ReplicaCount, Workload } from '../protocol';
+import type { PlanStore, StoredPlan } from '../store/plans';
+import type { RegistryStore } from '../store/registry';
+import type { RuntimeStore } from '../store/runtimes';
+
+export interface PlannerStores {
+  runtimes: Pick<RuntimeStore, 'list'>;
+  registry: Pick<RegistryStore, 'listPlacements' | 'listWorkloads'>;
+  plans: Pick<PlanStore, 'save'>;
+}
+
+export function createPlanner(stores: PlannerStores, now: () => number = Date.now) {
+  async function snapshot(): Promise<FleetSnapshot> {
+    const [runtimes, placements, workloads] = await Promise.all([stores.runtimes.list(), stores.registry.listPlacements(), stores.registry.listWorkloads()]);
+    return { runtimes, placements, workloads };
+  }
+
+  return {
+    snapshot,
+
+    /**
+     * Plans a replica change of one workload on the current basis and stores it. `decided` takes a
+     * target chosen elsewhere (scale-in) instead of placing; it throws DecisionStaleError when the
+     * placement moved since that decision.
+     */
+    async plan(workload: Workload, replicas: ReplicaCount, options: { newGeneration?: boolean; decided?: DecidedTarget } = {}): Promise<StoredPlan> {
+      return stores.plans.save(buildPlan({ workload, replicas, ...(await snapshot()), nowMs: now(), ...options }));
+    },
+
+    /** Stores plans computed on a snapshot this planner read (the reconcile pass decides many at once). */
+    save: (plan: Plan): Promise<StoredPlan> => stores.plans.save(plan),
+  };
+}
+export type Planner = ReturnType<typeof createPlanner>;

@@ -1,0 +1,66 @@
+// What every activity module is built over: injected ports (stores, the agent client, a clock), so
+// a test can hand in fakes without HTTP or a database, and the few helpers they share.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Workload } from '../protocol';
+import type { LedgerStore } from '../store/ledger';
+import type { PlanStore } from '../store/plans';
+import type { RegistryStore } from '../store/registry';
+import type { RuntimeStore } from '../store/runtimes';
+import type { SinkAuditStore } from '../store/sink-audit';
+import type { AgentClient } from './agent-client';
+
+export interface ActivityStores {
+  runtimes: RuntimeStore;
+  registry: RegistryStore;
+  ledger: LedgerStore;
+  plans: PlanStore;
+  /** the consumer audits (exactly-once, partition ownership) */
+  sinkAudit: SinkAuditStore;
+}
+
+export interface ActivityDeps {
+  stores: ActivityStores;
+  agents: AgentClient;
+  now: () => number;
+}
+
+export interface TaskRef {
+  runtimeId: string;
+  taskId: string;
+}
+
+/** Heartbeats when running inside an activity; a no-op when called directly (unit use). */
+export function heartbeat(details?: unknown): void {
+  try {
+    Context.current().heartbeat(details);
+  } catch {
+    // not in an activity context
+  }
+}
+
+/** workflow id / run id / activity id of the running activity: a retried write is one row. */
+export function idempotencyKey(): string | null {
+  try {
+    const info = Context.current().info;
+    if (!info.workflowExecution) return null;
+    return `${info.workflowExecution.workflowId}/${info.workflowExecution.runId}/${info.activityId}`;
+  } catch {
+    return null;
+  }
+}
+
+/** Look-ups that fail non-retryably when what a workflow names does not exist. */
+export function lookups(deps: ActivityDeps) {
+  return {
+    async endpointOf(runtimeId: string): Promise<string> {
+      const runtime = await deps.stores.runtimes.get(runtimeId);
+      if (!runtime) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${runtimeId} is not registered`, nonRetryable: true });
+      return runtime.endpoint;
+    },
+    async requireWorkload(name: string): Promise<Workload> {
+      const workload = await deps.stores.registry.getWorkload(name);
+      if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `no workload ${name}`, nonRetryable: true });
+      return workload;
+    },
+  };
+}

@@ -1,0 +1,42 @@
+// The reconcile pass: skips itself with one cheap read when nothing it decides from moved;
+// otherwise reads one fleet snapshot, lets domain/reconcile decide, and stores the plans.
+import { decideReconcile } from '../domain/reconcile';
+import { createPlanner } from './planning';
+import type { ActivityDeps } from './ports';
+
+export interface ReconcilePassResult {
+  skipped: boolean;
+  inputsKey: string;
+  /** plans (stored, with ids) for workloads whose placement the pass decided to change */
+  planIds: { workload: string; planId: string }[];
+}
+
+export function reconcileActivities(deps: ActivityDeps) {
+  const { registry } = deps.stores;
+  const planner = createPlanner(deps.stores, deps.now);
+
+  return {
+    /**
+     * One reconcile pass. Skips itself (one cheap read) when nothing it decides from moved: the
+     * registry revision, the placement sequence and the set of fresh runtimes. Otherwise it plans
+     * pending workloads, `all` workloads whose eligible set grew, and unplaced shortfalls.
+     */
+    async reconcilePass(): Promise<ReconcilePassResult> {
+      const inputsKey = await registry.reconcileInputsKey();
+      const marker = await registry.reconcileMarker();
+      if (marker.inputsKey === inputsKey) {
+        await registry.recordReconcile(inputsKey, true);
+        return { skipped: true, inputsKey, planIds: [] };
+      }
+      const [fleet, unplaced] = await Promise.all([planner.snapshot(), registry.listUnplaced()]);
+      const planIds: ReconcilePassResult['planIds'] = [];
+      for (const decision of decideReconcile({ ...fleet, unplaced: unplaced.map((u) => u.workload), nowMs: deps.now() })) {
+        if (decision.action !== 'plan') continue;
+        const stored = await planner.save(decision.plan);
+        planIds.push({ workload: decision.workload, planId: stored.id });
+      }
+      await registry.recordReconcile(inputsKey, false);
+      return { skipped: false, inputsKey, planIds };
+    },
+  };
+}

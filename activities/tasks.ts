@@ -1,0 +1,101 @@
+// Task activities: start, await, drain and stop agent tasks, and list what agents run.
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Assignment, PortPair, TaskStatus, WorkloadKind } from '../protocol';
+import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function taskActivities(deps: ActivityDeps) {
+  const { runtimes, registry } = deps.stores;
+  const { agents, now } = deps;
+  const { endpointOf } = lookups(deps);
+
+  return {
+    /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
+    async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[] }) {
+      const statuses: TaskStatus[] = [];
+      for (const assignment of input.assignments) {
+        heartbeat({ started: statuses.length });
+        const status = await agents.startTask(await endpointOf(assignment.runtimeId), assignment.taskId, {
+          workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
+          placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
+        });
+        statuses.push(status);
+      }
+      const portsByTask: Record<string, PortPair> = {};
+      for (const s of statuses) if (s.ports) portsByTask[s.taskId] = s.ports;
+      if (Object.keys(portsByTask).length) await registry.recordPorts(input.workload, input.placementFence, portsByTask);
+      return statuses;
+    },
+
+    /** Waits until every task reports ready; fails non-retryably on a failed task or at the deadline. */
+    async awaitTasksReady(input: { tasks: TaskRef[]; timeoutMs: number }): Promise<TaskStatus[]> {
+      const deadline = now() + input.timeoutMs;
+      for (;;) {
+        const statuses = await Promise.all(
+          input.tasks.map(async (t) => (await agents.taskStatus(await endpointOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
+        );
+        const failed = statuses.find((s) => s?.state === 'failed');
+        if (failed) {
+          throw ApplicationFailure.create({ type: 'task-failed', message: `task ${failed.taskId} failed: ${failed.detail ?? 'no detail'}`, nonRetryable: true });
+        }
+        const ready = statuses.filter((s) => s?.state === 'ready').length;
+        heartbeat({ ready, of: input.tasks.length });
+        if (ready === input.tasks.length) return statuses as TaskStatus[];
+        if (now() > deadline) {
+          const waiting = input.tasks.filter((_, i) => statuses[i]?.state !== 'ready').map((t) => `${t.taskId}@${t.runtimeId}`);
+          throw ApplicationFailure.create({
+            type: 'converge-deadline',
+            message: `not ready within ${input.timeoutMs} ms: ${waiting.join(', ')}`,
+            nonRetryable: true,
+          });
+        }
+        await sleep(250);
+      }
+    },
+
+    /**
+     * Drains and stops tasks; answers the drain receipts. Drains can be long: the activity
+     * heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is revoked).
+     */
+    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number }) {
+      const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
+      for (const t of input.tasks) {
+        const runtime = await runtimes.get(t.runtimeId);
+        if (!runtime) continue;
+        const beating = setInterval(() => heartbeat({ draining: t.taskId, stopped: receipts.length }), 2000);
+        heartbeat({ draining: t.taskId, stopped: receipts.length });
+        try {
+          const answer = await agents.stopTask(runtime.endpoint, t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs });
+          receipts.push({ ...t, ...answer });
+        } catch (error) {
+          if (runtime.status !== 'LOST') throw error;
+          receipts.push({ ...t, state: 'unreachable' });
+        } finally {
+          clearInterval(beating);
+        }
+      }
+      return receipts;
+    },
+
+    /** Stop-the-world: every task of the workload on every reachable runtime, placed or not. */
+    async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
+      const stopped: TaskRef[] = [];
+      for (const runtime of await runtimes.list()) {
+        heartbeat({ runtime: runtime.id });
+        let tasks: TaskStatus[];
+        try {
+          tasks = await agents.listTasks(runtime.endpoint);
+        } catch (error) {
+          if (runtime.status === 'LOST') continue;
+          throw error;
+        }
+        for (const task of tasks.filter((t) => t.workload === input.workload)) {
+          await agents.stopTask(runtime.endpoint, task.taskId, { graceMs: input.graceMs });
+          stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+        }
+      }
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,72 @@
+// The agent's state folder holds what only this node knows (recorded task starts, port pairs, the
+// newest placement fence per workload, later its credential): private to the agent's user. The
+// folder is mode 700 and every record in it is written atomically (temp file, fsync, rename) with
+// mode 600, so a crash leaves either the old record or the new one and nobody else can read either.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export const PRIVATE_DIR_MODE = 0o700;
+export const PRIVATE_FILE_MODE = 0o600;
+
+/** Creates the folder (and missing parents) mode 700, and tightens it to 700 if it existed. */
+export function ensurePrivateDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  fs.chmodSync(dir, PRIVATE_DIR_MODE);
+}
+
+/** Writes `text` to `file` atomically, mode 600, creating its folder mode 700 when missing. */
+export function writePrivateFileSync(file: string, text: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+  const staging = `${file}.${process.pid}.${randomUUID()}.tmp`;
+  try {
+    const fd = fs.openSync(staging, 'w', PRIVATE_FILE_MODE);
+    try {
+      fs.writeFileSync(fd, text);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    // The mode given to open is reduced by the umask; set it outright.
+    fs.chmodSync(staging, PRIVATE_FILE_MODE);
+    fs.renameSync(staging, file);
+  } catch (error) {
+    fs.rmSync(staging, { force: true });
+    throw error;
+  }
+}
+
+/** The async twin of writePrivateFileSync. */
+export async function writePrivateFile(file: string, text: string): Promise<void> {
+  await fs.promises.mkdir(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+  const staging = `${file}.${process.pid}.${randomUUID()}.tmp`;
+  try {
+    const handle = await fs.promises.open(staging, 'w', PRIVATE_FILE_MODE);
+    try {
+      await handle.writeFile(text);
+      await handle.sync();
+      await handle.chmod(PRIVATE_FILE_MODE);
+    } finally {
+      await handle.close();
+    }
+    await fs.promises.rename(staging, file);
+  } catch (error) {
+    await fs.promises.rm(staging, { force: true });
+    throw error;
+  }
+}
+
+/**
+ * At agent start: the state folder to 700 and the records already in it to 600 (an older agent
+ * wrote them with the umask's mode). Missing files are skipped.
+ */
+export function tightenStateDir(stateDir: string, files: readonly string[]): void {
+  ensurePrivateDir(stateDir);
+  for (const name of files) {
+    try {
+      fs.chmodSync(path.join(stateDir, name), PRIVATE_FILE_MODE);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+}

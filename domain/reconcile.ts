@@ -1,0 +1,52 @@
+// The reconcile pass's decisions (DESIGN.md §3 placement), pure: for each workload, plan a change
+// or leave it alone, and why. The pass (activities/reconcile.ts) reads the snapshot, stores the
+// plans, and applyPlan carries them out.
+import type { Placement, Workload } from '../protocol';
+import { buildPlan, type FleetSnapshot, type Plan } from './plan';
+
+/**
+ * Why the pass leaves a workload alone:
+ * - `retired`: nothing to place;
+ * - `sticky`: sticky after apply, a placed workload moves only through plan/apply or an explicit recompute;
+ * - `nothing-to-change`: the plan would start, stop and move nothing;
+ * - `all-only-grows`: `all` only grows here; shrinking (a runtime LOST) is recovery's decision, not reconcile's.
+ */
+export type ReconcileSkip = 'retired' | 'sticky' | 'nothing-to-change' | 'all-only-grows';
+
+export type ReconcileDecision =
+  | { workload: string; action: 'plan'; plan: Plan }
+  | { workload: string; action: 'skip'; reason: ReconcileSkip };
+
+/**
+ * One workload: a pending workload is placed, an `all` workload grows onto new matching runtimes,
+ * an unplaced shortfall is retried; everything else already placed stays where it is.
+ */
+export function decideForWorkload(input: FleetSnapshot & {
+  workload: Workload;
+  /** the workload's placement record (undefined: pending) */
+  placement: Placement | undefined;
+  /** whether the workload has an unplaced entry */
+  unplaced: boolean;
+  nowMs: number;
+}): ReconcileDecision {
+  const { workload, placement } = input;
+  const skip = (reason: ReconcileSkip): ReconcileDecision => ({ workload: workload.name, action: 'skip', reason });
+  if (workload.retired) return skip('retired');
+  if (placement && workload.replicas !== 'all' && !input.unplaced) return skip('sticky');
+  const plan = buildPlan({
+    workload, replicas: workload.replicas, runtimes: input.runtimes, placements: input.placements, workloads: input.workloads, nowMs: input.nowMs,
+  });
+  if (!placement) return { workload: workload.name, action: 'plan', plan };
+  const takesAway = plan.stops.length + plan.moves.length > 0; // stops or moves a running task
+  if (!takesAway && plan.starts.length === 0) return skip('nothing-to-change');
+  if (takesAway && workload.replicas === 'all') return skip('all-only-grows');
+  return { workload: workload.name, action: 'plan', plan };
+}
+
+/** Every workload of the snapshot, in its order. */
+export function decideReconcile(input: FleetSnapshot & { unplaced: readonly string[]; nowMs: number }): ReconcileDecision[] {
+  const placementOf: Record<string, Placement> = Object.fromEntries(input.placements.map((p) => [p.workload, p]));
+  const unplaced = new Set(input.unplaced);
+  return input.workloads.map((workload) =>
+    decideForWorkload({ ...input, workload, placement: placementOf[workload.name], unplaced: unplaced.has(workload.name) }));
+}

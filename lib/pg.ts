@@ -1,0 +1,44 @@
+// PostgreSQL plumbing every process that holds a database URL shares (the control plane's store/
+// and the agents' consumer driver): bounded pools and one transaction helper. No project imports.
+import { Pool, type PoolClient } from 'pg';
+
+export interface PoolOptions {
+  max?: number;
+  /** how long a query may wait for a connection: a frozen or absent server fails fast */
+  connectTimeoutMs?: number;
+  /** client-side bound on one query's round trip (a frozen server never answers); none when unset */
+  queryTimeoutMs?: number;
+}
+
+export function createPool(connectionString: string, options: PoolOptions = {}): Pool {
+  const pool = new Pool({
+    connectionString,
+    max: options.max ?? 10,
+    idleTimeoutMillis: 10_000,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+    ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs, statement_timeout: options.queryTimeoutMs } : {}),
+  });
+  // An idle client losing its server (e.g. PostgreSQL restarting) must not crash the process.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Runs `work` in one transaction on a dedicated connection; rolls back on any error and rethrows it. */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('begin');
+    const result = await work(client);
+    await client.query('commit');
+    return result;
+  } catch (error) {
+    // A connection that cannot even roll back is discarded rather than returned to the pool.
+    await client.query('rollback').catch((rollbackError: Error) => {
+      broken = rollbackError;
+    });
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}

@@ -1,0 +1,43 @@
+// `npm run record:histories`: records the workflow histories that test/workflow/replay.test.ts
+// replays (test/workflow/histories/<name>.json, overwritten) on a throwaway Temporal dev server,
+// which it stops again. The scenarios live in test/workflow/record-histories.ts. Re-record only for
+// a deliberate, versioned workflow change (docs/workflows.md, "Replay histories").
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { HISTORIES_DIR, recordHistories } from '../test/workflow/record-histories';
+import { freePort } from '../embedded/processes';
+import { startTemporalDevServer, type RunningTemporal } from '../embedded/temporal-server';
+
+const say = (line: string) => console.error(`[record-histories] ${line}`);
+
+async function main(): Promise<void> {
+  // Workers log at INFO, and the scenarios' deliberate failures at WARN: keep the output to errors.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-histories-'));
+  let temporal: RunningTemporal | null = null;
+  const cleanUp = async () => {
+    await temporal?.stop();
+    temporal = null;
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  }
+  try {
+    temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(tmpDir, 'temporal.log'), log: say });
+    const written = await recordHistories({ address: temporal.address, outDir: HISTORIES_DIR, log: say });
+    say(`wrote ${written.length} histories to ${path.relative(process.cwd(), HISTORIES_DIR)}`);
+  } finally {
+    await cleanUp();
+  }
+}
+
+main().then(
+  () => process.exit(0), // the Temporal runtime keeps no reason to linger, but do not depend on it
+  (error: unknown) => {
+    say(`failed: ${(error as Error).stack ?? error}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,290 @@
+// The agent's task host and process driver under bad input and restarts (issue 9, DESIGN.md §3
+// "Static stability", "Credentials", §5): a task that cannot work is failed or refused with the
+// reason and never takes the agent down, a restarted host survives whatever its state folder
+// holds, a task sees only its own environment, starts and stops under an older placement fence
+// are refused (also after a restart), and the state folder is private.
+//
+// Real TaskHosts over real process drivers, real child processes, real loopback ports from a
+// block this file reserves (test/support/ports.ts). Waits are bounded polls on conditions.
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import type { TaskStart } from '../../agent/drivers/driver';
+import { BASE_ENVIRONMENT, createProcessDriver, taskFolder, taskLogPath } from '../../agent/drivers/process';
+import { FENCE_RECORDS_FILE, TASK_RECORDS_FILE, TaskHost } from '../../agent/host';
+import { PORT_RECORDS_FILE, PortAllocator } from '../../agent/ports';
+import { buildAgentServer } from '../../agent/server';
+import { tightenStateDir } from '../../agent/state-files';
+import { reservePortRange, type PortRange } from '../support/ports';
+import { waitFor } from '../support/wait-for';
+
+const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
+const PRINT_ENV = path.resolve(__dirname, '../fixtures/print-env.js');
+const AGENT_TOKEN = 'hardening-agent-token-0123456789abcdef';
+const SLICE_SIZE = 16;
+
+let block: PortRange;
+let slicesTaken = 0;
+const roots: string[] = [];
+const hosts: TaskHost[] = [];
+
+beforeAll(async () => {
+  block = await reservePortRange();
+});
+afterAll(async () => {
+  // Whatever a failed test left running goes; then the folders and the port block.
+  await Promise.all(hosts.map((host) => host.close()));
+  for (const root of roots) fs.rmSync(root, { recursive: true, force: true });
+  block?.release();
+});
+
+interface Agent {
+  stateDir: string;
+  range: PortRange;
+  host: TaskHost;
+  events: Array<{ event: string; fields?: Record<string, unknown> }>;
+}
+
+/** A state folder path that does not exist yet: the agent creates it. */
+function newStateDir(): string {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-hardening-'));
+  roots.push(root);
+  return path.join(root, 'agent');
+}
+
+/** A task host as agent/main.ts builds it; a restart passes the folder and range of the first. */
+function agent(stateDir = newStateDir(), range: PortRange = block.slice(SLICE_SIZE * slicesTaken++, SLICE_SIZE)): Agent {
+  const events: Agent['events'] = [];
+  const log = (event: string, fields?: Record<string, unknown>) => events.push({ event, fields });
+  const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 30_000 });
+  const host = new TaskHost({ service: createProcessDriver({ runtimeId: 'rt-hardening', stateDir, log }, ports) }, { stateDir, log });
+  hosts.push(host);
+  return { stateDir, range, host, events };
+}
+
+let taskCounter = 0;
+function serviceStart(spec: unknown, overrides: Partial<TaskStart> = {}): TaskStart {
+  taskCounter++;
+  return { taskId: `web-${taskCounter}-g1`, workload: 'web', kind: 'service', index: taskCounter, generation: 1, placementFence: 1, spec, ...overrides };
+}
+
+const httpServerSpec = (extra: Record<string, unknown> = {}) => ({ command: [process.execPath, HTTP_SERVER], readiness: { http: '/healthz' }, ...extra });
+
+const waitForState = (host: TaskHost, taskId: string, state: string) =>
+  waitFor(`task ${taskId} to be ${state}`, () => host.get(taskId)?.state === state && host.get(taskId));
+
+const modeOf = (file: string) => fs.statSync(file).mode & 0o777;
+
+function httpStatus(port: number, pathname: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: pathname, agent: false }, (response) => {
+        response.resume();
+        resolve(response.statusCode ?? 0);
+      })
+      .on('error', reject);
+  });
+}
+
+/** Sets environment variables of this (the agent's) process for the duration of `work`. */
+async function withAgentEnvironment<T>(planted: Record<string, string>, work: () => Promise<T>): Promise<T> {
+  const saved = Object.fromEntries(Object.keys(planted).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, planted);
+  try {
+    return await work();
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
+
+describe('a task that cannot work never takes the agent down', () => {
+  test('a start whose readiness path has a space is refused with the reason; the host keeps serving its other tasks', async () => {
+    const { host } = agent();
+    const healthy = serviceStart(httpServerSpec());
+    await host.ensure(healthy);
+    await waitForState(host, healthy.taskId, 'ready');
+
+    const broken = serviceStart(httpServerSpec({ readiness: { http: '/health z' } }));
+    await expect(host.ensure(broken)).rejects.toMatchObject({ code: 'invalid-spec', message: expect.stringContaining('readiness') });
+
+    expect(host.get(healthy.taskId)?.state).toBe('ready');
+    expect(await httpStatus(host.get(healthy.taskId)!.ports!.public, '/healthz')).toBe(200);
+    const another = serviceStart(httpServerSpec());
+    expect(await host.ensure(another)).toMatchObject({ created: true });
+    await waitForState(host, another.taskId, 'ready');
+  });
+
+  test('a restarted host whose records hold tasks it cannot start does not throw: those are failed with the reason, the others run', async () => {
+    const first = agent();
+    const good = serviceStart(httpServerSpec());
+    await first.host.ensure(good);
+    await waitForState(first.host, good.taskId, 'ready');
+    await first.host.close(); // the agent stops; its processes go, its records stay
+
+    // What an older agent (one that took any readiness path) recorded, and entries that are not starts at all.
+    const recordFile = path.join(first.stateDir, TASK_RECORDS_FILE);
+    const recorded = JSON.parse(fs.readFileSync(recordFile, 'utf8')) as unknown[];
+    const badProbe = serviceStart(httpServerSpec({ readiness: { http: '/health z' } }));
+    const badCommand = serviceStart({ command: ['/nonexistent/scalegate-no-such-binary'] });
+    fs.writeFileSync(recordFile, JSON.stringify([...recorded, badProbe, badCommand, null, { taskId: 'half-a-start' }]));
+
+    const second = agent(first.stateDir, first.range);
+    await expect(second.host.restore()).resolves.toBeUndefined();
+    await waitForState(second.host, good.taskId, 'ready');
+    expect(second.host.get(badProbe.taskId)).toMatchObject({ state: 'failed', detail: expect.stringContaining('readiness') });
+    expect(second.host.get(badCommand.taskId)).toMatchObject({ state: 'failed', detail: expect.stringContaining('cannot run') });
+    expect(second.host.list()).toHaveLength(3);
+    expect(second.events.filter((entry) => entry.event === 'task-record-invalid')).toHaveLength(2);
+
+    // The control plane sees the failure and starts the task again with a spec that works.
+    expect(await second.host.ensure({ ...badProbe, spec: httpServerSpec() })).toMatchObject({ created: true });
+    await waitForState(second.host, badProbe.taskId, 'ready');
+  });
+
+  test('state records that are not JSON are set aside and logged; the host starts empty and serves', async () => {
+    const stateDir = newStateDir();
+    fs.mkdirSync(stateDir, { recursive: true });
+    fs.writeFileSync(path.join(stateDir, TASK_RECORDS_FILE), '[{"taskId": "web-0-g1", "work');
+    fs.writeFileSync(path.join(stateDir, FENCE_RECORDS_FILE), 'not json');
+
+    const { host, events } = agent(stateDir);
+    await expect(host.restore()).resolves.toBeUndefined();
+    expect(host.list()).toEqual([]);
+    expect(events.filter((entry) => entry.event === 'state-record-unusable')).toHaveLength(2);
+    expect(fs.readdirSync(stateDir).filter((name) => name.includes('.unusable-'))).toHaveLength(2);
+
+    const task = serviceStart(httpServerSpec());
+    await host.ensure(task);
+    await waitForState(host, task.taskId, 'ready');
+  });
+});
+
+describe('task environment', () => {
+  test('a task sees its spec env, its ports, its identity and PATH/HOME/LANG/TZ: nothing else of the agent environment', async () => {
+    const planted: Record<string, string> = {
+      DATABASE_URL: 'postgres://scalegate:secret@127.0.0.1:5432/scalegate',
+      SCALEGATE_AGENT_TOKEN: 'agent-token-that-no-task-may-see',
+      SCALEGATE_API_URL: 'http://127.0.0.1:8080',
+      SCALEGATE_OPERATOR_TOKEN: 'operator-token-that-no-task-may-see',
+      AGENT_ONLY_SETTING: 'agent-only',
+    };
+    // Every base variable present, so each is shown to pass through.
+    if (process.env.LANG === undefined) planted.LANG = 'C.UTF-8';
+    if (process.env.TZ === undefined) planted.TZ = 'UTC';
+
+    await withAgentEnvironment(planted, async () => {
+      const { host, stateDir } = agent();
+      const task = serviceStart({ command: [process.execPath, PRINT_ENV], env: { GREETING: 'hello', FEATURE_FLAG: 'on' } });
+      await host.ensure(task);
+      const env = await waitFor('the task to print its environment', () => {
+        const logFile = taskLogPath(stateDir, task.taskId);
+        const line = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').split('\n').find((l) => l.startsWith('print-env: ')) : undefined;
+        return line ? (JSON.parse(line.slice('print-env: '.length)) as Record<string, string>) : undefined;
+      });
+      const status = host.get(task.taskId)!;
+
+      const base = Object.fromEntries(BASE_ENVIRONMENT.map((name) => [name, process.env[name]!]));
+      expect(env).toEqual({
+        ...base,
+        GREETING: 'hello',
+        FEATURE_FLAG: 'on',
+        PORT: String(status.ports!.public),
+        INTERNAL_PORT: String(status.ports!.internal),
+        SCALEGATE_TASK_ID: task.taskId,
+        SCALEGATE_INCARNATION: status.incarnation,
+      });
+      // Said once more in the words of DESIGN.md §5: no database URL, no agent setting, no token.
+      const leaked = Object.keys(env).filter((name) => name === 'DATABASE_URL' || name === 'AGENT_ONLY_SETTING' || /^SCALEGATE_(?!TASK_ID$|INCARNATION$)/.test(name));
+      expect(leaked).toEqual([]);
+      await host.remove(task.taskId);
+    });
+  });
+});
+
+describe('fenced starts and stops', () => {
+  test('a start or stop under an older placement fence is refused with stale-fence, also by a host recreated from the state folder', async () => {
+    const first = agent();
+    const current = serviceStart(httpServerSpec(), { workload: 'api', index: 0, taskId: 'api-0-g1', placementFence: 5 });
+    await first.host.ensure(current);
+    await waitForState(first.host, current.taskId, 'ready');
+
+    // Another replica of the workload, decided under an older placement: refused, nothing started.
+    const older = serviceStart(httpServerSpec(), { workload: 'api', index: 1, taskId: 'api-1-g1', placementFence: 4 });
+    await expect(first.host.ensure(older)).rejects.toMatchObject({ code: 'stale-fence', status: 409 });
+    expect(first.host.get(older.taskId)).toBeNull();
+    // Fences are per workload: another workload's lower fence is its own business.
+    const otherWorkload = serviceStart(httpServerSpec(), { workload: 'other', index: 0, taskId: 'other-0-g1', placementFence: 1 });
+    expect(await first.host.ensure(otherWorkload)).toMatchObject({ created: true });
+    // An older stop is refused and the task keeps running; the same start retried is fine.
+    await expect(first.host.remove(current.taskId, { placementFence: 4 })).rejects.toMatchObject({ code: 'stale-fence' });
+    expect(first.host.get(current.taskId)?.state).toBe('ready');
+    expect(await first.host.ensure(current)).toMatchObject({ created: false });
+    // A stop under a newer fence raises the newest fence; the workload has no task left here.
+    expect(await first.host.remove(current.taskId, { placementFence: 7 })).toMatchObject({ taskId: current.taskId });
+    await first.host.close();
+
+    // The restarted agent knows fence 7 from its state folder alone (no api task is recorded).
+    const second = agent(first.stateDir, first.range);
+    await second.host.restore();
+    const restart = { ...current, taskId: 'api-0-g2', generation: 2, placementFence: 6 };
+    await expect(second.host.ensure(restart)).rejects.toMatchObject({ code: 'stale-fence' });
+    expect(await second.host.ensure({ ...restart, placementFence: 7 })).toMatchObject({ created: true });
+    await expect(second.host.remove(restart.taskId, { placementFence: 6 })).rejects.toMatchObject({ code: 'stale-fence' });
+    // A stop without a fence (a caller from before fencing) still works.
+    expect(await second.host.remove(restart.taskId)).toMatchObject({ taskId: restart.taskId });
+  });
+
+  test('the agent answers a stale start or stop 409 stale-fence over HTTP', async () => {
+    const { host } = agent();
+    const app = buildAgentServer({ id: 'rt-hardening', token: AGENT_TOKEN, host, fence: () => 1, labels: {} });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    const call = async (method: string, pathname: string, body?: unknown) => {
+      const response = await fetch(`${base}${pathname}`, {
+        method,
+        headers: { authorization: `Bearer ${AGENT_TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+    };
+    const start = (index: number, placementFence: number) => ({ workload: 'edge', kind: 'service', index, generation: 1, placementFence, spec: httpServerSpec() });
+    try {
+      expect(await call('PUT', '/v1/tasks/edge-0-g1', start(0, 3))).toMatchObject({ status: 201 });
+      expect(await call('PUT', '/v1/tasks/edge-1-g1', start(1, 2))).toMatchObject({ status: 409, json: { error: 'stale-fence' } });
+      expect(await call('DELETE', '/v1/tasks/edge-0-g1?placementFence=2')).toMatchObject({ status: 409, json: { error: 'stale-fence' } });
+      expect(await call('DELETE', '/v1/tasks/edge-0-g1?placementFence=3')).toMatchObject({ status: 200, json: { state: 'stopped' } });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('a private state folder', () => {
+  test('the state folder is 700 and every record the agent writes in it 600', async () => {
+    const { host, stateDir } = agent();
+    const task = serviceStart(httpServerSpec(), { placementFence: 2 });
+    await host.ensure(task);
+    await waitForState(host, task.taskId, 'ready');
+
+    expect(modeOf(stateDir)).toBe(0o700);
+    for (const name of [TASK_RECORDS_FILE, PORT_RECORDS_FILE, FENCE_RECORDS_FILE]) {
+      expect([name, modeOf(path.join(stateDir, name))]).toEqual([name, 0o600]);
+    }
+    expect(modeOf(taskFolder(stateDir, task.taskId))).toBe(0o700);
+    expect(modeOf(taskLogPath(stateDir, task.taskId))).toBe(0o600);
+    // No staging file is left behind by the atomic writes.
+    expect(fs.readdirSync(stateDir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+
+    // What an older agent left readable by others is tightened when the agent starts.
+    fs.chmodSync(stateDir, 0o755);
+    fs.chmodSync(path.join(stateDir, TASK_RECORDS_FILE), 0o644);
+    fs.chmodSync(path.join(stateDir, PORT_RECORDS_FILE), 0o644);
+    tightenStateDir(stateDir, [TASK_RECORDS_FILE, PORT_RECORDS_FILE, FENCE_RECORDS_FILE]);
+    expect(modeOf(stateDir)).toBe(0o700);
+    expect(modeOf(path.join(stateDir, TASK_RECORDS_FILE))).toBe(0o600);
+    expect(modeOf(path.join(stateDir, PORT_RECORDS_FILE))).toBe(0o600);
+  });
+});

@@ -1,0 +1,15 @@
+// The process driver's task state machine, as a pure function (the driver with real processes and
+// ports is test/component/process-driver.test.ts).
+import { nextTaskState } from '../../agent/drivers/process';
+
+describe('nextTaskState', () => {
+  test('an exit is a failure unless a drain asked for it', () => {
+    expect(nextTaskState('starting', 'probe-passed')).toBe('ready');
+    expect(nextTaskState('draining', 'probe-passed')).toBe('draining');
+    expect(nextTaskState('ready', 'exited')).toBe('failed');
+    expect(nextTaskState('starting', 'exited')).toBe('failed');
+    expect(nextTaskState('ready', 'drain-requested')).toBe('draining');
+    expect(nextTaskState('draining', 'exited')).toBe('stopped');
+    expect(nextTaskState('failed', 'drain-requested')).toBe('failed');
+  });
+});

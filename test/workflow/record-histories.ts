@@ -1,0 +1,505 @@
+// Records the workflow histories that test/workflow/replay.test.ts replays: each scenario runs the
+// real workflow bundle against typed fake activities (no agents, no database) on a Temporal server,
+// checks that it ended as its name says, and its history is written to histories/<name>.json.
+// Entry point: `npm run record:histories` (scripts/record-histories.ts starts a dev server for it).
+// Re-record only for a deliberate, versioned workflow change (docs/workflows.md, "Replay histories").
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Client, Connection, WorkflowContinuedAsNewError, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
+import type { Activities } from '../../activities';
+import { UNKNOWN_CONTRACT } from '../../protocol';
+import { applyPlan, ping, reconcile, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
+import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
+import { waitFor } from '../support/wait-for';
+import { historyToJSON } from './history-json';
+
+export const HISTORIES_DIR = path.join(__dirname, 'histories');
+
+// Shapes taken from the activities themselves, so a changed signature breaks this file's compile.
+type Plan = Awaited<ReturnType<Activities['loadPlan']>>;
+type Assignment = Plan['target'][number];
+type TaskStatus = Awaited<ReturnType<Activities['startTasks']>>[number];
+type Workload = NonNullable<Awaited<ReturnType<Activities['loadWorkload']>>>;
+type LedgerEntry = Parameters<Activities['appendLedger']>[0];
+type Evidence = Awaited<ReturnType<Activities['captureEvidence']>>;
+type ReconcilePass = Awaited<ReturnType<Activities['reconcilePass']>>;
+
+/** Faults a scenario injects into the fakes. */
+interface Faults {
+  /** commitPlacement refuses: the plan's basis moved */
+  stalePlan?: boolean;
+  /** the first awaitTasksReady misses its deadline (after the commit) */
+  convergeDeadlineOnce?: boolean;
+  /** the first stopTasks (a scale-in drain) misses its deadline */
+  drainDeadlineOnce?: boolean;
+  /** the recipients' probes fail, so the scale-out connectivity gate refuses */
+  probesFail?: boolean;
+  /** evidence captured after the change shows task errors (a regression) */
+  errorsAfterChange?: boolean;
+  /** what successive reconcile passes answer; an Error is thrown as a failed pass */
+  passes?: (ReconcilePass | Error)[];
+}
+
+const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
+  runtimeId: `rt-${index}`, index, taskId: `${workload}-${index}-g${generation}`, ...(partitions ? { partitions } : {}),
+});
+
+const serviceWorkload = (name: string): Workload => ({
+  name, kind: 'service', replicas: 3, selector: {}, contract: UNKNOWN_CONTRACT, revision: 7, retired: false,
+  spec: { command: ['node', 'server.js'], env: {}, graceMs: 1000 },
+});
+
+/** A consumer with a known contract over 8 partitions, so the scale-out gates can pass. */
+const consumerWorkload = (name: string, replicas: number): Workload => ({
+  name, kind: 'consumer', replicas, selector: {}, revision: 7, retired: false,
+  contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+  spec: { partitions: 8, source: 'in_t', sink: 'out_t', workMs: 1 },
+});
+
+const nonRetryable = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
+
+/**
+ * In-memory fakes of every activity the workflows proxy, over one workload whose placement starts
+ * at `replicas` assignments (replica 1 is idle, so a scale-in picks it first).
+ */
+function fakeActivities(definition: Workload, replicas: number, faults: Faults = {}) {
+  const name = definition.name;
+  const calls: string[] = [];
+  const ledger: LedgerEntry[] = [];
+  const partitionsOf = (i: number, of: number) => (definition.kind === 'consumer' ? [0, 1, 2, 3, 4, 5, 6, 7].filter((p) => p % of === i) : undefined);
+  let current: Assignment[] = Array.from({ length: replicas }, (_, i) => assignment(name, i, 1, partitionsOf(i, replicas)));
+  let fence = 3;
+  let plans = 0;
+  let changed = false;
+  const count = (activity: keyof Activities) => calls.filter((c) => c === activity).length;
+  const call = (activity: keyof Activities) => {
+    calls.push(activity);
+    return count(activity);
+  };
+  const taskStatus = (taskId: string, state: TaskStatus['state']): TaskStatus => ({
+    taskId, workload: name, incarnation: `${taskId}-1`, state, counts: {}, errors: 0, generation: 1,
+  });
+  const plan = (fields: Partial<Plan> & Pick<Plan, 'target' | 'generation' | 'starts' | 'stops'>): Plan => ({
+    id: `plan-${name}-${++plans}`, createdAt: '2030-01-01T00:00:00.000Z', appliedWorkflow: null,
+    workload: name, kind: definition.kind, fromReplicas: current.length, replicas: fields.target.length, moves: [],
+    warnings: [], evidenceRequired: [], unplaced: null, basis: { registryRevision: definition.revision, placementFence: fence },
+    ...fields,
+  });
+
+  const activities: Partial<Activities> = {
+    async storePing() {
+      call('storePing');
+      return { runtimes: 3, ready: 2, workloads: 1 };
+    },
+    async appendLedger(entry) {
+      call('appendLedger');
+      ledger.push(entry);
+      return ledger.length;
+    },
+    async loadWorkload(workload) {
+      call('loadWorkload');
+      return workload === name ? definition : null;
+    },
+    async loadPlacement(workload) {
+      call('loadPlacement');
+      return workload === name ? { workload, fence, generation: 1, assignments: current } : null;
+    },
+    /** A stored plan growing the workload from one replica to three, with one stop: every apply step runs. */
+    async loadPlan(planId) {
+      call('loadPlan');
+      const target = [0, 1, 2].map((i) => assignment(name, i, 1));
+      return { ...plan({ target, generation: 1, starts: target.slice(1), stops: [{ runtimeId: 'rt-9', index: 0, taskId: `${name}-old` }] }), id: planId, fromReplicas: 1 };
+    },
+    async preparePlan(input) {
+      call('preparePlan');
+      const size = typeof input.replicas === 'number' ? input.replicas : current.length;
+      const generation = input.newGeneration ? 2 : 1;
+      const target = Array.from({ length: size }, (_, i) => assignment(name, i, generation, partitionsOf(i, size)));
+      return input.newGeneration
+        ? plan({ target, generation, starts: target, stops: [] })
+        : plan({ target, generation, starts: target.slice(current.length), stops: current.slice(size) });
+    },
+    async commitPlacement(input) {
+      call('commitPlacement');
+      if (faults.stalePlan) throw nonRetryable('stale-plan', `placement of ${input.workload} moved past fence ${input.basis.placementFence}`);
+      fence += 1;
+      current = input.assignments;
+      changed = true;
+      return { workload: input.workload, fence, generation: input.generation, assignments: input.assignments };
+    },
+    async clearPlacement() {
+      call('clearPlacement');
+      current = [];
+    },
+    async startTasks(input) {
+      call('startTasks');
+      return input.assignments.map((a) => taskStatus(a.taskId, 'starting'));
+    },
+    async awaitTasksReady(input) {
+      if (call('awaitTasksReady') === 1 && faults.convergeDeadlineOnce) throw nonRetryable('converge-deadline', `not ready within ${input.timeoutMs} ms`);
+      return input.tasks.map((t) => taskStatus(t.taskId, 'ready'));
+    },
+    async stopTasks(input) {
+      if (call('stopTasks') === 1 && faults.drainDeadlineOnce) throw nonRetryable('drain-deadline', `${input.tasks[0]?.taskId} did not drain in time`);
+      return input.tasks.map((t) => ({ ...t, state: 'stopped', receipt: { committed: {} } }));
+    },
+    async stopAllTasksOfWorkload() {
+      call('stopAllTasksOfWorkload');
+      return current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
+    },
+    async confirmRemoved(input) {
+      call('confirmRemoved');
+      return { runtimes: input.removed.map((t) => t.runtimeId), tasks: input.removed.map((t) => t.taskId), assignmentsLeft: 0, ownedPartitions: 0 };
+    },
+    async gatherGateFacts(input) {
+      call('gatherGateFacts');
+      const probe = faults.probesFail ? { ok: false, detail: 'probe failed: connection refused' } : { ok: true, detail: 'reachable' };
+      return {
+        eligible: ['rt-0', 'rt-1', 'rt-2', 'rt-3'].map((id) => ({ id, freeSlots: 4, alreadyHostsWorkload: current.some((a) => a.runtimeId === id) })),
+        probes: input.recipientRuntimeIds.map((runtimeId) => ({ runtimeId, source: probe, destination: probe })),
+      };
+    },
+    async captureEvidence(): Promise<Evidence> {
+      call('captureEvidence');
+      const errors = changed && faults.errorsAfterChange ? 1 : 0;
+      const tasks: Evidence['tasks'] = current.map((a) => ({
+        taskId: a.taskId, runtimeId: a.runtimeId, incarnation: `${a.taskId}-1`, state: 'ready', processed: 25, errors, backlog: 0,
+        ownedPartitions: a.partitions?.length ?? 0, inFlight: 0, ratePerSec: a.index === 1 ? 0 : 5,
+      }));
+      return {
+        atMs: 0, tasks, ready: tasks.length, processed: 25 * tasks.length, ratePerSec: 5 * tasks.length,
+        latencyP50Ms: 5, latencyP95Ms: 9, backlog: 0, errors: errors * tasks.length,
+      };
+    },
+    async reconcilePass() {
+      const pass = faults.passes?.[call('reconcilePass') - 1] ?? { skipped: true, inputsKey: 'unchanged', planIds: [] };
+      if (pass instanceof Error) throw nonRetryable('store-unavailable', pass.message);
+      return pass;
+    },
+  };
+  return { activities, calls, ledger, count };
+}
+
+type Fakes = ReturnType<typeof fakeActivities>;
+
+interface ScenarioContext {
+  client: Client;
+  taskQueue: string;
+  /** the workload the scenario's fakes serve; also its name */
+  workload: string;
+  fakes: Fakes;
+}
+
+/** A further history a scenario produced (a child), recorded under `name`. */
+interface ExtraHistory {
+  name: string;
+  workflowId: string;
+}
+
+export interface Scenario {
+  /** the history file's name (without .json); also the scenario's workload name, so a DNS label */
+  name: string;
+  fakes(name: string): Fakes;
+  /** Runs the workflow to its end, asserts the outcome, and answers its workflow id and any child histories to keep. */
+  run(ctx: ScenarioContext): Promise<{ workflowId: string; runId?: string; extra?: ExtraHistory[] }>;
+}
+
+const ledgerOutcomes = (fakes: Fakes) => fakes.ledger.map((e) => `${e.kind}:${e.outcome}`);
+
+const inPhase = (handle: WorkflowHandle, phase: string) =>
+  waitFor(`${handle.workflowId} in phase ${phase}`, async () => (await handle.query(statusQuery)).phase === phase);
+
+/** A scale operation's run: start, optionally act on the running workflow, then its final status. */
+async function scale(
+  ctx: ScenarioContext,
+  workflow: (rawInput: unknown) => Promise<ScaleStatus>,
+  input: Record<string, unknown>,
+  during?: (handle: WorkflowHandle) => Promise<void>,
+): Promise<{ workflowId: string; status: ScaleStatus }> {
+  const workflowId = `scale:${ctx.workload}`;
+  const handle = await ctx.client.workflow.start(workflow, { taskQueue: ctx.taskQueue, workflowId, args: [{ workload: ctx.workload, ...input }] });
+  await during?.(handle);
+  return { workflowId, status: await handle.result() };
+}
+
+export const SCENARIOS: Scenario[] = [
+  {
+    name: 'apply-plan',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const result = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}`, convergeTimeoutMs: 5000 }] });
+      assert.equal(result.compensated, false);
+      assert.deepEqual(result.stopped, [`${workload}-old`]);
+      assert.deepEqual(ledgerOutcomes(fakes), ['apply:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'apply-plan-compensated',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1, { convergeDeadlineOnce: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const result = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}`, convergeTimeoutMs: 5000 }] });
+      assert.equal(result.compensated, true);
+      assert.equal(result.generation, 2);
+      assert.deepEqual(ledgerOutcomes(fakes), ['apply:compensated', 'replan:completed']);
+      // the compensation is a child workflow: keep its history too
+      return { workflowId, extra: [{ name: 'stop-the-world-replan-child', workflowId: `replan:${workload}` }] };
+    },
+  },
+  {
+    name: 'apply-plan-stale',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1, { stalePlan: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const error = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}` }] }).then(() => null, (e: unknown) => e);
+      assert.ok(error instanceof WorkflowFailedError && error.cause instanceof ActivityFailure, `expected an activity failure, got ${error}`);
+      assert.equal((error.cause.cause as ApplicationFailure).type, 'stale-plan');
+      assert.deepEqual(fakes.calls, ['loadPlan', 'commitPlacement']); // nothing written, so no compensation
+      return { workflowId };
+    },
+  },
+  {
+    name: 'stop-the-world-replan',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 3),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const result = await client.workflow.execute(stopTheWorldReplan, { taskQueue, workflowId, args: [{ workload, replicas: 3, reason: 'recorded' }] });
+      assert.equal(result.generation, 2);
+      assert.equal(result.stopped.length, 3);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'retire-workload',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 3),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const result = await client.workflow.execute(retireWorkload, { taskQueue, workflowId, args: [{ workload }] });
+      assert.equal(result.stopped.length, 3);
+      assert.deepEqual(ledgerOutcomes(fakes), ['retire:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // Three passes (one starts an applyPlan child, one fails, one is skipped), then continue-as-new:
+    // the recorded history is the first run's.
+    name: 'reconcile',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1, {
+      passes: [
+        { skipped: false, inputsKey: 'k1', planIds: [{ workload: name, planId: `plan-${name}` }] },
+        new Error('the store did not answer'),
+        { skipped: true, inputsKey: 'k1', planIds: [] },
+      ],
+    }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `reconcile:${taskQueue}`;
+      const handle = await client.workflow.start(reconcile, { taskQueue, workflowId, args: [{ intervalMs: 100, passesPerRun: 3 }] });
+      const runId = handle.firstExecutionRunId;
+      const end = await client.workflow.getHandle(workflowId, runId, { followRuns: false }).result().then(() => null, (e: unknown) => e);
+      assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
+      await client.workflow.getHandle(`scale:${workload}`).result(); // the applyPlan the first pass started
+      // the next run keeps going: the recorder terminates it once this worker has stopped
+      assert.equal(fakes.count('reconcilePass') >= 3, true);
+      assert.deepEqual(ledgerOutcomes(fakes), ['apply:completed']);
+      return { workflowId, runId };
+    },
+  },
+  {
+    name: 'scale-out',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 200 });
+      assert.equal(status.outcome, 'completed');
+      assert.equal(status.comparison?.verdict, 'pass');
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'scale-out-refused',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2, { probesFail: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'refused');
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:refused']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'scale-out-manual-approved',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0, approval: 'manual' }, async (handle) => {
+        await inPhase(handle, 'awaiting-approval');
+        await handle.executeUpdate(approveUpdate, { args: [{ by: 'recorder' }] });
+      });
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(status.approval, { mode: 'manual', decision: 'approved', by: 'recorder' });
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'scale-out-manual-rejected',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0, approval: 'manual' }, async (handle) => {
+        await inPhase(handle, 'awaiting-approval');
+        await handle.executeUpdate(rejectUpdate, { args: [{ by: 'recorder' }] });
+      });
+      assert.equal(status.outcome, 'rejected');
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:rejected']);
+      return { workflowId };
+    },
+  },
+  {
+    // An abort while soaking, after the placement write: compensated by the replan child.
+    name: 'scale-out-aborted',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 3_600_000 }, async (handle) => {
+        await inPhase(handle, 'soaking');
+        await handle.signal(abortSignal, { reason: 'stop: recorded abort' });
+      });
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.compensation?.reason, 'stop: recorded abort');
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:compensated', 'replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // New task errors after the change: rolled back to the previous size through the replan child.
+    name: 'scale-out-regression',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2, { errorsAfterChange: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.comparison?.verdict, 'regression');
+      assert.equal(status.compensation?.replicas, 2);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:compensated', 'replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'scale-in',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(status.scaleIn?.victims.map((v) => v.index), [1, 3]); // idle first, then the highest index
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'scale-in-refused',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2, minReplicas: 4 });
+      assert.equal(status.outcome, 'refused');
+      assert.equal(ctx.fakes.count('stopTasks'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:refused']);
+      return { workflowId };
+    },
+  },
+  {
+    // A drain past its deadline: compensated by the replan child at the requested size.
+    name: 'scale-in-compensated',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4, { drainDeadlineOnce: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /drain-deadline/);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:compensated', 'replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    name: 'ping',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `ping:${workload}`;
+      const result = await client.workflow.execute(ping, { taskQueue, workflowId, args: [{ note: 'recorded' }] });
+      assert.deepEqual(result, { runtimes: 3, ready: 2, workloads: 1, note: 'recorded' });
+      assert.deepEqual(fakes.calls, ['storePing']);
+      return { workflowId };
+    },
+  },
+];
+
+export interface RecordOptions {
+  /** a Temporal server's gRPC address; the scenarios use fixed workflow ids, so a fresh server is best */
+  address: string;
+  namespace?: string;
+  /** where the <name>.json files go; existing files of the same names are overwritten, others left alone */
+  outDir?: string;
+  /** the workflow bundle to run; bundled from workflows/index.ts when absent */
+  workflowBundle?: { code: string } | { codePath: string };
+  log?: (line: string) => void;
+}
+
+const IDENTITY = 'scalegate-history-recorder'; // instead of pid@host in every recorded event
+/** A scenario takes a second or two; one whose workflow task keeps failing would otherwise wait forever. */
+const SCENARIO_TIMEOUT_MS = 60_000;
+
+function withTimeout<T>(what: string, work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Runs every scenario and writes its histories; answers the names written, sorted. */
+export async function recordHistories(options: RecordOptions): Promise<string[]> {
+  const log = options.log ?? (() => {});
+  const namespace = options.namespace ?? 'default';
+  const outDir = options.outDir ?? HISTORIES_DIR;
+  const workflowBundle = options.workflowBundle
+    ?? await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') });
+  fs.mkdirSync(outDir, { recursive: true });
+  const connection = await Connection.connect({ address: options.address });
+  const nativeConnection = await NativeConnection.connect({ address: options.address });
+  const client = new Client({ connection, namespace, identity: IDENTITY });
+  const written: string[] = [];
+  const write = async (name: string, workflowId: string, runId?: string) => {
+    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+    assert.ok(history.events?.length, `${name}: empty history`);
+    const file = path.join(outDir, `${name}.json`);
+    fs.writeFileSync(`${file}.tmp`, `${historyToJSON(history)}\n`);
+    fs.renameSync(`${file}.tmp`, file);
+    written.push(name);
+    log(`${name}.json: ${history.events.length} events`);
+  };
+  try {
+    for (const scenario of SCENARIOS) {
+      const taskQueue = `histories-${scenario.name}`;
+      const fakes = scenario.fakes(scenario.name);
+      const worker = await Worker.create({
+        connection: nativeConnection, namespace, taskQueue, activities: fakes.activities, workflowBundle, identity: IDENTITY,
+      });
+      const recorded = await worker
+        .runUntil(withTimeout(`scenario ${scenario.name}`, scenario.run({ client, taskQueue, workload: scenario.name, fakes }), SCENARIO_TIMEOUT_MS))
+        .catch((error: unknown) => {
+          throw new Error(`scenario ${scenario.name} failed: ${(error as Error).message} (activity calls: ${fakes.calls.join(', ')})`, { cause: error });
+        });
+      // Leave nothing running (the reconcile loop's next run): its worker is gone.
+      const latest = client.workflow.getHandle(recorded.workflowId);
+      if ((await latest.describe()).status.name === 'RUNNING') await latest.terminate('history recorded');
+      await write(scenario.name, recorded.workflowId, recorded.runId);
+      for (const extra of recorded.extra ?? []) await write(extra.name, extra.workflowId);
+    }
+  } finally {
+    await nativeConnection.close();
+    await connection.close();
+  }
+  return written.sort();
+}
