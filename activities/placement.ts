@@ -55,7 +55,7 @@ export function placementActivities(deps: ActivityDeps) {
     /**
      * The fenced write: refuses (non-retryable `stale-plan`) when the workload's registry revision
      * or its placement fence moved since the plan was made; otherwise compare-and-set on the fence.
-     * Records or clears the workload's unplaced entry in the same breath.
+     * Safe to retry after it took effect (same plan id). Records or clears the unplaced entry.
      */
     async commitPlacement(input: {
       workload: string;
@@ -64,9 +64,11 @@ export function placementActivities(deps: ActivityDeps) {
       generation: number;
       unplaced: Unplaced | null;
       writer: string;
+      /** the plan being applied: a retried write recognises its own earlier success by it */
+      planId: string;
     }): Promise<Placement> {
       const placement = await registry
-        .commitPlacement(input.workload, input.basis, input.assignments, { generation: input.generation, writer: input.writer })
+        .commitPlacement(input.workload, input.basis, input.assignments, { generation: input.generation, writer: input.writer, planId: input.planId })
         .catch(stalePlan);
       if (input.unplaced) {
         await registry.setUnplaced({ ...input.unplaced, detail: `${input.unplaced.missing} replica(s) have no eligible runtime` });

@@ -20,8 +20,11 @@ export function reconcileActivities(deps: ActivityDeps) {
      * One reconcile pass. Skips itself (one cheap read) when nothing it decides from moved: the
      * registry revision, the placement sequence and the set of fresh runtimes. Otherwise it plans
      * pending workloads, `all` workloads whose eligible set grew, and unplaced shortfalls.
+     * With `deferMarker` a pass that planned leaves the skip marker to recordReconcilePass, which
+     * the loop calls once the applies it decided on have started: a pass that dies in between is
+     * then simply done again, never skipped.
      */
-    async reconcilePass(): Promise<ReconcilePassResult> {
+    async reconcilePass(input: { deferMarker?: boolean } = {}): Promise<ReconcilePassResult> {
       const inputsKey = await registry.reconcileInputsKey();
       const marker = await registry.reconcileMarker();
       if (marker.inputsKey === inputsKey) {
@@ -35,8 +38,13 @@ export function reconcileActivities(deps: ActivityDeps) {
         const stored = await planner.save(decision.plan);
         planIds.push({ workload: decision.workload, planId: stored.id });
       }
-      await registry.recordReconcile(inputsKey, false);
+      if (!input.deferMarker) await registry.recordReconcile(inputsKey, false);
       return { skipped: false, inputsKey, planIds };
+    },
+
+    /** Records a pass whose decided applies have all started, so the next pass may skip. */
+    async recordReconcilePass(input: { inputsKey: string }): Promise<void> {
+      await registry.recordReconcile(input.inputsKey, false);
     },
   };
 }

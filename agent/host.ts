@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { describeIssues, TaskIdSchema, TaskStartBodySchema, type DrainOptions, type WorkloadKind } from '../protocol';
+import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type DrainOptions, type WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 import { writePrivateFileSync } from './state-files';
 
@@ -17,6 +17,10 @@ import { writePrivateFileSync } from './state-files';
 export const TASK_RECORDS_FILE = 'tasks.json';
 /** The newest placement fence seen per workload. */
 export const FENCE_RECORDS_FILE = 'fences.json';
+/** The drain receipts of the last stopped tasks, so a retried stop answers the same receipt. */
+export const RECEIPT_RECORDS_FILE = 'receipts.json';
+/** How many receipts are kept: enough for any retry, bounded so the file cannot grow forever. */
+const RECEIPTS_KEPT = 1000;
 
 export type HostLog = (event: string, fields?: Record<string, unknown>) => void;
 
@@ -34,6 +38,7 @@ interface Hosted {
 export type StartOutcome = { created: boolean; status: TaskStatus };
 
 const RecordedStartSchema = TaskStartBodySchema.extend({ taskId: TaskIdSchema });
+const ReceiptRecordsSchema = z.object({ version: z.literal(1), receipts: z.array(DrainReceiptSchema).max(RECEIPTS_KEPT) });
 const FenceRecordsSchema = z.object({
   version: z.literal(1),
   fences: z.record(z.string(), z.int().min(0)),
@@ -84,6 +89,9 @@ export class TaskHost {
   private readonly fences = new Map<string, number>();
   private readonly recordFile: string | undefined;
   private readonly fenceFile: string | undefined;
+  /** Receipts of drained tasks by task id, oldest first (a Map keeps insertion order). */
+  private readonly receipts = new Map<string, DrainReceipt>();
+  private readonly receiptFile: string | undefined;
   private readonly log: HostLog;
   /** The starts read from the state folder, until restore() starts them. */
   private recorded: TaskStart[] = [];
@@ -95,7 +103,9 @@ export class TaskHost {
     this.log = options.log ?? (() => {});
     this.recordFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, TASK_RECORDS_FILE);
     this.fenceFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, FENCE_RECORDS_FILE);
+    this.receiptFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, RECEIPT_RECORDS_FILE);
     this.loadFences();
+    this.loadReceipts();
     this.recorded = this.loadRecordedStarts();
     // A recorded start was accepted under its fence: the newest fence is at least that.
     for (const start of this.recorded) {
@@ -147,6 +157,25 @@ export class TaskHost {
       return;
     }
     for (const [workload, fence] of Object.entries(parsed.data.fences)) this.fences.set(workload, fence);
+  }
+
+  private loadReceipts(): void {
+    const raw = this.readRecord(this.receiptFile, 'drain receipts');
+    if (raw === undefined) return;
+    const parsed = ReceiptRecordsSchema.safeParse(raw);
+    if (!parsed.success) {
+      this.setAside(this.receiptFile!, 'drain receipts', describeIssues(parsed.error));
+      return;
+    }
+    for (const receipt of parsed.data.receipts) this.receipts.set(receipt.taskId, receipt);
+  }
+
+  /** Keeps a drain's receipt (on disk too): the control plane may ask again after a lost reply. */
+  private rememberReceipt(receipt: DrainReceipt): void {
+    this.receipts.delete(receipt.taskId);
+    this.receipts.set(receipt.taskId, receipt);
+    while (this.receipts.size > RECEIPTS_KEPT) this.receipts.delete(this.receipts.keys().next().value as string);
+    if (this.receiptFile) writePrivateFileSync(this.receiptFile, JSON.stringify({ version: 1, receipts: [...this.receipts.values()] }));
   }
 
   private loadRecordedStarts(): TaskStart[] {
@@ -265,14 +294,18 @@ export class TaskHost {
     });
   }
 
-  /** DELETE semantics: drain and forget; an absent task is already stopped. */
+  /**
+   * DELETE semantics: drain and forget. A task drained earlier answers its remembered receipt (the
+   * retry of a stop whose reply was lost must not lose it); one never hosted answers null.
+   */
   remove(taskId: string, options: DrainOptions = {}): Promise<DrainReceipt | null> {
     const { placementFence, ...drain } = options;
     return this.serialise(taskId, async () => {
       const hosted = this.tasks.get(taskId);
-      if (!hosted) return null;
+      if (!hosted) return this.receipts.get(taskId) ?? null;
       this.admitFence(hosted.start.workload, placementFence, `the stop of ${taskId}`);
       const receipt = await hosted.handle.drain(drain);
+      this.rememberReceipt(receipt);
       this.tasks.delete(taskId);
       this.persist();
       return receipt;

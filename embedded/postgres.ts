@@ -15,6 +15,8 @@ export interface RunningPostgres {
   url: string;
   port: number;
   dataDir: string;
+  /** the postmaster's process id (its backends are its children) */
+  pid: number | null;
   stop(): Promise<void>;
 }
 
@@ -130,6 +132,8 @@ export async function startEmbeddedPostgres(options: {
   port: number;
   password?: string;
   database?: string;
+  /** durability: on unless asked (the tests' throwaway server turns it off for speed) */
+  fsync?: boolean;
   log?: (line: string) => void;
 }): Promise<RunningPostgres> {
   const log = options.log ?? (() => {});
@@ -159,7 +163,7 @@ export async function startEmbeddedPostgres(options: {
   let logTail = '';
   const child = spawn(
     path.join(native, 'bin', 'postgres'),
-    ['-D', dataDir, '-p', String(options.port), '-h', '127.0.0.1', '-k', '', '-c', 'max_connections=200', '-c', 'fsync=off'],
+    ['-D', dataDir, '-p', String(options.port), '-h', '127.0.0.1', '-k', '', '-c', 'max_connections=200', '-c', `fsync=${options.fsync === false ? 'off' : 'on'}`],
     { ...asOwner, env, cwd: '/', stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const keep = (chunk: Buffer) => {
@@ -182,6 +186,7 @@ export async function startEmbeddedPostgres(options: {
     url: `${admin}/${database}`,
     port: options.port,
     dataDir,
+    pid: child.pid ?? null,
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

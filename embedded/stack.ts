@@ -26,6 +26,8 @@ const StartConfigSchema = z.object({
   /** set to use an external PostgreSQL instead of the embedded one */
   DATABASE_URL: z.string().optional(),
   SCALEGATE_PG_PORT: port.default(54329),
+  /** the embedded PostgreSQL's durability; `off` trades crash safety for speed and is never the default */
+  SCALEGATE_PG_FSYNC: z.enum(['on', 'off']).default('on'),
   /** first agent port; the three agents take this and the next two */
   SCALEGATE_AGENT_BASE_PORT: port.default(7401),
   SCALEGATE_LEASE_TTL_MS: z.coerce.number().int().min(300).default(45_000),
@@ -113,7 +115,7 @@ export async function startEmbeddedStack(): Promise<void> {
 
   let databaseUrl = config.DATABASE_URL;
   if (!databaseUrl) {
-    const postgres = await startEmbeddedPostgres({ dataDir: path.join(home, 'postgres'), port: config.SCALEGATE_PG_PORT, log: say });
+    const postgres = await startEmbeddedPostgres({ dataDir: path.join(home, 'postgres'), port: config.SCALEGATE_PG_PORT, fsync: config.SCALEGATE_PG_FSYNC === 'on', log: say });
     stops.push(postgres.stop);
     databaseUrl = postgres.url;
   }

@@ -192,3 +192,11 @@ export interface Unplaced {
   /** how many replicas could not be placed */
   missing: number;
 }
+
+/** What a viewer may read of a workload: its task environment's keys, never their values (secrets live there). */
+export function redactEnvValues(workload: Workload): Workload {
+  if (workload.kind !== 'service') return workload;
+  const env = Object.fromEntries(Object.keys(workload.spec.env).map((key) => [key, REDACTED]));
+  return { ...workload, spec: { ...workload.spec, env } };
+}
+export const REDACTED = '(redacted)';

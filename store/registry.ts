@@ -50,21 +50,21 @@ export function createRegistryStore(db: Pool) {
     workload: string,
     expectedFence: number,
     assignments: Assignment[],
-    options: { generation?: number; writer?: string } = {},
+    options: { generation?: number; writer?: string; planId?: string } = {},
     q: Queryable = db,
   ): Promise<Placement> {
-    const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null];
+    const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null, options.planId ?? null];
     const { rows } =
       expectedFence === 0
         ? await q.query<PlacementRow>(
-            `insert into placements (workload, fence, generation, assignments, updated_by)
-             values ($1, $2 + 1, coalesce($4, 1), $3, $5)
+            `insert into placements (workload, fence, generation, assignments, updated_by, plan_id)
+             values ($1, $2 + 1, coalesce($4, 1), $3, $5, $6)
              on conflict (workload) do nothing returning *`,
             params,
           )
         : await q.query<PlacementRow>(
             `update placements set fence = fence + 1, assignments = $3, generation = coalesce($4, generation),
-                    updated_at = now(), updated_by = $5, change_seq = nextval('placement_change')
+                    updated_at = now(), updated_by = $5, plan_id = $6, change_seq = nextval('placement_change')
               where workload = $1 and fence = $2 returning *`,
             params,
           );
@@ -119,16 +119,20 @@ export function createRegistryStore(db: Pool) {
     /**
      * The fenced write of a plan: refuses (StalePlacementError) when the workload's registry
      * revision or its placement fence moved since `basis` was read; otherwise compare-and-set on the
-     * fence. The revision is locked for the write, so a concurrent PUT waits for it.
+     * fence. The revision is locked for the write, so a concurrent PUT waits for it. A retry of a
+     * write that already happened (its reply was lost) finds its own plan id on the record and
+     * returns that record instead of failing its own compare-and-set.
      */
     async commitPlacement(
       workload: string,
       basis: { registryRevision: number; placementFence: number },
       assignments: Assignment[],
-      options: { generation: number; writer: string },
+      options: { generation: number; writer: string; planId: string },
     ): Promise<Placement> {
       return inTransaction(db, async (client) => {
         const { rows } = await client.query<{ revision: string }>('select revision from workloads where name = $1 for update', [workload]);
+        const current = await client.query<PlacementRow & { plan_id: string | null }>('select * from placements where workload = $1', [workload]);
+        if (current.rows[0]?.plan_id === options.planId && Number(current.rows[0].fence) === basis.placementFence + 1) return toPlacement(current.rows[0]);
         if (!rows[0] || Number(rows[0].revision) !== basis.registryRevision) throw new StalePlacementError(workload, basis.placementFence);
         return writePlacement(workload, basis.placementFence, assignments, options, client);
       });

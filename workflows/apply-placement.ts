@@ -43,7 +43,7 @@ const refs = (assignments: Plan['target']) => assignments.map((a) => ({ runtimeI
  * in place). Make-before-break awaits the new tasks and then drains the removed ones; drain-first
  * drains the removed ones before the write and awaits the whole target after it.
  */
-export async function applyPlacement(plan: Plan, options: ApplyOptions): Promise<PlacementOutcome> {
+export async function applyPlacement(plan: Plan & { id: string }, options: ApplyOptions): Promise<PlacementOutcome> {
   const { workflowId } = workflowInfo();
   const fresh = [...plan.starts, ...plan.moves.map((m) => m.to)];
   const removed = [...plan.stops, ...plan.moves.map((m) => m.from)];
@@ -60,7 +60,7 @@ export async function applyPlacement(plan: Plan, options: ApplyOptions): Promise
   options.onPhase('writing-placement');
   const placement = await store.commitPlacement({
     workload: plan.workload, basis: plan.basis, assignments: plan.target, generation: plan.generation,
-    unplaced: plan.unplaced, writer: workflowId,
+    unplaced: plan.unplaced, writer: workflowId, planId: plan.id,
   });
   options.onCommitted?.();
   const workload = await store.loadWorkload(plan.workload);

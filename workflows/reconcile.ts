@@ -1,5 +1,5 @@
 // reconcile: the durable reconcile loop (DESIGN.md §3 placement), one pass per interval.
-import { continueAsNew, log, ParentClosePolicy, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { continueAsNew, log, ParentClosePolicy, patched, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { applyPlan } from './apply-plan';
@@ -23,9 +23,12 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
   const op = trackOperation('reconcile', null, 'reconcile loop');
   for (let pass = 0; pass < input.passesPerRun; pass++) {
     op.enter('reconciling');
+    // The skip marker is written after the applies below have started (not inside the pass), so a
+    // pass interrupted in between is redone rather than skipped. Patched: older runs wrote it inside.
+    const markerAfterChildren = patched('reconcile-marker-after-children');
     let result: Awaited<ReturnType<Activities['reconcilePass']>>;
     try {
-      result = await store.reconcilePass();
+      result = await store.reconcilePass(markerAfterChildren ? { deferMarker: true } : {});
     } catch (error) {
       // A loop that must run forever outlives a failed pass: note it and try again next interval.
       log.warn('reconcile pass failed', { error: failureMessage(error) });
@@ -46,6 +49,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
         if (!(error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError')) throw error;
       }
     }
+    if (markerAfterChildren && !result.skipped) await store.recordReconcilePass({ inputsKey: result.inputsKey });
     op.enter(result.skipped ? 'idle (skipped)' : 'idle');
     await sleep(input.intervalMs);
   }

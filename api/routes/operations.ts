@@ -3,6 +3,7 @@ import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from 
 import { abortSignal, approveUpdate, scaleOut, statusQuery } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
 import type { ApiDeps } from '../deps';
+import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
@@ -26,6 +27,7 @@ export function operationRoutes(deps: ApiDeps) {
         const placement = await deps.registry.getPlacement(params.name);
         const current = placement?.assignments.length ?? 0;
         if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
+        checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         if (body.replicas === current) throw new ApiError('conflict', `${params.name} already runs ${current} replica(s)`, { current });
         const kind = body.replicas > current ? 'scaleOut' : 'scaleIn';
         if (kind === 'scaleIn' && body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out only');

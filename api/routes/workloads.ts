@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { basisMoved } from '../../domain/plan';
-import { describeIssues, PlanParamsSchema, PlanRequestSchema, WorkloadDefinitionSchema, WorkloadParamsSchema } from '../../protocol';
+import { describeIssues, PlanParamsSchema, PlanRequestSchema, redactEnvValues, WorkloadDefinitionSchema, WorkloadParamsSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { retireWorkload } from '../../workflows/retire-workload';
 import type { ApiDeps } from '../deps';
+import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
@@ -29,17 +30,18 @@ export function workloadRoutes(deps: ApiDeps) {
           });
         }
         const existed = await deps.registry.getWorkload(params.name);
+        checkReplicaLimit(parsed.data.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         const workload = await deps.registry.putWorkload(params.name, parsed.data);
         return ok(workload, existed ? 200 : 201);
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/workloads/:name', access: 'viewer', summary: 'a workload with its placement',
+      method: 'GET', path: '/v1/workloads/:name', access: 'viewer', summary: 'a workload with its placement (viewers see env keys, not values)',
       params: WorkloadParamsSchema,
-      handler: async ({ params }) => {
+      handler: async ({ params, role }) => {
         const workload = await requireWorkload(params.name);
         const placement = await deps.registry.getPlacement(params.name);
-        return ok({ ...workload, placement });
+        return ok({ ...(role === 'operator' ? workload : redactEnvValues(workload)), placement });
       },
     }),
     defineRoute({
@@ -61,6 +63,7 @@ export function workloadRoutes(deps: ApiDeps) {
       handler: async ({ params, body }) => {
         const workload = await requireWorkload(params.name);
         if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
+        checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         return ok(await deps.planner.plan(workload, body.replicas), 201);
       },
     }),

@@ -6,6 +6,8 @@ export interface TestEnv {
   temporalAddress: string;
   /** admin URL of the shared PostgreSQL (database "postgres"); each stack makes its own database */
   postgresAdminUrl: string;
+  /** the shared PostgreSQL's postmaster, for tests that freeze the database (SIGSTOP) */
+  postgresPid: number | null;
   workflowBundlePath: string;
   tmpDir: string;
 }

@@ -14,12 +14,12 @@ export default async function setup(): Promise<void> {
   const log = (line: string) => process.stderr.write(`[global-setup] ${line}\n`);
   const [temporal, postgres, bundle] = await Promise.all([
     freePort().then((port) => startTemporalDevServer({ port, logFile: path.join(tmpDir, 'temporal.log'), log })),
-    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres', log })),
+    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres', fsync: false, log })),
     bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') }),
   ]);
   const workflowBundlePath = path.join(tmpDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
-  const env: TestEnv = { temporalAddress: temporal.address, postgresAdminUrl: postgres.url, workflowBundlePath, tmpDir };
+  const env: TestEnv = { temporalAddress: temporal.address, postgresAdminUrl: postgres.url, postgresPid: postgres.pid, workflowBundlePath, tmpDir };
   const envFile = path.join(tmpDir, 'env.json');
   fs.writeFileSync(envFile, JSON.stringify(env));
   process.env[TEST_ENV_VAR] = envFile;

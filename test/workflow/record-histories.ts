@@ -178,6 +178,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       const pass = faults.passes?.[call('reconcilePass') - 1] ?? { skipped: true, inputsKey: 'unchanged', planIds: [] };
       if (pass instanceof Error) throw nonRetryable('store-unavailable', pass.message);
       return pass;
+    },    async recordReconcilePass() {
+      call('recordReconcilePass');
     },
   };
   return { activities, calls, ledger, count };

@@ -1,0 +1,101 @@
+// Activities are retried after they took effect (a reply lost on the wire, a worker that died
+// after the call): each must then answer as the first call did (issue 9, item 5).
+//
+// - A placement write retried after it committed returns that commit, not `stale-plan`.
+// - A stop retried after the drain finished answers the same drain receipt, also from an agent
+//   restarted from its state folder.
+// Real PostgreSQL (the shared test server), real task hosts running real child processes.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Pool } from 'pg';
+import { createProcessDriver } from '../../agent/drivers/process';
+import { TaskHost } from '../../agent/host';
+import { PortAllocator } from '../../agent/ports';
+import { createPlanner } from '../../activities/planning';
+import { createActivityDeps } from '../../activities/deps';
+import { createActivities } from '../../activities';
+import type { TaskStart } from '../../protocol';
+import { createPool } from '../../store/db';
+import { migrate } from '../../store/migrate';
+import { createTestDatabase } from '../support/database';
+import { reservePortRange, type PortRange } from '../support/ports';
+import { waitFor } from '../support/wait-for';
+
+const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
+
+let db: Pool;
+let block: PortRange;
+const roots: string[] = [];
+const hosts: TaskHost[] = [];
+
+beforeAll(async () => {
+  db = createPool((await createTestDatabase('retry')).databaseUrl, { max: 4 });
+  await migrate(db);
+  block = await reservePortRange();
+});
+afterAll(async () => {
+  await Promise.all(hosts.map((host) => host.close()));
+  for (const root of roots) fs.rmSync(root, { recursive: true, force: true });
+  block?.release();
+  await db?.end();
+});
+
+describe('a placement write retried after it committed', () => {
+  it('returns the write it already made instead of failing its own compare-and-set', async () => {
+    const deps = createActivityDeps({ db, agentToken: 'unused-by-this-test-0123456789' });
+    const activities = createActivities(deps);
+    await deps.stores.runtimes.register({ id: 'rt-a', endpoint: 'http://127.0.0.1:9', labels: {}, slots: 4 }, 60_000);
+    await deps.stores.registry.putWorkload('web', { kind: 'service', replicas: 1, selector: {}, contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' }, spec: { command: ['node', 'x.js'], env: {}, graceMs: 100 } });
+    const workload = await deps.stores.registry.getWorkload('web');
+    const plan = await createPlanner(deps.stores, Date.now).plan(workload!, 1, {});
+    const write = {
+      workload: 'web', basis: plan.basis, assignments: plan.target, generation: plan.generation,
+      unplaced: plan.unplaced, writer: 'test', planId: plan.id,
+    };
+
+    const first = await activities.commitPlacement(write);
+    const retried = await activities.commitPlacement(write); // the same call again: its reply was lost
+    expect(retried).toEqual(first);
+    expect(first.fence).toBe(plan.basis.placementFence + 1);
+    expect((await deps.stores.registry.getPlacement('web'))?.fence).toBe(first.fence);
+
+    // Another plan on the same (now moved) basis is still refused: recognition is by plan id only.
+    await expect(activities.commitPlacement({ ...write, planId: 'plan-someone-else' })).rejects.toMatchObject({ type: 'stale-plan' });
+  });
+});
+
+describe('a stop retried after the drain finished', () => {
+  function host(stateDir: string, range: PortRange): TaskHost {
+    const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 0 });
+    const created = new TaskHost({ service: createProcessDriver({ runtimeId: 'rt-retry', stateDir, log: () => {} }, ports) }, { stateDir });
+    hosts.push(created);
+    return created;
+  }
+
+  it('answers the same receipt, also after the agent restarted', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-retry-'));
+    roots.push(root);
+    const stateDir = path.join(root, 'agent');
+    const range = block.slice(0, 16);
+    const first = host(stateDir, range);
+    const start: TaskStart = {
+      taskId: 'web-0-g1', workload: 'web', kind: 'service', index: 0, generation: 1, placementFence: 1,
+      spec: { command: [process.execPath, HTTP_SERVER], readiness: { http: '/healthz' } },
+    };
+    await first.ensure(start);
+    await waitFor('the task ready', () => first.get(start.taskId)?.state === 'ready');
+
+    const receipt = await first.remove(start.taskId, { graceMs: 5_000 });
+    expect(receipt).toMatchObject({ taskId: start.taskId, inFlight: 0 });
+    expect(first.get(start.taskId)).toBeNull();
+    expect(await first.remove(start.taskId)).toEqual(receipt); // the retry of a stop whose reply was lost
+    await first.close();
+
+    const restarted = host(stateDir, range);
+    await restarted.restore();
+    expect(restarted.get(start.taskId)).toBeNull(); // not started again
+    expect(await restarted.remove(start.taskId)).toEqual(receipt);
+    expect(await restarted.remove('never-hosted-0-g1')).toBeNull();
+  });
+});

@@ -1,0 +1,103 @@
+// Bad input and outages on the real stack (issue 9): one request never takes the control plane
+// down, viewers never read secrets, and a frozen PostgreSQL is answered 503 fast, not with a hang
+// or a 500, and recovered from without a restart.
+import { execFileSync } from 'node:child_process';
+import { startStack, Stack } from '../support/stack';
+import { testEnv } from '../support/env';
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack({ agents: [{ id: 'hard-a', labels: { zone: 'a' } }] });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const service = (extra: Record<string, unknown> = {}) => ({
+  kind: 'service', replicas: 1, spec: { command: ['node', '-e', 'setInterval(() => {}, 1000)'], env: { API_KEY: 'hunter2-secret' }, ...extra },
+});
+
+describe('bounds: a request is bounded before any work is done on it', () => {
+  it('answers a plan for 1e9 replicas 422 naming replicas, and the API keeps serving', async () => {
+    expect((await stack.api('PUT', '/v1/workloads/huge', { body: service() })).status).toBe(201);
+    for (const replicas of [1e9, 20_000_000, 1e308]) {
+      const plan = await stack.api('POST', '/v1/workloads/huge/plan', { body: { replicas } });
+      expect(plan.status).toBe(422);
+      expect(plan.body).toMatchObject({ error: 'validation-failed' });
+      expect(plan.body.message).toMatch(/replicas/);
+    }
+    const scale = await stack.api('POST', '/v1/workloads/huge/scale', { body: { replicas: 1e9 } });
+    expect(scale.status).toBe(422);
+    expect((await stack.api('GET', '/healthz', { role: null })).status).toBe(200);
+    const { rows } = await stack.db.query('select count(*)::int as n from plans where workload = $1', ['huge']);
+    expect(rows[0].n).toBe(0); // nothing was planned
+  });
+
+  it('refuses a readiness path that is not a URL path, unknown fields and kind stream, naming the field', async () => {
+    const bad = await stack.api('PUT', '/v1/workloads/spaced', { body: service({ readiness: { http: '/health z' } }) });
+    expect(bad.status).toBe(422);
+    expect(bad.body.message).toMatch(/spec\.readiness\.http/);
+    const unknown = await stack.api('PUT', '/v1/workloads/spaced', { body: { ...service(), replicaCount: 3 } });
+    expect(unknown.status).toBe(422);
+    expect(unknown.body.message).toMatch(/replicaCount/);
+    const stream = await stack.api('PUT', '/v1/workloads/clicks', {
+      body: { kind: 'stream', replicas: 1, spec: { source: 'clicks', sink: 'click_counts', partitions: 2, checkpointIntervalMs: 1000, operators: [{ id: 'src', kind: 'source', parallelism: 1 }] } },
+    });
+    expect(stream.status).toBe(422);
+    expect(stream.body.message).toMatch(/kind.*no driver/);
+    const sameTable = await stack.api('PUT', '/v1/workloads/loop', { body: { kind: 'consumer', replicas: 1, spec: { partitions: 2, source: 'orders', sink: 'orders' } } });
+    expect(sameTable.status).toBe(422);
+    expect(sameTable.body.message).toMatch(/spec\.sink/);
+    const { rows } = await stack.db.query(`select count(*)::int as n from workloads where name in ('spaced', 'clicks', 'loop')`);
+    expect(rows[0].n).toBe(0);
+  });
+});
+
+describe('least privilege for readers', () => {
+  it('shows a viewer the env keys of a workload but not their values; an operator sees them', async () => {
+    expect((await stack.api('PUT', '/v1/workloads/secretive', { body: service() })).status).toBe(201);
+    const asViewer = await stack.api('GET', '/v1/workloads/secretive', { role: 'viewer' });
+    expect(asViewer.status).toBe(200);
+    expect(Object.keys(asViewer.body.spec.env)).toEqual(['API_KEY']);
+    expect(JSON.stringify(asViewer.body)).not.toContain('hunter2-secret');
+    const asOperator = await stack.api('GET', '/v1/workloads/secretive', { role: 'operator' });
+    expect(asOperator.body.spec.env).toEqual({ API_KEY: 'hunter2-secret' });
+  });
+});
+
+describe('a frozen PostgreSQL', () => {
+  /** Every process of the shared PostgreSQL: the postmaster and its backends. */
+  function postgresProcesses(): number[] {
+    const { postgresPid } = testEnv();
+    if (!postgresPid) throw new Error('the global setup did not record the PostgreSQL pid');
+    const children = execFileSync('pgrep', ['-P', String(postgresPid)]).toString().trim().split('\n').filter(Boolean).map(Number);
+    return [postgresPid, ...children];
+  }
+  /** A call that must answer: a hang fails the test instead of waiting forever. */
+  const answered = (path: string, role: 'viewer' | null) =>
+    fetch(`${stack.apiUrl}${path}`, {
+      headers: role ? { authorization: `Bearer ${stack.tokens[role]}` } : {},
+      signal: AbortSignal.timeout(15_000),
+    }).then(async (response) => ({ status: response.status, body: (await response.json()) as Record<string, unknown> }));
+
+  it('answers /readyz and the routes 503 while it is frozen, and 200 again once it resumes, without a restart', async () => {
+    expect((await answered('/readyz', null)).status).toBe(200);
+    const frozen = postgresProcesses();
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    try {
+      const ready = await answered('/readyz', null);
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatchObject({ status: 'not-ready', postgres: false });
+      const state = await answered('/v1/state', 'viewer');
+      expect(state.status).toBe(503);
+      expect(state.body).toMatchObject({ error: 'dependency-unavailable' });
+      const ledger = await answered('/v1/ledger', 'viewer');
+      expect(ledger.status).toBe(503);
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    await stack.waitFor('/readyz 200 after PostgreSQL resumed', async () => (await answered('/readyz', null)).status === 200);
+    expect((await answered('/v1/state', 'viewer')).status).toBe(200);
+  });
+});
