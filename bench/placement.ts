@@ -21,7 +21,7 @@ import {
   type PlacementWorkload,
 } from '../domain/placement';
 import type { Placement, Runtime } from '../protocol';
-import { seededRandom } from './seeded-random';
+import { seededRandom } from '../lib/seeded-random';
 
 const NOW = Date.parse('2030-01-01T00:00:00.000Z');
 const ZONES = ['a', 'b', 'c'] as const;

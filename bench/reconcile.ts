@@ -22,7 +22,7 @@ import { freePort } from '../embedded/processes';
 import { createPool } from '../store/db';
 import { migrate } from '../store/migrate';
 import { createRuntimeStore } from '../store/runtimes';
-import { seededRandom } from './seeded-random';
+import { seededRandom } from '../lib/seeded-random';
 
 const ZONES = ['a', 'b', 'c'] as const;
 const RUNTIMES = 100;

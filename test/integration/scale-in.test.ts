@@ -6,7 +6,7 @@ import { MAX_WORK_SLEEP_MS } from '../../agent/drivers/consumer';
 import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { startStack, Stack } from '../support/stack';
-import { defineWorkload, tasksOf as sharedTasksOf } from '../support/workloads';
+import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
 
 let stack: Stack;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
@@ -27,12 +27,7 @@ afterAll(async () => {
 
 const tasksOf = (workload: string) => sharedTasksOf(stack, workload);
 const define = (name: string, body: unknown, ready: number) => defineWorkload(stack, name, body, ready);
-const scale = async (name: string, body: Record<string, unknown>) => {
-  const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
-  expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleIn' } });
-  await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
-  return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
-};
+const scale = (name: string, body: Record<string, unknown>) => scaleAndWait(stack, name, body, 'scaleIn');
 const placementOf = async (name: string) => (await stack.api('GET', `/v1/workloads/${name}`, { role: 'viewer' })).body.placement;
 
 describe('consumer 4 → 2 under load', () => {

@@ -11,7 +11,7 @@ import { findTemporalCli } from '../../embedded/temporal-cli';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
-import { defineWorkload, tasksOf as sharedTasksOf } from '../support/workloads';
+import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -36,12 +36,7 @@ afterAll(async () => {
 
 const tasksOf = (workload: string) => sharedTasksOf(stack, workload);
 const define = (name: string, body: unknown, ready: number) => defineWorkload(stack, name, body, ready);
-const scale = async (name: string, body: Record<string, unknown>) => {
-  const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
-  expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleOut' } });
-  await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
-  return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
-};
+const scale = (name: string, body: Record<string, unknown>) => scaleAndWait(stack, name, body, 'scaleOut');
 const failedRows = (operation: any) => operation.gates.rows.filter((r: any) => !r.passed).map((r: any) => r.gate);
 
 describe('evidence gates: each failing alone stops before any change', () => {

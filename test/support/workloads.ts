@@ -27,3 +27,11 @@ export async function waitForApply(stack: Stack, name: string): Promise<void> {
     return description !== null && description.status.name !== 'RUNNING';
   });
 }
+
+/** POSTs a scale, expects it to start `kind` under scale:<name>, waits for it to end, answers the operation. */
+export async function scaleAndWait(stack: Stack, name: string, body: Record<string, unknown>, kind: 'scaleOut' | 'scaleIn'): Promise<any> {
+  const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind } });
+  await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
+  return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
+}
