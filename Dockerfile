@@ -1,10 +1,13 @@
 # scalegate control plane image: the API, the orchestrator worker and the agent share it; the
-# compose file picks the entry point per service.
+# compose file picks the entry point per service. It runs as the unprivileged `node` user (uid
+# 1000); /state, an agent's state folder, belongs to that user (a fresh named volume mounted there
+# takes this ownership; docker-compose.yml's agent-state service fixes older volumes).
 FROM node:20-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY . .
+RUN mkdir -p /state && chown node:node /state && chmod 700 /state
 ENV NODE_ENV=production
 USER node
 EXPOSE 8080 7401

@@ -1,5 +1,8 @@
-// HTTP client for the runtime agents' task API (docs/agent-protocol.md). Requests and answers are
-// the protocol's schemas; an agent's error code is non-retryable exactly when the protocol says so.
+// HTTP client for the runtime agents' task API (docs/agent-protocol.md). Every call presents the
+// credential of the runtime it calls (DESIGN.md §3 "Credentials"), never a shared token. Requests
+// and answers are the protocol's schemas; an agent's error code is non-retryable exactly when the
+// protocol says so, except a refused credential: it may have rotated since it was read, and a
+// retried activity reads it again.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { z } from 'zod';
 import {
@@ -16,13 +19,20 @@ import {
   type WorkloadKind,
 } from '../protocol';
 
-export function createAgentClient(token: string, timeoutMs = 30_000) {
-  async function call<T>(endpoint: string, method: string, path: string, answer: z.ZodType<T>, body?: unknown): Promise<T | null> {
+/** One agent as the control plane calls it: where, and the credential of its runtime. */
+export interface AgentTarget {
+  endpoint: string;
+  credential: string;
+}
+
+export function createAgentClient(timeoutMs = 30_000) {
+  async function call<T>(target: AgentTarget, method: string, path: string, answer: z.ZodType<T>, body?: unknown): Promise<T | null> {
+    const { endpoint } = target;
     let response: Response;
     try {
       response = await fetch(`${endpoint}${path}`, {
         method,
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${target.credential}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
       });
@@ -34,6 +44,7 @@ export function createAgentClient(token: string, timeoutMs = 30_000) {
     if (response.status >= 400) {
       const code = parsed.error ?? `http-${response.status}`;
       const message = `agent ${endpoint} ${method} ${path}: ${code}: ${parsed.message ?? ''}`;
+      if (response.status === 401) throw new Error(message); // retryable: the next attempt reads the runtime's credential again
       if (!isRetryable(code)) throw ApplicationFailure.create({ type: code, message, nonRetryable: true });
       throw new Error(message);
     }
@@ -48,20 +59,20 @@ export function createAgentClient(token: string, timeoutMs = 30_000) {
   };
 
   return {
-    startTask: async (endpoint: string, taskId: string, start: TaskStartBody): Promise<TaskStatus> =>
-      required(await call(endpoint, 'PUT', task(taskId), TaskStatusSchema, start), `start ${taskId}`),
-    stopTask: async (endpoint: string, taskId: string, options: DrainOptions = {}): Promise<StopAnswer> => {
+    startTask: async (agent: AgentTarget, taskId: string, start: TaskStartBody): Promise<TaskStatus> =>
+      required(await call(agent, 'PUT', task(taskId), TaskStatusSchema, start), `start ${taskId}`),
+    stopTask: async (agent: AgentTarget, taskId: string, options: DrainOptions = {}): Promise<StopAnswer> => {
       const query = new URLSearchParams();
       if (options.graceMs !== undefined) query.set('graceMs', String(options.graceMs));
       if (options.drainTimeoutMs !== undefined) query.set('drainTimeoutMs', String(options.drainTimeoutMs));
       if (options.placementFence !== undefined) query.set('placementFence', String(options.placementFence));
-      return required(await call(endpoint, 'DELETE', `${task(taskId)}?${query}`, StopAnswerSchema), `stop ${taskId}`);
+      return required(await call(agent, 'DELETE', `${task(taskId)}?${query}`, StopAnswerSchema), `stop ${taskId}`);
     },
     /** null when the agent does not host the task */
-    taskStatus: (endpoint: string, taskId: string): Promise<TaskStatus | null> => call(endpoint, 'GET', task(taskId), TaskStatusSchema),
-    listTasks: async (endpoint: string): Promise<TaskStatus[]> => required(await call(endpoint, 'GET', '/v1/tasks', TaskListSchema), 'task list').tasks,
-    probe: async (endpoint: string, kind: WorkloadKind, spec: unknown): Promise<ProbeAnswer> =>
-      required(await call(endpoint, 'POST', '/v1/probe', ProbeAnswerSchema, { kind, spec }), 'probe'),
+    taskStatus: (agent: AgentTarget, taskId: string): Promise<TaskStatus | null> => call(agent, 'GET', task(taskId), TaskStatusSchema),
+    listTasks: async (agent: AgentTarget): Promise<TaskStatus[]> => required(await call(agent, 'GET', '/v1/tasks', TaskListSchema), 'task list').tasks,
+    probe: async (agent: AgentTarget, kind: WorkloadKind, spec: unknown): Promise<ProbeAnswer> =>
+      required(await call(agent, 'POST', '/v1/probe', ProbeAnswerSchema, { kind, spec }), 'probe'),
   };
 }
 export type AgentClient = ReturnType<typeof createAgentClient>;

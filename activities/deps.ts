@@ -10,7 +10,18 @@ import { createAgentClient } from './agent-client';
 import { createActivities } from './index';
 import type { ActivityDeps } from './ports';
 
-export function createActivityDeps(options: { db: Pool; agentToken: string; now?: () => number }): ActivityDeps {
+/**
+ * `agentToken` is not used: the control plane presents each runtime's own credential when it calls
+ * that agent (DESIGN.md §3 "Credentials"). It is still accepted so that older callers compile.
+ */
+export interface ActivityDepsOptions {
+  db: Pool;
+  /** @deprecated unused; agents accept only their runtime's credential */
+  agentToken?: string;
+  now?: () => number;
+}
+
+export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
   const { db } = options;
   return {
     stores: {
@@ -20,12 +31,12 @@ export function createActivityDeps(options: { db: Pool; agentToken: string; now?
       plans: createPlanStore(db),
       sinkAudit: createSinkAuditStore(db),
     },
-    agents: createAgentClient(options.agentToken),
+    agents: createAgentClient(),
     now: options.now ?? Date.now,
   };
 }
 
 /** The activities over the real stores and agent client. */
-export function createPostgresActivities(options: { db: Pool; agentToken: string; now?: () => number }) {
+export function createPostgresActivities(options: ActivityDepsOptions) {
   return createActivities(createActivityDeps(options));
 }

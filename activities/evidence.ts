@@ -9,7 +9,7 @@ import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 export function evidenceActivities(deps: ActivityDeps) {
   const { runtimes, registry, sinkAudit } = deps.stores;
   const { agents, now } = deps;
-  const { endpointOf, requireWorkload } = lookups(deps);
+  const { agentOf, requireWorkload } = lookups(deps);
 
   return {
     /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
@@ -29,7 +29,7 @@ export function evidenceActivities(deps: ActivityDeps) {
       for (const runtimeId of input.recipientRuntimeIds) {
         heartbeat({ probing: runtimeId });
         try {
-          const answer = await agents.probe(await endpointOf(runtimeId), workload.kind, workload.spec);
+          const answer = await agents.probe(await agentOf(runtimeId), workload.kind, workload.spec);
           probes.push({ runtimeId, ...answer });
         } catch (error) {
           const failed = { ok: false, detail: `probe failed: ${(error as Error).message}` };
@@ -48,7 +48,7 @@ export function evidenceActivities(deps: ActivityDeps) {
       const p50s: number[] = [];
       const p95s: number[] = [];
       for (const a of placement?.assignments ?? []) {
-        const status = await agents.taskStatus(await endpointOf(a.runtimeId), a.taskId).catch(() => null);
+        const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).catch(() => null);
         tasks.push({
           taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
           processed: status?.counts.processed ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
@@ -93,7 +93,7 @@ export function evidenceActivities(deps: ActivityDeps) {
       for (const runtimeId of removedRuntimes) {
         const runtime = await runtimes.get(runtimeId);
         if (!runtime || runtime.status === 'LOST') continue;
-        const tasks = await agents.listTasks(runtime.endpoint);
+        const tasks = await agents.listTasks(await agentOf(runtime.id));
         for (const t of tasks) if (t.workload === input.workload && t.state !== 'stopped') problems.push(`${runtimeId} still runs ${t.taskId} (${t.state})`);
       }
       const owned = workload.kind === 'consumer' ? await sinkAudit.partitionsOwnedBy(input.workload, [...removedTasks]) : [];

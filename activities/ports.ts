@@ -7,7 +7,7 @@ import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
 import type { SinkAuditStore } from '../store/sink-audit';
-import type { AgentClient } from './agent-client';
+import type { AgentClient, AgentTarget } from './agent-client';
 
 export interface ActivityStores {
   runtimes: RuntimeStore;
@@ -52,10 +52,13 @@ export function idempotencyKey(): string | null {
 /** Look-ups that fail non-retryably when what a workflow names does not exist. */
 export function lookups(deps: ActivityDeps) {
   return {
-    async endpointOf(runtimeId: string): Promise<string> {
-      const runtime = await deps.stores.runtimes.get(runtimeId);
-      if (!runtime) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${runtimeId} is not registered`, nonRetryable: true });
-      return runtime.endpoint;
+    /** How to call runtime `runtimeId`'s agent: its endpoint and its runtime's credential (read afresh on every call). */
+    async agentOf(runtimeId: string): Promise<AgentTarget> {
+      const target = await deps.stores.runtimes.agentTarget(runtimeId);
+      if (!target) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${runtimeId} is not registered`, nonRetryable: true });
+      // A runtime registered before credentials existed gets one when its agent registers again.
+      if (target.credential === null) throw new Error(`runtime ${runtimeId} has no credential yet; waiting for its agent to register again`);
+      return { endpoint: target.endpoint, credential: target.credential };
     },
     async requireWorkload(name: string): Promise<Workload> {
       const workload = await deps.stores.registry.getWorkload(name);

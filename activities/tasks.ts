@@ -8,7 +8,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export function taskActivities(deps: ActivityDeps) {
   const { runtimes, registry } = deps.stores;
   const { agents, now } = deps;
-  const { endpointOf } = lookups(deps);
+  const { agentOf } = lookups(deps);
 
   return {
     /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
@@ -16,7 +16,7 @@ export function taskActivities(deps: ActivityDeps) {
       const statuses: TaskStatus[] = [];
       for (const assignment of input.assignments) {
         heartbeat({ started: statuses.length });
-        const status = await agents.startTask(await endpointOf(assignment.runtimeId), assignment.taskId, {
+        const status = await agents.startTask(await agentOf(assignment.runtimeId), assignment.taskId, {
           workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
           placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
         });
@@ -33,7 +33,7 @@ export function taskActivities(deps: ActivityDeps) {
       const deadline = now() + input.timeoutMs;
       for (;;) {
         const statuses = await Promise.all(
-          input.tasks.map(async (t) => (await agents.taskStatus(await endpointOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
+          input.tasks.map(async (t) => (await agents.taskStatus(await agentOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
         );
         const failed = statuses.find((s) => s?.state === 'failed');
         if (failed) {
@@ -66,7 +66,7 @@ export function taskActivities(deps: ActivityDeps) {
         const beating = setInterval(() => heartbeat({ draining: t.taskId, stopped: receipts.length }), 2000);
         heartbeat({ draining: t.taskId, stopped: receipts.length });
         try {
-          const answer = await agents.stopTask(runtime.endpoint, t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs });
+          const answer = await agents.stopTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs });
           receipts.push({ ...t, ...answer });
         } catch (error) {
           if (runtime.status !== 'LOST') throw error;
@@ -85,13 +85,13 @@ export function taskActivities(deps: ActivityDeps) {
         heartbeat({ runtime: runtime.id });
         let tasks: TaskStatus[];
         try {
-          tasks = await agents.listTasks(runtime.endpoint);
+          tasks = await agents.listTasks(await agentOf(runtime.id));
         } catch (error) {
           if (runtime.status === 'LOST') continue;
           throw error;
         }
         for (const task of tasks.filter((t) => t.workload === input.workload)) {
-          await agents.stopTask(runtime.endpoint, task.taskId, { graceMs: input.graceMs });
+          await agents.stopTask(await agentOf(runtime.id), task.taskId, { graceMs: input.graceMs });
           stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
         }
       }

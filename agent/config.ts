@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { MIN_TOKEN_LENGTH } from '../http/auth';
 import { LabelsSchema, RuntimeId } from '../protocol';
 
 export const AgentConfigSchema = z.object({
@@ -13,10 +14,11 @@ export const AgentConfigSchema = z.object({
   endpoint: z.string().url().optional(),
   labels: LabelsSchema,
   slots: z.coerce.number().int().min(1).default(4),
-  /** state folder: recorded port pairs, task scratch space */
+  /** state folder: the runtime's credential, recorded tasks, port pairs, fences, task scratch space */
   stateDir: z.string().min(1),
   apiUrl: z.string().url(),
-  token: z.string().min(8),
+  /** the shared agent token: it only registers this runtime; the runtime's own credential does the rest */
+  token: z.string().min(MIN_TOKEN_LENGTH),
   /** the port range process tasks draw from; kept below Linux's ephemeral range (32768+) */
   portRangeStart: z.coerce.number().int().min(1024).default(20000),
   portRangeEnd: z.coerce.number().int().max(32767).default(29999),

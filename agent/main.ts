@@ -2,8 +2,8 @@
 import { PORT_RECORDS_FILE } from './ports';
 import { parseAgentConfig } from './config';
 import { buildDrivers } from './drivers';
-import { FENCE_RECORDS_FILE, TaskHost, TASK_RECORDS_FILE } from './host';
-import { LeaseKeeper } from './lease';
+import { FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, TaskHost, TASK_RECORDS_FILE } from './host';
+import { CREDENTIAL_FILE, LeaseKeeper } from './lease';
 import { buildAgentServer } from './server';
 import { tightenStateDir } from './state-files';
 
@@ -28,8 +28,9 @@ function describeFault(fault: unknown): Record<string, unknown> {
 
 async function main() {
   const config = parseAgentConfig();
-  // The state folder holds the task records, port pairs and fences: private to this user.
-  tightenStateDir(config.stateDir, [TASK_RECORDS_FILE, FENCE_RECORDS_FILE, PORT_RECORDS_FILE]);
+  // The state folder holds the runtime's credential, the task records, port pairs, fences and
+  // receipts: private to this user, re-checked at every start.
+  tightenStateDir(config.stateDir, [CREDENTIAL_FILE, TASK_RECORDS_FILE, FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, PORT_RECORDS_FILE]);
   const log = makeLog(config.id);
 
   // Last resort. Every known fault of a task is handled where it happens (the task is failed with
@@ -48,7 +49,8 @@ async function main() {
     },
     log,
   });
-  const server = buildAgentServer({ id: config.id, token: config.token, host, fence: () => lease.currentFence, labels: config.labels });
+  // Its API accepts only this runtime's credential, and answers 503 until the agent has registered.
+  const server = buildAgentServer({ id: config.id, credential: () => lease.currentCredential, host, fence: () => lease.currentFence, labels: config.labels });
   await server.listen({ host: config.host, port: config.port });
   log('listening', { endpoint, labels: config.labels, stateDir: config.stateDir });
   await lease.start();

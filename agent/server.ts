@@ -1,25 +1,45 @@
-// The agent's HTTP API, called by the control plane's activities with the shared agent token.
+// The agent's HTTP API, called by the control plane's activities. It accepts only the credential of
+// this agent's runtime (DESIGN.md §3 "Credentials"): not the shared agent token, not another
+// runtime's credential. Before the agent has registered it has none, and answers 503.
 import Fastify from 'fastify';
 import { ApiError, installErrorHandling } from '../http/errors';
-import { defineRoute, ok, registerRoutes } from '../http/route';
+import { defineRoute, ok, registerRoutes, type RuntimeAccess } from '../http/route';
 import { DrainQuerySchema, ProbeBodySchema, TaskParamsSchema, TaskStartBodySchema, type StopAnswer } from '../protocol';
 import type { TaskHost } from './host';
 
-export function buildAgentServer(options: { id: string; token: string; host: TaskHost; fence: () => number; labels: Record<string, string> }) {
+export interface AgentServerOptions {
+  id: string;
+  /** this runtime's current credential; null until the agent has registered (the API answers 503) */
+  credential: () => string | null;
+  host: TaskHost;
+  fence: () => number;
+  labels: Record<string, string>;
+}
+
+export function buildAgentServer(options: AgentServerOptions) {
   const app = Fastify({ logger: false });
   const { host } = options;
+  /** Every route: the caller must be this very runtime's control plane, proven by its credential. */
+  const self: RuntimeAccess = {
+    idOf: () => options.id,
+    credentialOf: () => {
+      const credential = options.credential();
+      if (credential === null) throw new ApiError('unavailable', `agent ${options.id} has not registered with the control plane yet; retry`);
+      return credential;
+    },
+  };
   installErrorHandling(app, { onUnexpected: (error) => console.error(JSON.stringify({ at: new Date().toISOString(), runtime: options.id, event: 'unhandled error', error: error.message })) });
   const routes = [
     defineRoute({
-      method: 'GET', path: '/v1/health', access: 'agent', summary: 'agent health',
+      method: 'GET', path: '/v1/health', access: 'runtime', runtime: self, summary: 'agent health',
       handler: async () => ok({ id: options.id, fence: options.fence(), labels: options.labels, tasks: host.list().length }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/tasks', access: 'agent', summary: 'tasks hosted here',
+      method: 'GET', path: '/v1/tasks', access: 'runtime', runtime: self, summary: 'tasks hosted here',
       handler: async () => ok({ tasks: host.list() }),
     }),
     defineRoute({
-      method: 'GET', path: '/v1/tasks/:taskId', access: 'agent', summary: 'one task',
+      method: 'GET', path: '/v1/tasks/:taskId', access: 'runtime', runtime: self, summary: 'one task',
       params: TaskParamsSchema,
       handler: async ({ params }) => {
         const status = host.get(params.taskId);
@@ -28,7 +48,7 @@ export function buildAgentServer(options: { id: string; token: string; host: Tas
       },
     }),
     defineRoute({
-      method: 'PUT', path: '/v1/tasks/:taskId', access: 'agent', summary: 'start a task (idempotent)',
+      method: 'PUT', path: '/v1/tasks/:taskId', access: 'runtime', runtime: self, summary: 'start a task (idempotent)',
       params: TaskParamsSchema, body: TaskStartBodySchema,
       handler: async ({ params, body }) => {
         const outcome = await host.ensure({ ...body, taskId: params.taskId });
@@ -36,7 +56,7 @@ export function buildAgentServer(options: { id: string; token: string; host: Tas
       },
     }),
     defineRoute({
-      method: 'DELETE', path: '/v1/tasks/:taskId', access: 'agent', summary: 'drain and stop a task (idempotent)',
+      method: 'DELETE', path: '/v1/tasks/:taskId', access: 'runtime', runtime: self, summary: 'drain and stop a task (idempotent)',
       params: TaskParamsSchema, query: DrainQuerySchema,
       handler: async ({ params, query }) => {
         const receipt = await host.remove(params.taskId, query);
@@ -45,11 +65,12 @@ export function buildAgentServer(options: { id: string; token: string; host: Tas
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/probe', access: 'agent', summary: 'can this runtime reach a workload source and destination',
+      method: 'POST', path: '/v1/probe', access: 'runtime', runtime: self, summary: 'can this runtime reach a workload source and destination',
       body: ProbeBodySchema,
       handler: async ({ body }) => ok(await host.probe(body.kind, body.spec)),
     }),
   ];
-  registerRoutes(app, routes, { agent: options.token });
+  // No role token is accepted here: the agent token only registers a runtime with the control plane.
+  registerRoutes(app, routes, {});
   return app;
 }

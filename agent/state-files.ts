@@ -1,5 +1,6 @@
-// The agent's state folder holds what only this node knows (recorded task starts, port pairs, the
-// newest placement fence per workload, later its credential): private to the agent's user. The
+// The agent's state folder holds what only this node knows (its runtime's credential, recorded task
+// starts, port pairs, the newest placement fence per workload, drain receipts): private to the
+// agent's user. The
 // folder is mode 700 and every record in it is written atomically (temp file, fsync, rename) with
 // mode 600, so a crash leaves either the old record or the new one and nobody else can read either.
 import { randomUUID } from 'node:crypto';

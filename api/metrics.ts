@@ -1,23 +1,210 @@
-// A small Prometheus text exposition: request counters by route and status, plus gauges sampled
-// at scrape time.
-export function createMetrics() {
-  const requests: Record<string, number> = {};
-  return {
-    countRequest(method: string, route: string, status: number) {
-      const key = `method="${method}",route="${route}",status="${status}"`;
-      requests[key] = (requests[key] ?? 0) + 1;
-    },
-    render(gauges: { name: string; help: string; values: { labels: Record<string, string>; value: number }[] }[]): string {
-      const lines = ['# HELP scalegate_http_requests_total HTTP requests by route and status', '# TYPE scalegate_http_requests_total counter'];
-      for (const [labels, count] of Object.entries(requests)) lines.push(`scalegate_http_requests_total{${labels}} ${count}`);
-      for (const gauge of gauges) {
-        lines.push(`# HELP ${gauge.name} ${gauge.help}`, `# TYPE ${gauge.name} gauge`);
-        for (const v of gauge.values) {
-          const labels = Object.entries(v.labels).map(([k, val]) => `${k}="${val.replace(/["\\\n]/g, '_')}"`).join(',');
-          lines.push(`${gauge.name}${labels ? `{${labels}}` : ''} ${v.value}`);
+// /metrics through prom-client (label values escaped by it): the Node process metrics, HTTP
+// requests by route and status, and scalegate's own figures read from their real sources at
+// scrape time:
+//   - operations started, by kind          Temporal visibility (executions on the task queue)
+//   - completed / refused / compensated    the ledger (one row per ended operation)
+//   - gate failures by gate row            the ledger's scale-out rows (inputs.gates)
+//   - converge duration                    the awaitTasksReady activities in the histories of the
+//                                          operations that closed since this API started
+//   - placement passes, skips, duration    the reconcile marker; the reconcilePass activities in
+//                                          the reconcile loop's history
+//   - unplaced workloads, runtimes         the registry
+//   - lease expirations                    counted where this API declares runtimes LOST
+//   - recoveries                           the ledger's `recover` rows (none until recovery lands)
+// A source that cannot be read leaves its figures as they were and sets
+// scalegate_metrics_source_up{source} to 0; a scrape never fails because of one.
+import type { Client } from '@temporalio/client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Workflow type → the kind the ledger writes for it, the one label every operation metric uses. */
+export const OPERATION_KINDS = {
+  scaleOut: 'scale-out',
+  scaleIn: 'scale-in',
+  applyPlan: 'apply',
+  stopTheWorldReplan: 'replan',
+  retireWorkload: 'retire',
+} as const;
+const KINDS = Object.values(OPERATION_KINDS);
+/** the workflows that converge (await new tasks ready) */
+const CONVERGING_TYPES = ['scaleOut', 'scaleIn', 'applyPlan', 'stopTheWorldReplan'];
+
+export interface MetricSources {
+  taskQueue: string;
+  ledgerStats(): Promise<{ byOutcome: { kind: string; outcome: string; count: number }[]; gateFailures: { gate: string; count: number }[] }>;
+  reconcileMarker(): Promise<{ passes: number; skips: number }>;
+  unplaced(): Promise<{ workload: string; reason: string }[]>;
+  runtimes(): Promise<{ status: string }[]>;
+  temporal(): Promise<Client>;
+}
+
+/** Sets a counter to an absolute value read from a monotonic source (the ledger, visibility). */
+function setCounter<T extends string>(counter: Counter<T>, values: { labels: Partial<Record<T, string>>; value: number }[]) {
+  counter.reset();
+  for (const { labels, value } of values) counter.inc(labels, value);
+}
+
+const secondsOf = (time: { seconds?: unknown; nanos?: number | null } | null | undefined): number | null => {
+  if (!time || time.seconds === undefined || time.seconds === null) return null;
+  const s = time.seconds as number | { toNumber(): number };
+  return (typeof s === 'number' ? s : s.toNumber()) + (time.nanos ?? 0) / 1e9;
+};
+
+/** Durations of the activities of one type in a history: scheduled → completed, failed or timed out. */
+function activityDurations(events: any[], activityType: string, afterEventId = 0): { seconds: number; outcome: string; eventId: number }[] {
+  const scheduled: Record<string, number> = {};
+  const found: { seconds: number; outcome: string; eventId: number }[] = [];
+  for (const event of events) {
+    const id = Number(event.eventId);
+    const at = secondsOf(event.eventTime);
+    if (at === null) continue;
+    const attrs = event.activityTaskScheduledEventAttributes;
+    if (attrs?.activityType?.name === activityType) scheduled[id] = at;
+    const ended: [string, { scheduledEventId?: unknown } | null | undefined][] = [
+      ['completed', event.activityTaskCompletedEventAttributes],
+      ['failed', event.activityTaskFailedEventAttributes],
+      ['timed-out', event.activityTaskTimedOutEventAttributes],
+      ['cancelled', event.activityTaskCanceledEventAttributes],
+    ];
+    for (const [outcome, end] of ended) {
+      const from = end ? scheduled[Number(end.scheduledEventId)] : undefined;
+      if (from !== undefined && id > afterEventId) found.push({ seconds: Math.max(0, at - from), outcome, eventId: id });
+    }
+  }
+  return found;
+}
+
+export function createMetrics(options: { processMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const startedAt = Date.now();
+
+  const httpRequests = new Counter({
+    name: 'scalegate_http_requests_total', help: 'HTTP requests by method, route and status',
+    labelNames: ['method', 'route', 'status'] as const, registers: [registry],
+  });
+  const httpDuration = new Histogram({
+    name: 'scalegate_http_request_duration_seconds', help: 'HTTP request duration by method and route',
+    labelNames: ['method', 'route'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry],
+  });
+  const started = new Counter({
+    name: 'scalegate_operations_started_total', help: 'operations started, by kind (Temporal visibility: executions on the task queue)',
+    labelNames: ['kind'] as const, registers: [registry],
+  });
+  const completed = new Counter({ name: 'scalegate_operations_completed_total', help: 'operations completed, by kind (ledger)', labelNames: ['kind'] as const, registers: [registry] });
+  const refused = new Counter({ name: 'scalegate_operations_refused_total', help: 'operations refused before any change (a gate failed), by kind (ledger)', labelNames: ['kind'] as const, registers: [registry] });
+  const compensated = new Counter({ name: 'scalegate_operations_compensated_total', help: 'operations aborted and compensated by the stop-the-world replan, by kind (ledger)', labelNames: ['kind'] as const, registers: [registry] });
+  const ledgerEvents = new Counter({ name: 'scalegate_ledger_events_total', help: 'ledger rows by kind and outcome', labelNames: ['kind', 'outcome'] as const, registers: [registry] });
+  const gateFailures = new Counter({ name: 'scalegate_gate_failures_total', help: 'failed evidence-gate rows, by gate (ledger)', labelNames: ['gate'] as const, registers: [registry] });
+  const converge = new Histogram({
+    name: 'scalegate_converge_duration_seconds', help: 'how long operations waited for their tasks to be ready (awaitTasksReady), by kind and outcome',
+    labelNames: ['kind', 'outcome'] as const, buckets: [0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900], registers: [registry],
+  });
+  const passDuration = new Histogram({
+    name: 'scalegate_placement_pass_duration_seconds', help: 'duration of reconcile placement passes (reconcilePass activities)',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [registry],
+  });
+  const passes = new Counter({ name: 'scalegate_placement_passes_total', help: 'reconcile placement passes that ran (reconcile marker)', registers: [registry] });
+  const skips = new Counter({ name: 'scalegate_placement_pass_skips_total', help: 'reconcile placement passes skipped because nothing they decide from changed (reconcile marker)', registers: [registry] });
+  const unplaced = new Gauge({ name: 'scalegate_unplaced_workloads', help: 'workloads with unplaced replicas, by reason', labelNames: ['reason'] as const, registers: [registry] });
+  const runtimes = new Gauge({ name: 'scalegate_runtimes', help: 'runtimes by status', labelNames: ['status'] as const, registers: [registry] });
+  const leaseExpirations = new Counter({ name: 'scalegate_lease_expirations_total', help: 'runtimes this API declared LOST because their lease ran out', registers: [registry] });
+  const recoveries = new Counter({ name: 'scalegate_recoveries_total', help: 'runtime recoveries, by outcome (ledger rows of kind recover)', labelNames: ['outcome'] as const, registers: [registry] });
+  const sourceUp = new Gauge({ name: 'scalegate_metrics_source_up', help: 'whether the last scrape could read a source (postgres, temporal)', labelNames: ['source'] as const, registers: [registry] });
+  leaseExpirations.inc(0);
+  passDuration.zero({});
+  for (const kind of KINDS) for (const counter of [started, completed, refused, compensated]) counter.inc({ kind }, 0);
+
+  /** runIds of closed operations whose history was read, with their close time (pruned after the window) */
+  const seenRuns: Record<string, number> = {};
+  const reconcileSeen = { runId: '', eventId: 0, markerPasses: -1 };
+  const WINDOW_MS = 15 * 60_000;
+
+  async function readPostgres(sources: MetricSources) {
+    const [stats, marker, unplacedRows, runtimeRows] = await Promise.all([sources.ledgerStats(), sources.reconcileMarker(), sources.unplaced(), sources.runtimes()]);
+    const outcomes = (wanted: string[]) => KINDS.map((kind) => ({
+      labels: { kind }, value: stats.byOutcome.filter((r) => r.kind === kind && wanted.includes(r.outcome)).reduce((n, r) => n + r.count, 0),
+    }));
+    setCounter(completed, outcomes(['completed', 'completed-above-target', 'degraded']));
+    setCounter(refused, outcomes(['refused']));
+    setCounter(compensated, outcomes(['compensated']));
+    setCounter(ledgerEvents, stats.byOutcome.map((r) => ({ labels: { kind: r.kind, outcome: r.outcome }, value: r.count })));
+    setCounter(gateFailures, stats.gateFailures.map((r) => ({ labels: { gate: r.gate }, value: r.count })));
+    setCounter(recoveries, stats.byOutcome.filter((r) => r.kind === 'recover').map((r) => ({ labels: { outcome: r.outcome }, value: r.count })));
+    setCounter(passes, [{ labels: {}, value: marker.passes }]);
+    setCounter(skips, [{ labels: {}, value: marker.skips }]);
+    unplaced.reset();
+    unplaced.set({ reason: 'placement-unavailable' }, 0);
+    for (const row of unplacedRows) unplaced.inc({ reason: row.reason }, 1);
+    runtimes.reset();
+    for (const status of ['READY', 'CORDONED', 'LOST']) runtimes.set({ status }, runtimeRows.filter((r) => r.status === status).length);
+    return marker;
+  }
+
+  async function readTemporal(sources: MetricSources, marker: { passes: number; skips: number } | null) {
+    const client = await sources.temporal();
+    const queue = `TaskQueue = "${sources.taskQueue}"`;
+    const counts = await Promise.all(Object.entries(OPERATION_KINDS).map(async ([type, kind]) => ({
+      labels: { kind }, value: (await client.workflow.count(`${queue} AND WorkflowType = "${type}"`)).count,
+    })));
+    setCounter(started, counts);
+
+    // Converge durations of the operations that closed since this API started (each read once).
+    const since = new Date(Math.max(startedAt, Date.now() - WINDOW_MS) - 1000).toISOString();
+    const types = CONVERGING_TYPES.map((t) => `"${t}"`).join(', ');
+    let read = 0;
+    for await (const wf of client.workflow.list({ query: `${queue} AND ExecutionStatus != "Running" AND CloseTime > "${since}" AND WorkflowType IN (${types})`, pageSize: 100 })) {
+      if (seenRuns[wf.runId] !== undefined || read >= 50) continue; // the rest waits for the next scrape
+      read += 1;
+      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      for (const d of activityDurations(history.events ?? [], 'awaitTasksReady')) {
+        converge.observe({ kind: OPERATION_KINDS[wf.type as keyof typeof OPERATION_KINDS] ?? wf.type, outcome: d.outcome }, d.seconds);
+      }
+      seenRuns[wf.runId] = wf.closeTime?.getTime() ?? Date.now();
+    }
+    for (const [runId, closedAt] of Object.entries(seenRuns)) if (closedAt < Date.now() - 2 * WINDOW_MS) delete seenRuns[runId];
+
+    // Placement pass durations: the reconcile loop's current run, read again only when the marker moved.
+    const movedPasses = marker ? marker.passes + marker.skips : -2;
+    if (movedPasses !== reconcileSeen.markerPasses) {
+      const handle = client.workflow.getHandle(`reconcile:${sources.taskQueue}`);
+      const description = await handle.describe().catch(() => null);
+      if (description) {
+        if (description.runId !== reconcileSeen.runId) Object.assign(reconcileSeen, { runId: description.runId, eventId: 0 });
+        const history = await client.workflow.getHandle(description.workflowId, description.runId).fetchHistory();
+        for (const d of activityDurations(history.events ?? [], 'reconcilePass', reconcileSeen.eventId)) {
+          passDuration.observe(d.seconds);
+          reconcileSeen.eventId = Math.max(reconcileSeen.eventId, d.eventId);
         }
       }
-      return lines.join('\n') + '\n';
+      reconcileSeen.markerPasses = movedPasses;
+    }
+  }
+
+  let scraping: Promise<unknown> = Promise.resolve();
+  return {
+    contentType: registry.contentType,
+    countRequest(method: string, route: string, status: number, seconds?: number) {
+      httpRequests.inc({ method, route, status: String(status) });
+      if (seconds !== undefined) httpDuration.observe({ method, route }, seconds);
+    },
+    countLeaseExpirations(count: number) {
+      if (count > 0) leaseExpirations.inc(count);
+    },
+    /** Reads every source (one scrape at a time), then renders the Prometheus text. */
+    async render(sources: MetricSources): Promise<string> {
+      const run = scraping.then(async () => {
+        const marker = await readPostgres(sources).then(
+          (m) => { sourceUp.set({ source: 'postgres' }, 1); return m; },
+          () => { sourceUp.set({ source: 'postgres' }, 0); return null; },
+        );
+        await readTemporal(sources, marker).then(
+          () => sourceUp.set({ source: 'temporal' }, 1),
+          () => sourceUp.set({ source: 'temporal' }, 0),
+        );
+        return registry.metrics();
+      });
+      scraping = run.catch(() => undefined);
+      return run;
     },
   };
 }

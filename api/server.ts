@@ -1,9 +1,11 @@
 // Builds the Fastify app from the route modules. Routes start workflows; they never do their work.
-import Fastify, { LogController } from 'fastify';
+import Fastify, { LogController, type FastifyRequest } from 'fastify';
+import { createRedactor, REDACTED, secretsOf, workloadOfWorkflowId } from '../lib/log';
 import type { ApiDeps } from './deps';
 import { installErrorHandling } from '../http/errors';
 import { dependencyFailure } from './dependencies';
 import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from '../http/route';
+import type { MetricSources } from './metrics';
 import { healthRoutes } from './routes/health';
 import { operationRoutes } from './routes/operations';
 import { runtimeRoutes } from './routes/runtimes';
@@ -20,37 +22,96 @@ export function allRoutes(deps: ApiDeps): RouteSpec[] {
       handler: async () => ({ status: 200, body: openApiDocument(routes, VERSION) }),
     }),
     defineRoute({
-      method: 'GET', path: '/metrics', access: 'none', summary: 'Prometheus metrics',
+      method: 'GET', path: '/metrics', access: 'none', summary: 'Prometheus metrics (prom-client text format)',
       handler: async () => {
-        const runtimes = await deps.runtimes.list();
-        const byStatus: Record<string, number> = { READY: 0, CORDONED: 0, LOST: 0 };
-        for (const r of runtimes) byStatus[r.status] += 1;
-        const body = deps.metrics.render([
-          {
-            name: 'scalegate_runtimes',
-            help: 'runtimes by status',
-            values: Object.entries(byStatus).map(([status, value]) => ({ labels: { status }, value })),
-          },
-        ]);
-        return { status: 200, body, contentType: 'text/plain; version=0.0.4' };
+        const body = await deps.metrics.render(metricSources(deps));
+        return { status: 200, body, contentType: deps.metrics.contentType };
       },
     }),
   );
   return routes;
 }
 
-export function buildServer(deps: ApiDeps) {
+/** What /metrics reads at scrape time (api/metrics.ts). */
+function metricSources(deps: ApiDeps): MetricSources {
+  return {
+    taskQueue: deps.config.SCALEGATE_TASK_QUEUE,
+    ledgerStats: () => deps.ledger.stats(),
+    reconcileMarker: () => deps.registry.reconcileMarker(),
+    unplaced: () => deps.registry.listUnplaced(),
+    runtimes: () => deps.runtimes.list(),
+    temporal: () => deps.temporal.client(),
+  };
+}
+
+/** The scope of a request's log line: the workload, runtime and workflow its path names. */
+function scopeOf(request: FastifyRequest): Record<string, string> {
+  const params = (request.params ?? {}) as Record<string, string | undefined>;
+  const scope: Record<string, string> = {};
+  if (params.name) scope.workload = params.name;
+  if (params.id && request.url.startsWith('/v1/runtimes/')) scope.runtime = params.id;
+  if (params.workflowId) {
+    scope.workflow = params.workflowId;
+    const workload = workloadOfWorkflowId(params.workflowId);
+    if (workload) scope.workload = workload;
+  }
+  return scope;
+}
+
+/**
+ * Fastify's pino logger as scalegate JSON lines: `at`, `level` as a word, `msg`, the scope of the
+ * request, and every line passed through the redactor (role tokens, Bearer values, URL passwords).
+ */
+function loggerOptions(deps: ApiDeps) {
   const level = deps.config.SCALEGATE_LOG_LEVEL;
+  if (level === 'silent') return false;
+  const { config } = deps;
+  const redact = createRedactor(secretsOf({
+    SCALEGATE_OPERATOR_TOKEN: config.SCALEGATE_OPERATOR_TOKEN,
+    SCALEGATE_AGENT_TOKEN: config.SCALEGATE_AGENT_TOKEN, SCALEGATE_VIEWER_TOKEN: config.SCALEGATE_VIEWER_TOKEN,
+  }));
+  return {
+    level,
+    messageKey: 'msg',
+    timestamp: () => `,"at":"${new Date().toISOString()}"`,
+    formatters: { level: (label: string) => ({ level: label }), bindings: () => ({ process: 'api' }) },
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization', '*.authorization', 'credential', '*.credential', 'token', '*.token'], censor: REDACTED },
+    stream: { write: (line: string) => void process.stdout.write(redact(line)) },
+  };
+}
+
+export function buildServer(deps: ApiDeps) {
   const app = Fastify({
-    logger: level === 'silent' ? false : { level, redact: ['req.headers.authorization', 'headers.authorization'] },
+    logger: loggerOptions(deps),
     bodyLimit: 1024 * 1024,
-    // one line per request is noise here; errors are still logged
+    // Fastify's two lines per request are noise; the onResponse hook below writes one scoped line
     logController: new LogController({ disableRequestLogging: true }),
   });
 
   installErrorHandling(app, { onUnexpected: (error) => app.log.error({ err: error }, 'unhandled error'), classify: dependencyFailure });
+  // The workflow an answer started (202 {workflowId}), so its request line names it.
+  const startedWorkflow = new WeakMap<FastifyRequest, string>();
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode === 202 && typeof payload === 'string' && payload.includes('"workflowId"')) {
+      try {
+        const workflowId = (JSON.parse(payload) as { workflowId?: unknown }).workflowId;
+        if (typeof workflowId === 'string') startedWorkflow.set(request, workflowId);
+      } catch {
+        // not JSON: nothing to note
+      }
+    }
+    return payload;
+  });
   app.addHook('onResponse', async (request, reply) => {
-    deps.metrics.countRequest(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode);
+    const route = request.routeOptions.url ?? 'unmatched';
+    const seconds = reply.elapsedTime / 1000;
+    deps.metrics.countRequest(request.method, route, reply.statusCode, seconds);
+    // One line per change (info), per read or heartbeat (debug), per server error (error).
+    const workflow = startedWorkflow.get(request);
+    const fields = { ...scopeOf(request), ...(workflow ? { workflow, workload: workloadOfWorkflowId(workflow) ?? scopeOf(request).workload } : {}), method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime) };
+    if (reply.statusCode >= 500) request.log.error(fields, 'request failed');
+    else if (request.method === 'GET' || route.endsWith('/heartbeat') || route === '/metrics') request.log.debug(fields, 'request');
+    else request.log.info(fields, 'request');
   });
 
   registerRoutes(app, allRoutes(deps), {

@@ -1,113 +1,345 @@
-// The scalegate command line: a thin client of the HTTP API. Tokens come from the environment
-// (SCALEGATE_OPERATOR_TOKEN / SCALEGATE_VIEWER_TOKEN) or the state folder's tokens.json.
+// The scalegate command line: a thin client of the HTTP API. Request bodies are built with the
+// API's own schemas (protocol/), so a bad argument is refused here, naming the field. Answers are
+// printed as tables by default, as the API's JSON with --json. An API error exits 1 with the
+// server's message (on stderr; with --json its body on stdout too); a usage error exits 2.
+// Tokens come from the environment (SCALEGATE_OPERATOR_TOKEN / SCALEGATE_VIEWER_TOKEN) or the
+// state folder's tokens.json (what `npm start` writes).
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import YAML from 'yaml';
 import type { z } from 'zod';
-import { describeIssues, LedgerQuerySchema, PlanRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema } from '../protocol';
+import { describeIssues, LedgerQuerySchema, PlanRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
+import { fields, labels, relative, runtimesOf, section, table } from './format';
 
 const USAGE = `usage: scalegate <command> [options]
 
-  state                                   runtimes, workloads, placements, unplaced, operations
-  ledger [--workload W] [--kind K] [--limit N]
-  workload put <name> --file def.json     define a workload (JSON body of PUT /v1/workloads/:name)
-  workload get <name> | workload retire <name>
-  plan <workload> <replicas>              plan a change (starts, stops, moves, warnings, basis)
-  apply <planId>                          apply a plan
-  scale <workload> <replicas> [--approval manual] [--reason TEXT] [--drain-timeout-ms N] [--per-instance-limit N]
-  op <workflowId>                         one operation: status, phase, gates, plan, evidence
-  approve <workflowId> | abort <workflowId>
-  cordon <runtime> | uncordon <runtime> | recover <runtime>
+  state                                      runtimes, workloads, placements, unplaced, operations
+  workloads list                             the workloads (from the state)
+  workloads apply -f FILE                    define workloads from a YAML or JSON file: one definition
+                                             with a "name", a list of them, or several YAML documents
+  workloads get <name>                       a workload with its placement
+  workloads retire <name>                    stop its tasks and empty its placement (a workflow)
+  plan <workload> <replicas|all>             plan a change: starts, stops, moves, warnings, basis
+  apply <planId>                             apply a plan (a workflow)
+  scale <workload> <replicas> [--approval auto|manual] [--reason TEXT] [--soak-ms N]
+        [--converge-timeout-ms N] [--drain-timeout-ms N] [--per-instance-limit N]
+  recover <runtime>                          start the recovery of a runtime
+  cordon <runtime> | uncordon <runtime>      take a runtime out of (or back into) placement
+  operations show <workflowId>               status, phase, gates, plan, evidence, compensation
+  operations approve <workflowId>            approve a scale-out waiting for manual approval
+  operations abort <workflowId>              abort (after a change, the replan compensates)
+  ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
 
-  --api URL (default $SCALEGATE_API_URL or http://127.0.0.1:8080)`;
+  --json       print the API's JSON answer instead of tables
+  --api URL    the API (default $SCALEGATE_API_URL or http://127.0.0.1:8080)
+  -h, --help   this text
 
-function token(role: 'operator' | 'viewer'): string {
-  const fromEnv = role === 'operator' ? process.env.SCALEGATE_OPERATOR_TOKEN : process.env.SCALEGATE_VIEWER_TOKEN ?? process.env.SCALEGATE_OPERATOR_TOKEN;
-  if (fromEnv) return fromEnv;
-  const file = path.join(process.env.SCALEGATE_HOME ?? '.scalegate', 'tokens.json');
-  try {
-    return (JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, string>)[role];
-  } catch {
-    throw new Error(`no ${role} token: set SCALEGATE_${role.toUpperCase()}_TOKEN or run from the folder where npm start keeps ${file}`);
+  (older spellings still work: workload put|get|retire, op, approve, abort)`;
+
+type Role = 'operator' | 'viewer';
+
+class UsageError extends Error {}
+
+/** An answer the API refused: its status and body. */
+class ApiRefusal extends Error {
+  constructor(readonly status: number, readonly body: unknown) {
+    const b = body as { error?: string; message?: string } | null;
+    super(b && typeof b === 'object' && b.message ? `${b.error ?? status}: ${b.message}` : `HTTP ${status}: ${typeof body === 'string' ? body : JSON.stringify(body)}`);
   }
 }
 
-async function call(api: string, method: string, urlPath: string, role: 'operator' | 'viewer', body?: unknown) {
-  const response = await fetch(`${api}${urlPath}`, {
-    method,
-    headers: { authorization: `Bearer ${token(role)}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  process.stdout.write(`${text}\n`);
-  if (!response.ok) process.exitCode = 1;
+function token(role: Role): string {
+  const fromEnv = role === 'operator' ? process.env.SCALEGATE_OPERATOR_TOKEN : process.env.SCALEGATE_VIEWER_TOKEN ?? process.env.SCALEGATE_OPERATOR_TOKEN;
+  if (fromEnv) return fromEnv;
+  const file = path.join(process.env.SCALEGATE_HOME ?? '.scalegate', 'tokens.json');
+  let stored: Record<string, string>;
+  try {
+    stored = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, string>;
+  } catch {
+    throw new UsageError(`no ${role} token: set SCALEGATE_${role.toUpperCase()}_TOKEN or run from the folder where npm start keeps ${file}`);
+  }
+  const found = stored[role] ?? (role === 'viewer' ? stored.operator : undefined);
+  if (!found) throw new UsageError(`no ${role} token in ${file}`);
+  return found;
 }
 
-const replicasArg = (value: string | undefined) => (value === 'all' ? 'all' : Number(value));
-const numberArg = (value: string | undefined) => (value === undefined ? undefined : Number(value));
+function client(api: string) {
+  return async (method: string, urlPath: string, role: Role, body?: unknown): Promise<any> => {
+    let response: Response;
+    try {
+      response = await fetch(`${api}${urlPath}`, {
+        method,
+        headers: { authorization: `Bearer ${token(role)}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (error) {
+      throw new Error(`cannot reach the scalegate API at ${api}: ${(error as Error & { cause?: Error }).cause?.message ?? (error as Error).message}`);
+    }
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON: keep the text
+    }
+    if (!response.ok) throw new ApiRefusal(response.status, parsed);
+    return parsed;
+  };
+}
 
 /** Builds a request body with the API's own schema, so a bad argument is refused here, naming the field. */
-function body<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+function body<T extends z.ZodType>(schema: T, value: unknown, what = 'arguments'): z.output<T> {
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new Error(`invalid arguments: ${describeIssues(parsed.error)}`);
+  if (!parsed.success) throw new UsageError(`invalid ${what}: ${describeIssues(parsed.error)}`);
   return parsed.data;
 }
 
-async function main(argv: string[]) {
+const replicasArg = (value: string | undefined) => (value === undefined ? undefined : value === 'all' ? 'all' : Number(value));
+const numberArg = (value: string | undefined) => (value === undefined ? undefined : Number(value));
+const need = (value: string | undefined, what: string): string => {
+  if (!value) throw new UsageError(`missing ${what}`);
+  return value;
+};
+const enc = encodeURIComponent;
+
+/** The documents of a YAML or JSON file (YAML is a superset of JSON: one parser reads both). */
+function parseFile(file: string): unknown[] {
+  let source: string;
+  try {
+    source = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  let documents: unknown[];
+  try {
+    documents = YAML.parseAllDocuments(source).map((doc) => {
+      if (doc.errors.length) throw new Error(doc.errors[0].message);
+      return doc.toJS();
+    });
+  } catch (error) {
+    throw new UsageError(`${file} is neither YAML nor JSON: ${(error as Error).message}`);
+  }
+  const items = documents.flatMap((doc) => (Array.isArray(doc) ? doc : doc === null || doc === undefined ? [] : [doc]));
+  if (items.length === 0) throw new UsageError(`${file} holds no workload definition`);
+  return items;
+}
+
+/** One definition without a name (the older `workload put <name> --file F`). */
+function readDefinition(file: string): unknown {
+  return body(WorkloadDefinitionSchema, parseFile(file)[0], `workload in ${file}`);
+}
+
+/** The workload definitions a file holds: one (with "name"), a list, or several YAML documents. */
+export function readDefinitions(file: string): { name: string; definition: unknown }[] {
+  const items = parseFile(file);
+  return items.map((item, i) => {
+    const where = items.length > 1 ? `${file} definition ${i + 1}` : file;
+    if (!item || typeof item !== 'object') throw new UsageError(`${where}: a workload definition is an object`);
+    const { name, ...definition } = item as Record<string, unknown>;
+    const parsedName = WorkloadName.safeParse(name);
+    if (!parsedName.success) throw new UsageError(`${where}: "name" ${name === undefined ? 'is missing' : `is invalid: ${describeIssues(parsedName.error)}`}`);
+    return { name: parsedName.data, definition: body(WorkloadDefinitionSchema, definition, `workload ${parsedName.data} in ${where}`) };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readable renderings of the API's answers
+
+function renderState(state: any): string {
+  const parts = [
+    section('RUNTIMES', table(['id', 'status', 'labels', 'slots', 'tasks', 'lease', 'fence'],
+      state.runtimes.map((r: any) => [r.id, r.status, labels(r.labels), r.slots, r.tasks, relative(r.leaseExpiresAt), r.fence]))),
+    section('WORKLOADS', table(['name', 'kind', 'replicas', 'status', 'placed', 'runtimes', 'fence'],
+      state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments), w.placement?.fence]))),
+  ];
+  if (state.unplaced.length) parts.push(section('UNPLACED', table(['workload', 'reason', 'missing'], state.unplaced.map((u: any) => [u.workload, u.reason, u.missing]))));
+  parts.push(section('OPERATIONS', state.operationsAvailable === false
+    ? '(Temporal unreachable: running operations unknown)'
+    : table(['workflow', 'kind', 'target', 'phase', 'started'], state.operations.map((o: any) => [o.workflowId, o.kind, o.target, o.phase, relative(o.startedAt)]))));
+  parts.push(`reconcile: last pass ${relative(state.reconcile?.at)}${state.reconcile?.skipped ? ' (skipped: nothing changed)' : ''}, ${state.reconcile?.passes ?? 0} pass(es), ${state.reconcile?.skips ?? 0} skip(s)`);
+  return parts.join('\n\n');
+}
+
+function renderWorkloadList(state: any): string {
+  return table(['name', 'kind', 'replicas', 'status', 'placed', 'runtimes'],
+    state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments)]));
+}
+
+const assignmentRows = (assignments: any[]) => assignments.map((a: any) => [a.index, a.taskId, a.runtimeId, a.ports ? `${a.ports.public}/${a.ports.internal}` : null, a.partitions?.join(',')]);
+
+function renderWorkload(w: any): string {
+  const head = fields([
+    ['name', w.name], ['kind', w.kind], ['replicas', w.replicas], ['selector', labels(w.selector)], ['colocate', w.colocate],
+    ['retired', w.retired], ['revision', w.revision],
+    ['contract', w.contract ? Object.entries(w.contract).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' ') : undefined],
+    ['placement', w.placement ? `fence ${w.placement.fence}, generation ${w.placement.generation}` : 'pending (none yet)'],
+  ]);
+  if (!w.placement) return head;
+  return `${head}\n\n${section('ASSIGNMENTS', table(['index', 'task', 'runtime', 'ports', 'partitions'], assignmentRows(w.placement.assignments)))}`;
+}
+
+function renderPlan(p: any): string {
+  const changes = [
+    ...p.starts.map((a: any) => ['start', a.taskId, null, a.runtimeId]),
+    ...p.stops.map((a: any) => ['stop', a.taskId, a.runtimeId, null]),
+    ...p.moves.map((m: any) => ['move', m.to.taskId, m.from.runtimeId, m.to.runtimeId]),
+  ];
+  return [
+    fields([['plan', p.id], ['workload', p.workload], ['replicas', `${p.fromReplicas} → ${p.replicas === 'all' ? `all (${p.target.length})` : p.replicas}`],
+      ['basis', `registry revision ${p.basis.registryRevision}, placement fence ${p.basis.placementFence}`],
+      ['unplaced', p.unplaced ? `${p.unplaced.missing} replica(s): ${p.unplaced.reason}` : undefined]]),
+    section('CHANGES', changes.length ? table(['change', 'task', 'from', 'to'], changes) : '(none: already at this size)'),
+    ...(p.warnings.length ? [section('WARNINGS', p.warnings.map((w: string) => `- ${w}`).join('\n'))] : []),
+    ...(p.evidenceRequired?.length ? [section('EVIDENCE REQUIRED', p.evidenceRequired.map((e: string) => `- ${e}`).join('\n'))] : []),
+    `apply it with: scalegate apply ${p.id}`,
+  ].join('\n\n');
+}
+
+function renderStarted(what: string, s: any): string {
+  return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl]]) +
+    `\nfollow it with: scalegate operations show ${s.workflowId}`;
+}
+
+function renderOperation(o: any): string {
+  const parts = [fields([
+    ['workflow', o.workflowId], ['run', o.runId], ['kind', o.kind], ['status', o.status], ['phase', o.phase],
+    ['started', o.startedAt], ['closed', o.closedAt],
+    ['approval', o.approval ? `${o.approval.mode}${o.approval.decision ? ` (${o.approval.decision} by ${o.approval.by})` : ''}` : undefined],
+    ['failure', o.failure ?? undefined],
+  ])];
+  if (o.gates) parts.push(section('GATES', table(['gate', 'passed', 'detail'], o.gates.rows.map((r: any) => [r.gate, r.passed ? 'yes' : 'NO', r.detail]))));
+  if (o.evidenceGap) parts.push(section('EVIDENCE GAP', o.evidenceGap));
+  if (o.plan) {
+    parts.push(section('PLAN', fields([['id', o.plan.id], ['starts', o.plan.starts.length], ['stops', o.plan.stops.length], ['moves', o.plan.moves.length],
+      ['target', runtimesOf(o.plan.target)], ['warnings', o.plan.warnings.join('; ') || undefined]])));
+  }
+  if (o.scaleIn?.victims?.length) parts.push(section('VICTIMS', table(['task', 'runtime', 'why'], o.scaleIn.victims.map((v: any) => [v.taskId, v.runtimeId, o.scaleIn.reasons?.[v.taskId]]))));
+  if (o.evidence?.comparison) {
+    parts.push(section('EVIDENCE', fields([['verdict', o.evidence.comparison.verdict], ['reasons', (o.evidence.comparison.reasons ?? []).join('; ') || undefined]])));
+  }
+  if (o.compensation) {
+    parts.push(section('COMPENSATION', fields([['reason', o.compensation.reason], ['replicas', o.compensation.replicas],
+      ['outcome', o.compensation.outcome ? `fence ${o.compensation.outcome.fence}, generation ${o.compensation.outcome.generation}` : 'running']])));
+  }
+  if (o.result !== undefined && o.result !== null && !o.gates) parts.push(section('RESULT', JSON.stringify(o.result, null, 2)));
+  return parts.join('\n\n');
+}
+
+function renderLedger(events: any[]): string {
+  return table(['id', 'at', 'kind', 'workload', 'from→to', 'outcome', 'reason', 'workflow'],
+    events.map((e: any) => [e.id, e.at, e.kind, e.workload ?? e.tier, `${e.fromReplicas ?? '-'}→${e.toReplicas ?? '-'}`, e.outcome, e.reason, e.workflowId]));
+}
+
+function renderRuntime(r: any): string {
+  return fields([['runtime', r.id], ['status', r.status], ['labels', labels(r.labels)], ['fence', r.fence], ['lease', relative(r.leaseExpiresAt)]]);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function run(argv: string[], out: (text: string) => void = (t) => process.stdout.write(`${t}\n`)): Promise<void> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
-      api: { type: 'string' }, file: { type: 'string' }, workload: { type: 'string' }, kind: { type: 'string' },
-      limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean' },
+      api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
+      limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      json: { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
       'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' },
     },
   });
-  const api = values.api ?? process.env.SCALEGATE_API_URL ?? 'http://127.0.0.1:8080';
-  const [command, a, b] = positionals;
-  const id = encodeURIComponent(a ?? '');
+  if (values.help || positionals.length === 0) {
+    out(USAGE);
+    if (!values.help) process.exitCode = 2;
+    return;
+  }
+  const call = client(values.api ?? process.env.SCALEGATE_API_URL ?? 'http://127.0.0.1:8080');
+  const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
+  let [command, sub, a] = positionals;
+
+  // Older spellings: `workload put <name> --file F|get|retire`, `op`, `approve`, `abort`.
+  const legacyPut = command === 'workload' && sub === 'put';
+  if (command === 'workload') command = 'workloads';
+  if (legacyPut) sub = 'apply';
+  if (command === 'op') [command, sub, a] = ['operations', 'show', sub];
+  if (command === 'approve' || command === 'abort') [command, sub, a] = ['operations', command, sub];
+
   switch (command) {
     case 'state':
-      return call(api, 'GET', '/v1/state', 'viewer');
+      return show(await call('GET', '/v1/state', 'viewer'), renderState);
     case 'ledger': {
       const filter = body(LedgerQuerySchema, { workload: values.workload, kind: values.kind, limit: values.limit });
       const query = new URLSearchParams(Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)] as [string, string]));
-      return call(api, 'GET', `/v1/ledger?${query}`, 'viewer');
+      return show(await call('GET', `/v1/ledger?${query}`, 'viewer'), (answer: any) => renderLedger(answer.events));
     }
-    case 'workload': {
-      const name = encodeURIComponent(b ?? '');
-      if (a === 'put') {
-        if (!values.file) throw new Error('workload put needs --file');
-        return call(api, 'PUT', `/v1/workloads/${name}`, 'operator', body(WorkloadDefinitionSchema, JSON.parse(fs.readFileSync(values.file, 'utf8'))));
+    case 'workloads':
+      switch (sub) {
+        case 'list':
+          return show(await call('GET', '/v1/state', 'viewer'), renderWorkloadList);
+        case 'apply': {
+          const file = need(values.file, 'the file: workloads apply -f FILE');
+          // `workload put <name> --file F` names the workload on the command line, not in the file.
+          const definitions = legacyPut ? [{ name: need(a, 'the workload name'), definition: readDefinition(file) }] : readDefinitions(file);
+          const answers = [];
+          for (const { name, definition } of definitions) {
+            const answer = await call('PUT', `/v1/workloads/${enc(name)}`, 'operator', definition);
+            answers.push(answer);
+            if (!values.json) out(`workload ${name} ${answer.revision !== undefined ? `saved at revision ${answer.revision}` : 'saved'} (${answer.kind}, replicas ${answer.replicas})`);
+          }
+          if (values.json) out(JSON.stringify(answers.length === 1 ? answers[0] : answers, null, 2));
+          return;
+        }
+        case 'get':
+          return show(await call('GET', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'viewer'), renderWorkload);
+        case 'retire':
+          return show(await call('DELETE', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'operator'), (s) => renderStarted('retiring', s));
       }
-      if (a === 'get') return call(api, 'GET', `/v1/workloads/${name}`, 'viewer');
-      if (a === 'retire') return call(api, 'DELETE', `/v1/workloads/${name}`, 'operator');
+      break;
+    case 'plan': {
+      const request = body(PlanRequestSchema, { replicas: replicasArg(need(a, 'the replicas: plan <workload> <replicas>')) });
+      return show(await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/plan`, 'operator', request), renderPlan);
+    }
+    case 'apply':
+      return show(await call('POST', `/v1/plans/${enc(need(sub, 'the plan id'))}/apply`, 'operator', {}), (s) => renderStarted('applying', s));
+    case 'scale': {
+      const request = body(ScaleRequestSchema, {
+        replicas: replicasArg(need(a, 'the replicas: scale <workload> <replicas>')), approval: values.approval, reason: values.reason,
+        soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']),
+        drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']),
+      });
+      return show(await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request), (s) => renderStarted('started', s));
+    }
+    case 'operations': {
+      const id = enc(need(a, 'the workflow id, e.g. scale:orders'));
+      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}`, 'viewer'), renderOperation);
+      if (sub === 'approve') {
+        return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
+      }
+      if (sub === 'abort') return show(await call('POST', `/v1/operations/${id}/abort`, 'operator', {}), () => `abort requested for ${a}: it stops, and a change already made is compensated by the replan`);
       break;
     }
-    case 'plan':
-      return call(api, 'POST', `/v1/workloads/${id}/plan`, 'operator', body(PlanRequestSchema, { replicas: replicasArg(b) }));
-    case 'apply':
-      return call(api, 'POST', `/v1/plans/${id}/apply`, 'operator', {});
-    case 'scale':
-      return call(api, 'POST', `/v1/workloads/${id}/scale`, 'operator', body(ScaleRequestSchema, {
-        replicas: replicasArg(b), approval: values.approval, reason: values.reason,
-        drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']),
-      }));
-    case 'op':
-      return call(api, 'GET', `/v1/operations/${id}`, 'viewer');
-    case 'approve':
-    case 'abort':
-      return call(api, 'POST', `/v1/operations/${id}/${command}`, 'operator', {});
     case 'cordon':
     case 'uncordon':
+      return show(await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/${command}`, 'operator'), renderRuntime);
     case 'recover':
-      return call(api, 'POST', `/v1/runtimes/${id}/${command}`, 'operator');
+      return show(await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/recover`, 'operator'), (s: any) => (s.workflowId ? renderStarted('recovering', s) : JSON.stringify(s, null, 2)));
   }
-  process.stderr.write(`${USAGE}\n`);
-  process.exitCode = values.help ? 0 : 2;
+  throw new UsageError(`unknown command: ${positionals.join(' ')}`);
 }
 
-main(process.argv.slice(2)).catch((error) => {
-  process.stderr.write(`scalegate: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = 1;
-});
+if (require.main === module || process.argv[1]?.endsWith(`${path.sep}bin.js`)) {
+  const json = process.argv.includes('--json');
+  run(process.argv.slice(2)).catch((error) => {
+    if (error instanceof ApiRefusal) {
+      if (json) process.stdout.write(`${typeof error.body === 'string' ? error.body : JSON.stringify(error.body, null, 2)}\n`);
+      process.stderr.write(`scalegate: ${error.message}\n`);
+      process.exitCode = 1;
+    } else if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`scalegate: ${(error as Error).message}\n(scalegate --help for the commands)\n`);
+      process.exitCode = 2;
+    } else {
+      process.stderr.write(`scalegate: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.exitCode = 1;
+    }
+  });
+}

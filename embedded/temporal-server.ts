@@ -34,6 +34,22 @@ export async function waitForTemporal(address: string, isAlive: () => boolean, t
   }
 }
 
+/** The Web UI answers once the dev server serves it (shortly after gRPC). */
+async function waitForUi(uiUrl: string, isAlive: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (!isAlive()) throw new Error('the Temporal server exited during start');
+    try {
+      const response = await fetch(uiUrl, { signal: AbortSignal.timeout(2000) });
+      if (response.ok) return;
+    } catch {
+      // not serving yet
+    }
+    if (Date.now() > deadline) throw new Error(`the Temporal Web UI at ${uiUrl} did not answer within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
 export function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -76,10 +92,19 @@ export async function startTemporalDevServer(options: {
     await stopChild(child);
     throw error;
   }
-  log(`Temporal dev server (${cli.source}: ${cli.path}) on ${address}`);
+  const uiUrl = options.uiPort ? `http://127.0.0.1:${options.uiPort}` : null;
+  if (uiUrl) {
+    try {
+      await waitForUi(uiUrl, () => child.exitCode === null);
+    } catch (error) {
+      await stopChild(child);
+      throw error;
+    }
+  }
+  log(`Temporal dev server (${cli.source}: ${cli.path}) on ${address}${uiUrl ? `, Web UI on ${uiUrl}` : ''}`);
   return {
     address,
-    uiUrl: options.uiPort ? `http://127.0.0.1:${options.uiPort}` : null,
+    uiUrl,
     source: cli.source,
     stop: () => stopChild(child),
   };

@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { describeIssues } from '../protocol/issues';
-import { Access, authorize, Role, RoleTokens } from './auth';
+import { Access, authorize, authorizeRuntime, isRoleAccess, Role, RoleTokens, type Caller, type RuntimeCredentials } from './auth';
 import { withinDeadline } from './deadline';
 import { ApiError } from './errors';
 
@@ -19,8 +19,20 @@ export interface RouteContext<P, Q, B> {
   params: P;
   query: Q;
   body: B;
+  /** the role of the token that authenticated the call (null for `none`, and for a runtime credential) */
   role: Role | null;
+  /**
+   * The runtime whose credential authenticated the call (`runtime` and `agent-or-runtime` routes),
+   * with that credential for a compare-and-set in SQL. Never log it.
+   */
+  runtime: { id: string; credential: string } | null;
   request: FastifyRequest;
+}
+
+/** How a `runtime` / `agent-or-runtime` route learns which runtime is calling and what it must present. */
+export interface RuntimeAccess extends RuntimeCredentials {
+  /** the runtime the call names, from the raw (not yet validated) request; default: the `:id` path parameter */
+  idOf?(raw: { params: unknown; body: unknown }): unknown;
 }
 
 export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
@@ -28,6 +40,8 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   /** Fastify syntax: /v1/runtimes/:id */
   path: string;
   access: Access;
+  /** required for access `runtime` and `agent-or-runtime` */
+  runtime?: RuntimeAccess;
   summary: string;
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
@@ -54,24 +68,41 @@ function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: s
   return result.data;
 }
 
+const pathId = (raw: { params: unknown }): unknown => (raw.params as { id?: unknown } | undefined)?.id;
+
+/** Who is calling, checked before any input is validated. */
+async function authenticate(route: RouteSpec, tokens: RoleTokens, request: FastifyRequest): Promise<Caller> {
+  const { access } = route;
+  if (access === 'none' || isRoleAccess(access)) return { role: authorize(tokens, access, request.headers.authorization), runtime: null };
+  if (!route.runtime) throw new Error(`route ${route.method} ${route.path} has access ${access} but declares no runtime credentials`);
+  const runtimeId = (route.runtime.idOf ?? pathId)({ params: request.params, body: request.body });
+  return authorizeRuntime(tokens, access, request.headers.authorization, runtimeId, route.runtime);
+}
+
 /**
- * @param options.deadlineMs how long a handler may take before the caller is answered 503
- *   `dependency-unavailable` (the backstop for a dependency that hangs instead of failing)
+ * @param options.deadlineMs how long a request (its authentication included: a runtime's credential
+ *   is looked up) may take before the caller is answered 503 `dependency-unavailable` (the backstop
+ *   for a dependency that hangs instead of failing)
  */
 export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens: RoleTokens, options: { deadlineMs?: number } = {}): void {
   for (const route of routes) {
+    if ((route.access === 'runtime' || route.access === 'agent-or-runtime') && !route.runtime) {
+      throw new Error(`route ${route.method} ${route.path} has access ${route.access} but declares no runtime credentials`);
+    }
     app.route({
       method: route.method,
       url: route.path,
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const role = authorize(tokens, route.access, request.headers.authorization);
-        const params = parseWith(route.params, request.params, 'params');
-        const query = parseWith(route.query, request.query, 'query');
-        if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
-        const body = parseWith(route.body, request.body, 'body');
-        const handled = route.handler({ params, query, body, role, request });
+        const handle = async (): Promise<Reply> => {
+          const { role, runtime } = await authenticate(route, tokens, request);
+          const params = parseWith(route.params, request.params, 'params');
+          const query = parseWith(route.query, request.query, 'query');
+          if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
+          const body = parseWith(route.body, request.body, 'body');
+          return route.handler({ params, query, body, role, runtime, request });
+        };
         const deadlineMs = route.deadlineMs ?? options.deadlineMs;
-        const result = deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, deadlineMs, handled) : await handled;
+        const result = deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, deadlineMs, handle()) : await handle();
         reply.status(result.status);
         if (result.contentType) reply.type(result.contentType);
         return result.body;

@@ -7,6 +7,10 @@ export const ERROR_CODES = {
   'bad-request': { status: 400, retryable: false },
   unauthorized: { status: 401, retryable: false },
   forbidden: { status: 403, retryable: false },
+  /** the bearer is not the credential of the runtime the call names (unknown, another runtime's, or rotated) */
+  'invalid-credential': { status: 401, retryable: false },
+  /** the runtime's own credential, but its lease lapsed (or it was declared LOST): register with the agent token */
+  'credential-expired': { status: 401, retryable: false },
   'not-found': { status: 404, retryable: false },
   'unsupported-media-type': { status: 415, retryable: false },
   'validation-failed': { status: 422, retryable: false },
@@ -16,6 +20,8 @@ export const ERROR_CODES = {
   'stale-fence': { status: 409, retryable: false },
   'stale-generation': { status: 409, retryable: false },
   conflict: { status: 409, retryable: false },
+  /** the agent token may not re-register a live runtime: present the runtime's own credential */
+  'runtime-live': { status: 409, retryable: false },
   // what an agent's drivers refuse
   'placement-unavailable': { status: 422, retryable: false },
   'invalid-spec': { status: 422, retryable: false },

@@ -33,11 +33,23 @@ export const HeartbeatSchema = z.strictObject({
 });
 export type Heartbeat = z.infer<typeof HeartbeatSchema>;
 
-/** 201 answer of POST /v1/runtimes: the runtime, its fence and the lease terms. */
+/** Bytes of randomness in a runtime credential (DESIGN.md §3 "Credentials"); sent base64url. */
+export const RUNTIME_CREDENTIAL_BYTES = 32;
+
+/** A runtime credential as the control plane issues it: base64url of at least 32 random bytes. */
+export const RuntimeCredentialSchema = z.string().regex(/^[A-Za-z0-9_-]{43,512}$/, 'a base64url runtime credential');
+
+/**
+ * Answer of POST /v1/runtimes: the runtime, its fence and the lease terms. A registration with the
+ * agent token (201) carries the runtime's new `credential`, once; a resume with the runtime's own
+ * credential (200, `resumed: true`) keeps fence and credential and carries neither secret.
+ */
 export const RegisterAnswerSchema = z.object({
   fence: z.int(),
   leaseTtlMs: z.int(),
   heartbeatIntervalMs: z.int(),
+  credential: RuntimeCredentialSchema.optional(),
+  resumed: z.boolean().default(false),
 });
 export type RegisterAnswer = z.infer<typeof RegisterAnswerSchema>;
 

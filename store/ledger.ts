@@ -42,6 +42,29 @@ export function createLedgerStore(db: Pool) {
       return rows[0] ? Number(rows[0].id) : null;
     },
 
+    /**
+     * Counts for /metrics, read at scrape time: rows per kind and outcome, and failed gate rows by
+     * gate (from the `inputs.gates` every scale-out row carries).
+     */
+    async stats(): Promise<{ byOutcome: { kind: string; outcome: string; count: number }[]; gateFailures: { gate: string; count: number }[] }> {
+      const [byOutcome, gateFailures] = await Promise.all([
+        db.query<{ kind: string; outcome: string; n: string }>(
+          `select kind, coalesce(outcome, 'none') as outcome, count(*) as n from ledger group by 1, 2`,
+        ),
+        db.query<{ gate: string; n: string }>(
+          `select g->>'gate' as gate, count(*) as n
+             from ledger
+             cross join lateral jsonb_array_elements(case when jsonb_typeof(inputs->'gates') = 'array' then inputs->'gates' else '[]'::jsonb end) as g
+            where g->>'passed' = 'false'
+            group by 1`,
+        ),
+      ]);
+      return {
+        byOutcome: byOutcome.rows.map((r) => ({ kind: r.kind, outcome: r.outcome, count: Number(r.n) })),
+        gateFailures: gateFailures.rows.map((r) => ({ gate: r.gate, count: Number(r.n) })),
+      };
+    },
+
     /** Newest first. */
     async list(filter: { workload?: string; kind?: string; limit: number }): Promise<LedgerRow[]> {
       const { rows } = await db.query(

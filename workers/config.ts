@@ -11,6 +11,8 @@ export const WorkerConfigSchema = z.object({
   SCALEGATE_WORKFLOW_BUNDLE: z.string().optional(),
   /** how often the reconcile loop runs a pass (it skips itself when nothing moved) */
   SCALEGATE_RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).default(15_000),
+  /** JSON log lines at this level and above (the SDK's, the workflows' and the activities' too) */
+  SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 

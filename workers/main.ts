@@ -1,43 +1,87 @@
-// Orchestrator worker entry point.
+// Orchestrator worker entry point: wait for Temporal, register the search attributes, start the
+// reconcile loop, run the worker. Logs are JSON lines with tokens redacted (lib/log.ts).
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { createRedactor, secretsOf, type Logger } from '../lib/log';
 import { createPool } from '../store/db';
 import { reconcile } from '../workflows/reconcile';
 import { migrate } from '../store/migrate';
 import { parseWorkerConfig } from './config';
-import { createOrchestratorWorker } from './orchestrator';
+import { createOrchestratorWorker, ensureSearchAttributes, installWorkerLogging } from './orchestrator';
+
+/** how long a starting worker waits for its Temporal server (compose starts them together) */
+const TEMPORAL_WAIT_MS = 180_000;
+
+const redact = createRedactor(secretsOf(process.env));
+let log: Logger | null = null;
 
 async function main() {
   const config = parseWorkerConfig();
+  log = installWorkerLogging(config.SCALEGATE_LOG_LEVEL, redact);
   const db = createPool(config.DATABASE_URL, { connectTimeoutMs: 5_000, queryTimeoutMs: 60_000 });
   await migrate(db);
+
+  const client = await connectClient(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, log);
+  try {
+    // Before any workflow runs: a workflow upserting an unregistered attribute fails its task.
+    await ensureSearchAttributes(client.connection.operatorService, config.TEMPORAL_NAMESPACE, { log });
+    await ensureReconcileLoop(client, config.SCALEGATE_TASK_QUEUE, config.SCALEGATE_RECONCILE_INTERVAL_MS);
+  } finally {
+    await client.connection.close();
+  }
+
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const worker = await createOrchestratorWorker({
     connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE, db, agentToken: config.SCALEGATE_AGENT_TOKEN,
     workflowBundle: config.SCALEGATE_WORKFLOW_BUNDLE ? { codePath: config.SCALEGATE_WORKFLOW_BUNDLE } : undefined,
   });
-  await ensureReconcileLoop(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.SCALEGATE_TASK_QUEUE, config.SCALEGATE_RECONCILE_INTERVAL_MS);
+  log.info('worker started', { taskQueue: config.SCALEGATE_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE });
   // The SDK shuts the worker down gracefully on SIGINT/SIGTERM; run() resolves afterwards.
   await worker.run();
   await connection.close();
   await db.end();
 }
 
+/**
+ * Connects once Temporal answers and knows the namespace, retrying for TEMPORAL_WAIT_MS (a server
+ * starting beside us, or still creating its namespace, is not an error).
+ */
+async function connectClient(address: string, namespace: string, logger: Logger): Promise<Client> {
+  const deadline = Date.now() + TEMPORAL_WAIT_MS;
+  let said = false;
+  for (;;) {
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 2_000 });
+      try {
+        await connection.workflowService.describeNamespace({ namespace });
+      } catch (error) {
+        await connection.close();
+        throw error;
+      }
+      return new Client({ connection, namespace });
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`Temporal at ${address} (namespace ${namespace}) did not answer within ${TEMPORAL_WAIT_MS / 1000} s: ${(error as Error).message}`);
+      if (!said) logger.warn('waiting for Temporal and its namespace', { address, namespace, error: (error as Error).message });
+      said = true;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
+}
+
 /** The reconcile loop is one long-lived workflow per task queue (id `reconcile:<queue>`); starting it twice is a no-op. */
-async function ensureReconcileLoop(address: string, namespace: string, taskQueue: string, intervalMs: number) {
-  const connection = await Connection.connect({ address });
+async function ensureReconcileLoop(client: Client, taskQueue: string, intervalMs: number) {
   try {
-    await new Client({ connection, namespace }).workflow.start(reconcile, {
+    await client.workflow.start(reconcile, {
       taskQueue, workflowId: `reconcile:${taskQueue}`, args: [{ intervalMs }], staticSummary: 'reconcile loop',
     });
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-  } finally {
-    await connection.close();
   }
 }
 
 main().catch((error) => {
-  console.error(`scalegate worker failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+  const message = error instanceof Error ? error.stack ?? error.message : String(error);
+  if (log) log.error('scalegate worker failed', { error: message });
+  else process.stderr.write(`${redact(`scalegate worker failed: ${message}`)}\n`);
   process.exit(1);
 });

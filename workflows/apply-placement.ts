@@ -7,7 +7,7 @@
 import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
-import { profiles } from './operation';
+import { formatDuration, profiles, runtimesOf } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
@@ -50,7 +50,10 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
   const drainRemoved = async (drainTimeoutMs?: number) => {
     if (removed.length === 0) return [];
     options.onPhase(drainTimeoutMs === undefined ? 'stopping-removed' : 'draining');
-    return long.stopTasks({ tasks: refs(removed), drainTimeoutMs });
+    const summary = drainTimeoutMs === undefined
+      ? `stop ${removed.length} removed task(s) on ${runtimesOf(removed)}`
+      : `drain ${runtimesOf(removed)} (${removed.length} task(s), deadline ${formatDuration(drainTimeoutMs)})`;
+    return long.stopTasks.executeWithOptions({ summary }, [{ tasks: refs(removed), drainTimeoutMs }]);
   };
 
   if (options.drainFirst) {
@@ -58,22 +61,32 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
     options.drainFirst.onDrained?.(receipts);
   }
   options.onPhase('writing-placement');
-  const placement = await store.commitPlacement({
-    workload: plan.workload, basis: plan.basis, assignments: plan.target, generation: plan.generation,
-    unplaced: plan.unplaced, writer: workflowId, planId: plan.id,
-  });
+  const placement = await store.commitPlacement.executeWithOptions(
+    { summary: `write placement of ${plan.workload}: ${plan.target.length} task(s), fenced on ${plan.basis.placementFence}` },
+    [{
+      workload: plan.workload, basis: plan.basis, assignments: plan.target, generation: plan.generation,
+      unplaced: plan.unplaced, writer: workflowId, planId: plan.id,
+    }],
+  );
   options.onCommitted?.();
-  const workload = await store.loadWorkload(plan.workload);
+  const workload = await store.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload}` }, [plan.workload]);
   if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `workload ${plan.workload} vanished`, nonRetryable: true });
 
   options.onPhase('starting-tasks');
-  await long.startTasks({
-    workload: plan.workload, kind: workload.kind, spec: workload.spec, placementFence: placement.fence,
-    generation: placement.generation, assignments: placement.assignments,
-  });
+  await long.startTasks.executeWithOptions(
+    { summary: `start ${placement.assignments.length} task(s) on ${runtimesOf(placement.assignments)}` },
+    [{
+      workload: plan.workload, kind: workload.kind, spec: workload.spec, placementFence: placement.fence,
+      generation: placement.generation, assignments: placement.assignments,
+    }],
+  );
   options.onPhase('converging');
   // Drain-first: survivors report ready again once they hold every partition handed to them.
-  await long.awaitTasksReady({ tasks: refs(options.drainFirst ? placement.assignments : fresh), timeoutMs: options.convergeTimeoutMs });
+  const awaited = options.drainFirst ? placement.assignments : fresh;
+  await long.awaitTasksReady.executeWithOptions(
+    { summary: `converge: await ${awaited.length} task(s) ready (timeout ${formatDuration(options.convergeTimeoutMs)})` },
+    [{ tasks: refs(awaited), timeoutMs: options.convergeTimeoutMs }],
+  );
   if (!options.drainFirst) await drainRemoved();
   return {
     workload: plan.workload, fence: placement.fence, generation: placement.generation,

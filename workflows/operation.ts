@@ -51,6 +51,24 @@ export function trackOperation(operation: string, workload: string | null, summa
   };
 }
 
+/**
+ * A duration for a Web UI summary: "500 ms", "5 s", "2.5 s", "2 min", "24 h". Summaries (of
+ * activities, timers and children) are metadata on the command: they never change its sequence.
+ */
+export function formatDuration(ms: number): string {
+  const trim = (value: number) => String(Math.round(value * 10) / 10);
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120_000) return `${trim(ms / 1000)} s`;
+  if (ms < 2 * 3_600_000) return `${trim(ms / 60_000)} min`;
+  return `${trim(ms / 3_600_000)} h`;
+}
+
+/** "agent-a, agent-c": the distinct runtimes of some assignments, for a summary. */
+export function runtimesOf(tasks: readonly { runtimeId: string }[]): string {
+  const ids = [...new Set(tasks.map((t) => t.runtimeId))].sort();
+  return ids.length <= 4 ? ids.join(', ') : `${ids.slice(0, 4).join(', ')} +${ids.length - 4}`;
+}
+
 /** The most specific message of a failure: an ActivityFailure's own message is only "Activity task failed". */
 export function failureMessage(error: unknown): string {
   let current: unknown = error;

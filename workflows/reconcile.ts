@@ -3,7 +3,7 @@ import { continueAsNew, log, ParentClosePolicy, patched, proxyActivities, sleep,
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { applyPlan } from './apply-plan';
-import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, formatDuration, parseInput, profiles, trackOperation } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 
@@ -21,6 +21,7 @@ export const ReconcileInputSchema = z.object({
 export async function reconcile(rawInput: unknown = {}): Promise<never> {
   const input = parseInput(ReconcileInputSchema, rawInput ?? {}, 'reconcile');
   const op = trackOperation('reconcile', null, 'reconcile loop');
+  const nextPass = { summary: `next pass in ${formatDuration(input.intervalMs)}` };
   for (let pass = 0; pass < input.passesPerRun; pass++) {
     op.enter('reconciling');
     // The skip marker is written after the applies below have started (not inside the pass), so a
@@ -28,12 +29,12 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
     const markerAfterChildren = patched('reconcile-marker-after-children');
     let result: Awaited<ReturnType<Activities['reconcilePass']>>;
     try {
-      result = await store.reconcilePass(markerAfterChildren ? { deferMarker: true } : {});
+      result = await store.reconcilePass.executeWithOptions({ summary: `reconcile pass ${pass + 1}` }, [markerAfterChildren ? { deferMarker: true } : {}]);
     } catch (error) {
       // A loop that must run forever outlives a failed pass: note it and try again next interval.
       log.warn('reconcile pass failed', { error: failureMessage(error) });
       op.enter('idle (last pass failed)');
-      await sleep(input.intervalMs);
+      await sleep(input.intervalMs, nextPass);
       continue;
     }
     for (const { workload, planId } of result.planIds) {
@@ -49,9 +50,11 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
         if (!(error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError')) throw error;
       }
     }
-    if (markerAfterChildren && !result.skipped) await store.recordReconcilePass({ inputsKey: result.inputsKey });
+    if (markerAfterChildren && !result.skipped) {
+      await store.recordReconcilePass.executeWithOptions({ summary: `record the pass (${result.planIds.length} apply(s) started)` }, [{ inputsKey: result.inputsKey }]);
+    }
     op.enter(result.skipped ? 'idle (skipped)' : 'idle');
-    await sleep(input.intervalMs);
+    await sleep(input.intervalMs, nextPass);
   }
   return continueAsNew<typeof reconcile>(input);
 }

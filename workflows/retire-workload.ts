@@ -15,15 +15,15 @@ export async function retireWorkload(rawInput: unknown): Promise<{ stopped: stri
   const input = parseInput(RetireInputSchema, rawInput, 'retireWorkload');
   const { workflowId, runId } = workflowInfo();
   const op = trackOperation('retire', input.workload, `retire ${input.workload}`);
-  const before = await store.loadPlacement(input.workload);
+  const before = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   op.enter('stopping-tasks');
-  const stopped = await long.stopAllTasksOfWorkload({ workload: input.workload });
+  const stopped = await long.stopAllTasksOfWorkload.executeWithOptions({ summary: `stop every task of ${input.workload}` }, [{ workload: input.workload }]);
   op.enter('clearing-placement');
-  await store.clearPlacement({ workload: input.workload, writer: workflowId });
-  await store.appendLedger({
+  await store.clearPlacement.executeWithOptions({ summary: `clear placement of ${input.workload}` }, [{ workload: input.workload, writer: workflowId }]);
+  await store.appendLedger.executeWithOptions({ summary: `ledger: retire ${input.workload}` }, [{
     kind: 'retire', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: 0,
     reason: input.reason ?? 'retired', workflowId, runId, outcome: 'completed',
-  });
+  }]);
   op.enter('done');
   return { stopped: stopped.map((t) => t.taskId) };
 }

@@ -10,7 +10,7 @@ import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import { planScaleIn } from '../domain/scale-in';
 import { WorkloadName } from '../protocol';
-import { failureMessage, parseInput, profiles } from './operation';
+import { failureMessage, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, ScaleStatus } from './scale-operation';
 
@@ -36,7 +36,7 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const current = placement!.assignments; // a scale-in starts from replicas above the target
 
   enter('baseline');
-  status.baseline = await agentCalls.captureEvidence({ workload: input.workload });
+  status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
   const evidenceOf = (taskId: string) => status.baseline!.tasks.find((t) => t.taskId === taskId);
 
   enter('choosing-victims');
@@ -62,13 +62,13 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   // The same planner as every other change, on the target decided here (survivors keep their task
   // ids; the victims are the plan's stops). Refused as stale, before any change, if the placement
   // moved since the victims were chosen.
-  const plan = await store.preparePlan({
+  const plan = await store.preparePlan.executeWithOptions({ summary: `plan ${input.workload} ${current.length} → ${decision.survivors.length}` }, [{
     workload: input.workload, replicas: decision.survivors.length,
     decided: {
       assignments: decision.survivors, onFence: placement!.fence,
       warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
     },
-  }).catch(failUnchanged);
+  }]).catch(failUnchanged);
   status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
   const scaleIn = status.scaleIn;
   try {
@@ -85,14 +85,17 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
       },
     });
     enter('confirming');
-    scaleIn.confirmation = await agentCalls.confirmRemoved({ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) });
+    scaleIn.confirmation = await agentCalls.confirmRemoved.executeWithOptions(
+      { summary: `confirm ${plan.stops.length ? runtimesOf(plan.stops) : 'nothing'} own nothing of ${input.workload}` },
+      [{ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) }],
+    );
   } catch (error) {
     if (!aborted.reason && isCancellation(error)) throw error; // the workflow itself was cancelled
     return compensateAt(input.replicas, aborted.reason ?? `scale-in failed after the drain began: ${failureMessage(error)}`);
   }
 
   enter('comparing');
-  status.after = await agentCalls.captureEvidence({ workload: input.workload });
+  status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
   status.comparison = compareEvidence(status.baseline, status.after, { expectedTasks: decision.survivors.length });
   status.outcome = 'completed';
   enter('done');

@@ -50,11 +50,11 @@ export interface ScaleRequest {
 /** Loads the workload, registers the status query and the abort signal, and returns the helpers. */
 export async function beginScaleOperation(kind: ScaleStatus['kind'], input: ScaleRequest) {
   const { workflowId, runId } = workflowInfo();
-  const workload = await store.loadWorkload(input.workload);
+  const workload = await store.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]);
   if (!workload || workload.retired) {
     throw ApplicationFailure.create({ type: 'not-found', message: `${kind}: no active workload ${input.workload}`, nonRetryable: true });
   }
-  const placement = await store.loadPlacement(input.workload);
+  const placement = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   const from = placement?.assignments.length ?? 0;
   const wrongWay = kind === 'scaleOut' ? input.replicas <= from : input.replicas >= from;
   if (wrongWay) {
@@ -80,14 +80,14 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     status.phase = phase;
   };
   const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) =>
-    store.appendLedger({
+    store.appendLedger.executeWithOptions({ summary: `ledger: ${kind} ${input.workload} ${from} → ${input.replicas} ${outcome}` }, [{
       kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
       reason, outcome, planId: status.plan?.id ?? null, workflowId, runId,
       inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...extra },
       evidence: status.comparison || status.scaleIn
         ? { baseline: status.baseline, after: status.after, comparison: status.comparison, scaleIn: status.scaleIn }
         : null,
-    });
+    }]);
   /** The one compensation: the stop-the-world replan as a child, at `replicas`. */
   const compensateAt = async (replicas: number, reason: string): Promise<ScaleStatus> => {
     enter('compensating');

@@ -7,7 +7,7 @@ import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap } from '../domain/gates';
 import { LIMITS, WorkloadName } from '../protocol';
-import { failureMessage, parseInput, profiles } from './operation';
+import { failureMessage, formatDuration, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, ScaleStatus } from './scale-operation';
 
@@ -53,12 +53,17 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   setHandler(rejectUpdate, (args: DecisionArgs) => decide('rejected', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
 
   enter('baseline');
-  status.baseline = await agentCalls.captureEvidence({ workload: input.workload });
+  status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
 
   enter('gates');
-  const proposal = await store.preparePlan({ workload: input.workload, replicas: input.replicas });
+  const proposal = await store.preparePlan.executeWithOptions(
+    { summary: `gates: propose ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
+  );
   const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
-  const facts = await agentCalls.gatherGateFacts({ workload: input.workload, recipientRuntimeIds: recipients });
+  const facts = await agentCalls.gatherGateFacts.executeWithOptions(
+    { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
+    [{ workload: input.workload, recipientRuntimeIds: recipients }],
+  );
   const baselineOk = status.baseline.errors === 0 || from === 0;
   status.gates = evaluateScaleOutGates({
     workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
@@ -72,7 +77,9 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 
   if (input.approval === 'manual') {
     enter('awaiting-approval');
-    const decided = await condition(() => status.approval.decision !== null || aborted.reason !== null, input.approvalTimeoutMs);
+    const decided = await condition(() => status.approval.decision !== null || aborted.reason !== null, input.approvalTimeoutMs, {
+      summary: `await approval (${formatDuration(input.approvalTimeoutMs)})`,
+    });
     if (!decided || status.approval.decision !== 'approved') {
       return endUnchanged('rejected', 'rejected', aborted.reason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time'));
     }
@@ -80,7 +87,9 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   if (aborted.reason) return endUnchanged('rejected', 'aborted', aborted.reason);
 
   // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
-  const plan = await store.preparePlan({ workload: input.workload, replicas: input.replicas });
+  const plan = await store.preparePlan.executeWithOptions(
+    { summary: `plan ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
+  );
   status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
   let committed = false;
   try {
@@ -91,7 +100,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
       await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; } });
       if (input.soakMs > 0) {
         enter('soaking');
-        await sleep(input.soakMs);
+        await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}` });
       }
     });
   } catch (error) {
@@ -108,7 +117,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   }
 
   enter('comparing');
-  status.after = await agentCalls.captureEvidence({ workload: input.workload });
+  status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
   status.comparison = compareEvidence(status.baseline, status.after, { expectedTasks: plan.target.length });
   if (status.comparison.verdict === 'regression') {
     return compensateAt(from, `regression after scale-out: ${status.comparison.reasons.join('; ')} (rolling back to ${from})`);

@@ -28,26 +28,29 @@ export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOu
   const input = parseInput(ReplanInputSchema, rawInput, 'stopTheWorldReplan');
   const { workflowId, runId } = workflowInfo();
   const op = trackOperation('replan', input.workload, `replan ${input.workload} → ${input.replicas}`);
-  const before = await store.loadPlacement(input.workload);
+  const before = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   try {
     op.enter('stopping-the-world');
-    const stopped = await long.stopAllTasksOfWorkload({ workload: input.workload });
+    const stopped = await long.stopAllTasksOfWorkload.executeWithOptions({ summary: `stop the world: every task of ${input.workload}` }, [{ workload: input.workload }]);
     op.enter('planning');
-    const plan = await store.preparePlan({ workload: input.workload, replicas: input.replicas, newGeneration: true });
+    const plan = await store.preparePlan.executeWithOptions(
+      { summary: `plan ${input.workload} → ${input.replicas} in a new generation` },
+      [{ workload: input.workload, replicas: input.replicas, newGeneration: true }],
+    );
     const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
-    await store.appendLedger({
+    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: plan.target.length,
       reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stopped.length, generation: outcome.generation },
       planId: plan.id, workflowId, runId, outcome: plan.unplaced ? 'degraded' : 'completed',
-    });
+    }]);
     op.enter('done');
     return { ...outcome, stopped: stopped.map((t) => t.taskId) };
   } catch (error) {
-    await store.appendLedger({
+    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: null,
       reason: input.reason, inputs: { cause: input.cause ?? null }, workflowId, runId, outcome: 'failed',
       evidence: { error: failureMessage(error) },
-    });
+    }]);
     throw error;
   }
 }

@@ -1,14 +1,20 @@
+// Runtimes: registration, heartbeats, cordons (DESIGN.md §3 "Credentials", §6). The agent token
+// only registers a new runtime (or one whose lease lapsed); a live runtime re-registers, and
+// heartbeats, with its own credential, issued at registration and returned once.
 import { z } from 'zod';
 import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeParamsSchema } from '../../protocol';
-import { StaleFenceError } from '../../store/runtimes';
+import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
-import { defineRoute, ok } from '../../http/route';
-
+import { defineRoute, ok, type RuntimeAccess } from '../../http/route';
 
 export function runtimeRoutes(deps: ApiDeps) {
   const leaseTtlMs = deps.config.SCALEGATE_LEASE_TTL_MS;
   const leaseTerms = { leaseTtlMs, heartbeatIntervalMs: Math.floor(leaseTtlMs / 3) };
+  /** The runtime named by the path must present its own credential. */
+  const pathRuntime: RuntimeAccess = { credentialOf: (id) => deps.runtimes.credentialOf(id) };
+  /** Registration names its runtime in the body. */
+  const bodyRuntime: RuntimeAccess = { ...pathRuntime, idOf: ({ body }) => (body as { id?: unknown } | null)?.id };
 
   const setCordon = (cordoned: boolean) => async ({ params }: { params: z.infer<typeof RuntimeParamsSchema> }) => {
     const runtime = await deps.runtimes.setCordoned(params.id, cordoned);
@@ -18,16 +24,33 @@ export function runtimeRoutes(deps: ApiDeps) {
 
   return [
     defineRoute({
-      method: 'POST', path: '/v1/runtimes', access: 'agent', summary: 'register a runtime (agent)',
+      method: 'POST', path: '/v1/runtimes', access: 'agent-or-runtime', runtime: bodyRuntime,
+      summary: 'register a runtime: with the agent token a new (or lapsed) one, 201 with its credential; with its own credential a live one resumes (200)',
       body: RegisterRuntimeSchema,
-      handler: async ({ body }) => {
-        const runtime = await deps.runtimes.register(body, leaseTtlMs);
-        return ok({ ...runtime, ...leaseTerms }, 201);
+      handler: async ({ body, runtime: caller }) => {
+        if (caller) {
+          // Its own credential: resume. Same fence, same credential, nothing revoked.
+          const resumed = await deps.runtimes.resume(body, caller.credential, leaseTtlMs);
+          if (resumed.runtime) return ok({ ...resumed.runtime, ...leaseTerms, resumed: true });
+          if (resumed.refused === 'expired') {
+            throw new ApiError('credential-expired', `the lease of runtime ${body.id} lapsed; register it again with the agent token for a new credential`);
+          }
+          throw new ApiError('invalid-credential', `the bearer token is not the current credential of runtime ${body.id}`);
+        }
+        // The agent token: a new runtime, or one whose lease lapsed. A new credential, a new fence.
+        const credential = newRuntimeCredential();
+        try {
+          const runtime = await deps.runtimes.register(body, leaseTtlMs, credential);
+          return ok({ ...runtime, ...leaseTerms, credential, resumed: false }, 201);
+        } catch (error) {
+          if (error instanceof RuntimeLiveError) throw new ApiError('runtime-live', error.message);
+          throw error;
+        }
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/runtimes/:id/heartbeat', access: 'agent',
-      summary: 'renew the lease and report tasks; the answer lists revoked tasks',
+      method: 'POST', path: '/v1/runtimes/:id/heartbeat', access: 'runtime', runtime: pathRuntime,
+      summary: 'renew the lease and report tasks (the runtime\'s own credential); the answer lists revoked tasks',
       params: RuntimeParamsSchema, body: HeartbeatSchema,
       handler: async ({ params, body }) => {
         try {

@@ -240,7 +240,7 @@ describe('fenced starts and stops', () => {
 
   test('the agent answers a stale start or stop 409 stale-fence over HTTP', async () => {
     const { host } = agent();
-    const app = buildAgentServer({ id: 'rt-hardening', token: AGENT_TOKEN, host, fence: () => 1, labels: {} });
+    const app = buildAgentServer({ id: 'rt-hardening', credential: () => AGENT_TOKEN, host, fence: () => 1, labels: {} });
     const base = await app.listen({ host: '127.0.0.1', port: 0 });
     const call = async (method: string, pathname: string, body?: unknown) => {
       const response = await fetch(`${base}${pathname}`, {

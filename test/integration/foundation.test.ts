@@ -31,8 +31,9 @@ describe('runtimes and leases', () => {
 
   // One story, one test: each step needs the one before it (a LOST runtime, then its stale fence).
   // It ends with node-b back READY, so the fleet is as every other test expects it (two READY).
-  it('an agent killed with SIGKILL goes LOST after its lease, its stale fence is refused, and it returns READY with a new fence', async () => {
+  it('an agent killed with SIGKILL goes LOST after its lease, its stale fence is refused, and it returns READY with a new fence and a new credential', async () => {
     const fenceBefore = (await runtimeStatus('node-b')).fence;
+    const credentialBefore = await stack.credentialOf('node-b');
     stack.agents['node-b'].process.kill('SIGKILL');
     await stack.agents['node-b'].process.exited;
     try {
@@ -44,19 +45,25 @@ describe('runtimes and leases', () => {
       expect(lost.fence).toBe(fenceBefore + 1); // declared LOST bumps the fence: the old incarnation's writes are refused
       expect((await runtimeStatus('node-a')).status).toBe('READY');
 
-      // a heartbeat on the stale fence is refused, and the tasks it reports are listed as revoked
+      // a heartbeat on the stale fence (with the runtime's own credential) is refused, and the tasks
+      // it reports are listed as revoked
       const task = { taskId: 'x-0-g1', workload: 'x', incarnation: 'i1', state: 'ready' };
-      const { status, body } = await stack.api('POST', '/v1/runtimes/node-b/heartbeat', { role: 'agent', body: { fence: fenceBefore, tasks: [task] } });
+      const { status, body } = await stack.api('POST', '/v1/runtimes/node-b/heartbeat', { token: credentialBefore, body: { fence: fenceBefore, tasks: [task] } });
       expect(status).toBe(409);
       expect(body).toMatchObject({ error: 'stale-fence', currentFence: fenceBefore + 1, revoked: ['x-0-g1'] });
+      // its lapsed credential no longer resumes it: the agent must register anew with the agent token
+      const resume = await stack.api('POST', '/v1/runtimes', { token: credentialBefore, body: { id: 'node-b', endpoint: stack.agents['node-b'].url, labels: { zone: 'b' }, slots: 4 } });
+      expect(resume.status).toBe(401);
+      expect(resume.body.error).toBe('credential-expired');
     } finally {
-      // the returning agent: READY again, with a new fence
+      // the returning agent (same state folder): READY again, with a new fence and a new credential
       const agent = await stack.startAgent({ id: 'node-b', labels: { zone: 'b' } });
       expect(agent.port).toBeGreaterThan(0);
     }
     const b = await runtimeStatus('node-b');
     expect(b.status).toBe('READY');
     expect(b.fence).toBe(fenceBefore + 2);
+    expect(await stack.credentialOf('node-b')).not.toBe(credentialBefore);
   });
 });
 
@@ -84,7 +91,7 @@ describe('bad input and auth', () => {
     ['a missing field', 422, 'validation-failed', { body: { id: 'node-z' }, role: 'agent' as const }],
     ['a wrong type', 422, 'validation-failed', { body: { ...register, slots: 'many' }, role: 'agent' as const }],
     ['no token', 401, 'unauthorized', { body: register, role: null }],
-    ['a wrong token', 401, 'unauthorized', { body: register, role: 'agent' as const, wrongToken: true }],
+    ['a wrong token', 401, 'invalid-credential', { body: register, role: 'agent' as const, wrongToken: true }],
     ['a viewer token on an agent route', 403, 'forbidden', { body: register, role: 'viewer' as const }],
   ])('register with %s → %i %s', async (_what, status, code, options) => {
     const response =
@@ -103,9 +110,11 @@ describe('bad input and auth', () => {
     expect(body.error).toBe('forbidden');
   });
 
-  it('validates heartbeats: missing fence → 422, unknown runtime → 404', async () => {
-    expect((await stack.api('POST', '/v1/runtimes/node-a/heartbeat', { role: 'agent', body: { tasks: [] } })).status).toBe(422);
-    expect((await stack.api('POST', '/v1/runtimes/nobody/heartbeat', { role: 'agent', body: { fence: 1 } })).status).toBe(404);
+  it('validates heartbeats: missing fence → 422; unknown runtime → 401 (no credential can match); the agent token → 403', async () => {
+    const token = await stack.credentialOf('node-a');
+    expect((await stack.api('POST', '/v1/runtimes/node-a/heartbeat', { token, body: { tasks: [] } })).status).toBe(422);
+    expect((await stack.api('POST', '/v1/runtimes/nobody/heartbeat', { token, body: { fence: 1 } })).body.error).toBe('invalid-credential');
+    expect((await stack.api('POST', '/v1/runtimes/node-a/heartbeat', { role: 'agent', body: { fence: 1 } })).status).toBe(403);
   });
 
   it('answers readiness, OpenAPI and metrics without a token', async () => {
@@ -124,12 +133,12 @@ describe('the scalegate CLI', () => {
     });
 
   it('reads the state with the viewer token', async () => {
-    const { stdout } = await cli(['state'], { SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer });
+    const { stdout } = await cli(['state', '--json'], { SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer });
     expect(JSON.parse(stdout).runtimes.map((r: { id: string }) => r.id).sort()).toEqual(['node-a', 'node-b']);
   });
 
   it('exits non-zero and prints the API error on a refused call', async () => {
-    const failure = await cli(['cordon', 'node-a'], { SCALEGATE_OPERATOR_TOKEN: 'not-the-token' }).catch((e: { code: number; stdout: string }) => e);
+    const failure = await cli(['cordon', 'node-a', '--json'], { SCALEGATE_OPERATOR_TOKEN: 'not-the-token' }).catch((e: { code: number; stdout: string }) => e);
     expect(failure).toMatchObject({ code: 1 });
     expect(JSON.parse((failure as { stdout: string }).stdout).error).toBe('unauthorized');
   });

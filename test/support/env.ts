@@ -4,6 +4,8 @@ import fs from 'node:fs';
 
 export interface TestEnv {
   temporalAddress: string;
+  /** the shared dev server's Web UI (http://127.0.0.1:<port>), for the e2e tests */
+  temporalUiUrl: string | null;
   /** admin URL of the shared PostgreSQL (database "postgres"); each stack makes its own database */
   postgresAdminUrl: string;
   /** the shared PostgreSQL's postmaster, for tests that freeze the database (SIGSTOP) */

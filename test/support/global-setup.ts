@@ -13,13 +13,14 @@ export default async function setup(): Promise<void> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-test-'));
   const log = (line: string) => process.stderr.write(`[global-setup] ${line}\n`);
   const [temporal, postgres, bundle] = await Promise.all([
-    freePort().then((port) => startTemporalDevServer({ port, logFile: path.join(tmpDir, 'temporal.log'), log })),
+    // The Web UI too: the e2e tests open it in a browser (it costs the dev server little).
+    Promise.all([freePort(), freePort()]).then(([port, uiPort]) => startTemporalDevServer({ port, uiPort, logFile: path.join(tmpDir, 'temporal.log'), log })),
     freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres', fsync: false, log })),
     bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') }),
   ]);
   const workflowBundlePath = path.join(tmpDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
-  const env: TestEnv = { temporalAddress: temporal.address, postgresAdminUrl: postgres.url, postgresPid: postgres.pid, workflowBundlePath, tmpDir };
+  const env: TestEnv = { temporalAddress: temporal.address, temporalUiUrl: temporal.uiUrl, postgresAdminUrl: postgres.url, postgresPid: postgres.pid, workflowBundlePath, tmpDir };
   const envFile = path.join(tmpDir, 'env.json');
   fs.writeFileSync(envFile, JSON.stringify(env));
   process.env[TEST_ENV_VAR] = envFile;

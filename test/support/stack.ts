@@ -19,6 +19,10 @@ export interface AgentSpec {
   slots?: number;
   /** extra environment for this agent only (e.g. a DATABASE_URL it cannot reach) */
   env?: NodeJS.ProcessEnv;
+  /** the control plane this agent registers with (default: the stack's API) */
+  apiUrl?: string;
+  /** false: return once its HTTP server answers, without waiting for it to register (default true) */
+  waitReady?: boolean;
 }
 
 export interface RunningAgent {
@@ -41,10 +45,20 @@ export interface Stack {
   agents: Record<string, RunningAgent>;
   worker: ServiceProcess | null;
   logs: string[];
-  /** An authenticated JSON call to the API. */
-  api(method: string, urlPath: string, options?: { body?: unknown; role?: Role | null; rawBody?: string }): Promise<{ status: number; body: any }>;
-  /** A call to an agent's own API with the agent token. */
-  agentApi(id: string, method: string, urlPath: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** An authenticated JSON call to the API: with a role's token, or with `token` (any bearer, e.g. a runtime's credential). */
+  api(method: string, urlPath: string, options?: { body?: unknown; role?: Role | null; rawBody?: string; token?: string }): Promise<{ status: number; body: any }>;
+  /**
+   * A call to an agent's own API, presenting what the control plane presents: that runtime's
+   * credential (read from the database at each call). `options.token` presents any other bearer
+   * instead (null: none).
+   */
+  agentApi(id: string, method: string, urlPath: string, body?: unknown, options?: { token?: string | null }): Promise<{ status: number; body: any }>;
+  /** The credential the control plane holds for runtime `id` (what it presents to that agent). */
+  credentialOf(id: string): Promise<string>;
+  /** Every registered runtime's current credential, by runtime id. */
+  runtimeCredentials(): Promise<Record<string, string>>;
+  /** Every process this stack started (API, worker, agents, including stopped ones). */
+  processes(): ServiceProcess[];
   startAgent(spec: AgentSpec): Promise<RunningAgent>;
   startWorker(): Promise<ServiceProcess>;
   /** test/support/wait-for.ts with a 60 s default and, on a timeout, the last lines of the processes' logs */
@@ -120,6 +134,12 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
     return { status: response.status, body: parsed as any };
   };
 
+  const credentialOf = async (id: string): Promise<string> => {
+    const { rows } = await db.query<{ credential: string | null }>('select credential from runtimes where id = $1', [id]);
+    if (!rows[0]?.credential) throw new Error(`runtime ${id} has no credential (not registered)`);
+    return rows[0].credential;
+  };
+
   const waitFor = async <T>(what: string, probe: () => Promise<T | null | undefined | false>, options: WaitForOptions | number = {}): Promise<T> =>
     (await pollUntil(what, probe, {
       timeoutMs: 60_000,
@@ -133,27 +153,44 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
 
   const stack: Stack = {
     apiUrl, databaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, logs,
-    api: (method, urlPath, o = {}) => call(`${apiUrl}${urlPath}`, method, o.role === null ? null : tokens[o.role ?? 'operator'], o.body, o.rawBody),
-    agentApi: (id, method, urlPath, body) => call(`${agents[id].url}${urlPath}`, method, tokens.agent, body),
+    api: (method, urlPath, o = {}) =>
+      call(`${apiUrl}${urlPath}`, method, o.token !== undefined ? o.token : o.role === null ? null : tokens[o.role ?? 'operator'], o.body, o.rawBody),
+    agentApi: async (id, method, urlPath, body, o = {}) =>
+      call(`${agents[id].url}${urlPath}`, method, o.token !== undefined ? o.token : await credentialOf(id), body),
+    credentialOf,
+    runtimeCredentials: async () => {
+      const { rows } = await db.query<{ id: string; credential: string }>('select id, credential from runtimes where credential is not null order by id');
+      return Object.fromEntries(rows.map((r) => [r.id, r.credential]));
+    },
+    processes: () => [...processes],
     waitFor,
     async startAgent(spec) {
       const port = await freePort();
       const stateDir = path.join(home, 'agents', spec.id);
       const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
-      const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', apiUrl, '--slots', String(spec.slots ?? 4)];
+      const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', spec.apiUrl ?? apiUrl, '--slots', String(spec.slots ?? 4)];
       if (labels) args.push('--labels', labels);
       // Its process tasks draw ports from a block reserved for this agent id (test/support/ports.ts).
       args.push('--port-range', (portRanges[spec.id] ??= await reservePortRange()).label);
       const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, spec.env);
       const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
       agents[spec.id] = agent;
+      if (spec.waitReady === false) {
+        await waitFor(`agent ${spec.id} answering`, async () => {
+          if (agentProcess.child.exitCode !== null) throw new GiveUp(`agent ${spec.id} exited\n${logs.slice(-20).join('\n')}`);
+          return (await call(`${agent.url}/v1/health`, 'GET', null).catch(() => null)) !== null;
+        });
+        return agent;
+      }
       // READY under the fence this very process registered with (an earlier incarnation's row may still say READY).
+      // The agent answers (503 until then) only once it registered or resumed, and only to its runtime's credential.
       await waitFor(`agent ${spec.id} READY`, async () => {
         if (agentProcess.child.exitCode !== null) throw new GiveUp(`agent ${spec.id} exited\n${logs.slice(-20).join('\n')}`);
-        const health = await call(`${agent.url}/v1/health`, 'GET', tokens.agent).catch(() => null);
+        const { rows } = await db.query(`select status, fence, credential from runtimes where id = $1`, [spec.id]);
+        if (!rows[0]?.credential) return false;
+        const health = await call(`${agent.url}/v1/health`, 'GET', rows[0].credential).catch(() => null);
         if (!health || health.status !== 200 || !health.body.fence) return false;
-        const { rows } = await db.query(`select status, fence from runtimes where id = $1`, [spec.id]);
-        return rows[0]?.status === 'READY' && Number(rows[0].fence) === health.body.fence;
+        return rows[0].status === 'READY' && Number(rows[0].fence) === health.body.fence;
       });
       return agent;
     },

@@ -1,0 +1,120 @@
+// The Temporal Web UI as an operator sees it, in a real headless browser (Debian's chromium driven
+// by playwright-core; .ci/run installs it): a scale-out started through the API shows in the UI
+// served by the shared dev server with its summary, its ScalegatePhase search attribute and the
+// soak timer's summary, and the workflow list filtered by ScalegateWorkload finds it (and only
+// its workload's runs). Screenshots go to test/e2e/artifacts/ (gitignored).
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { testEnv } from '../support/env';
+import { startStack, Stack } from '../support/stack';
+import { defineWorkload } from '../support/workloads';
+
+const ARTIFACTS = path.resolve(__dirname, 'artifacts');
+const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const SOAK_MS = 45_000; // long enough to look at the operation while it soaks; it is not waited out
+const CHROMIUM_CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/lib/chromium/chromium', '/usr/bin/chromium', '/usr/bin/chromium-browser'];
+
+const service = (replicas: number) => ({
+  kind: 'service', replicas, selector: { pool: 'e2e' },
+  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+  spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
+});
+
+function chromiumPath(): string {
+  const found = CHROMIUM_CANDIDATES.find((candidate) => candidate && fs.existsSync(candidate));
+  if (!found) {
+    throw new Error(`no Chromium found (looked at ${CHROMIUM_CANDIDATES.filter(Boolean).join(', ')}): install Debian's package (apt-get install chromium; .ci/run does) or set CHROMIUM_PATH`);
+  }
+  return found;
+}
+
+let stack: Stack;
+let browser: Browser;
+let page: Page;
+let uiUrl: string;
+
+beforeAll(async () => {
+  const env = testEnv();
+  if (!env.temporalUiUrl) throw new Error('the shared Temporal dev server was started without its Web UI (test/support/global-setup.ts)');
+  uiUrl = env.temporalUiUrl;
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({ executablePath: chromiumPath(), args: ['--disable-dev-shm-usage'] });
+  page = await browser.newPage({ viewport: { width: 1600, height: 1100 } });
+  stack = await startStack({
+    env: { SCALEGATE_UI_URL: uiUrl },
+    agents: [{ id: 'agent-a', labels: { zone: 'a', pool: 'e2e' } }, { id: 'agent-b', labels: { zone: 'b', pool: 'e2e' } }],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+});
+
+/**
+ * The page's text, frames included: the UI renders summaries and details (Temporal markdown) in
+ * sandboxed iframes of their own.
+ */
+async function bodyText(): Promise<string> {
+  const texts = await Promise.all(page.frames().map((frame) => frame.innerText('body').catch(() => '')));
+  return texts.join('\n');
+}
+
+/** Reloads `url` until `text` shows on the page (the UI reads Temporal as it changes), then screenshots it. */
+async function openUntil(url: string, text: string | RegExp, screenshot: string): Promise<string> {
+  let last = '';
+  await stack.waitFor(`${JSON.stringify(String(text))} on ${url}`, async () => {
+    if (page.url() !== url) await page.goto(url, { waitUntil: 'domcontentloaded' });
+    else await page.reload({ waitUntil: 'domcontentloaded' });
+    // The UI is a single-page app: give its data fetches a moment to render before reading.
+    await page.getByText('Workflow Type').first().waitFor({ state: 'visible', timeout: 10_000 }).catch(() => {});
+    await page.waitForLoadState('networkidle', { timeout: 5_000 }).catch(() => {});
+    last = await bodyText();
+    return typeof text === 'string' ? last.includes(text) : text.test(last);
+  }, { timeoutMs: 60_000, intervalMs: 250, context: () => `page text:\n${last.slice(0, 3000)}` });
+  await page.screenshot({ path: path.join(ARTIFACTS, screenshot), fullPage: true });
+  return last;
+}
+
+it('shows a running scale-out: summary, ScalegatePhase, the soak timer, and the list filtered by ScalegateWorkload', async () => {
+  const name = 'e2e-web';
+  await defineWorkload(stack, name, service(1), 1);
+  await defineWorkload(stack, 'e2e-other', service(1), 1); // a second workload the filter must leave out
+
+  const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body: { replicas: 2, soakMs: SOAK_MS, reason: 'e2e web ui' } });
+  expect(started).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind: 'scaleOut' } });
+  const { workflowId, runId } = started.body;
+  const workflowUrl = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}`;
+  expect(started.body.uiUrl).toBe(workflowUrl);
+  // Soaking: the new task is ready and the timer runs (the phase query and the search attribute agree).
+  await stack.waitFor('the scale-out soaking', async () => (await stack.api('GET', `/v1/operations/${encodeURIComponent(workflowId)}`, { role: 'viewer' })).body.phase === 'soaking');
+
+  // The workflow page: its type and the event history with the activities' and the soak timer's summaries.
+  const history = await openUntil(`${workflowUrl}/history`, 'soak 45 s', 'web-ui-history.png');
+  expect(history).toContain('scaleOut');
+  expect(history).toMatch(/startTasks\s*•\s*start 2 task\(s\) on agent-a, agent-b/);
+  expect(history).toMatch(/awaitTasksReady\s*•\s*converge: await 1 task\(s\) ready/);
+
+  // Its summary (the static summary the API set) and current details (the phase), under User Metadata.
+  const metadata = await openUntil(`${workflowUrl}/user-metadata`, `scale ${name} 1 → 2`, 'web-ui-user-metadata.png');
+  expect(metadata).toContain(`scale ${name} 1 → 2: soaking`); // current details: "<summary>: **<phase>**"
+
+  // Its search attributes: ScalegatePhase is the phase the workflow is in, ScalegateWorkload its workload.
+  const attributes = await openUntil(`${workflowUrl}/search-attributes`, 'ScalegatePhase', 'web-ui-search-attributes.png');
+  expect(attributes).toMatch(/ScalegatePhase[\s":]*soaking/);
+  expect(attributes).toMatch(/ScalegateWorkload[\s":]*e2e-web/);
+  expect(attributes).toMatch(/ScalegateOperation[\s":]*scaleOut/);
+
+  // The workflow list filtered by ScalegateWorkload: this workload's runs (the reconcile apply and
+  // the scale-out), not the other workload's nor the reconcile loop.
+  const query = `ScalegateWorkload = "${name}"`;
+  const list = await openUntil(`${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, 'scaleOut', 'web-ui-list-filtered.png');
+  expect(list).toContain(`scale:${name}`);
+  expect(list).toContain('applyPlan');
+  expect(list).not.toContain('scale:e2e-other');
+  expect(list).not.toContain('reconcile:');
+  expect(await page.locator(`a[href*="${encodeURIComponent(workflowId)}/${runId}"]`).count()).toBeGreaterThan(0);
+
+  // Done looking: let the operation finish without waiting out the soak.
+  await stack.temporal.workflow.getHandle(workflowId, runId).terminate('e2e test finished looking');
+});

@@ -1,0 +1,217 @@
+// The scalegate CLI as a person runs it (`node cli/bin.js ...` with SCALEGATE_API_URL and the
+// tokens in the environment) against a real stack: every current route, readable tables by
+// default, the API's JSON with --json, and a non-zero exit with the server's message on an error.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startStack, Stack } from '../support/stack';
+import { waitForApply } from '../support/workloads';
+
+let stack: Stack;
+let dir: string;
+const BIN = path.resolve(__dirname, '../../cli/bin.js');
+const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI with the operator and viewer tokens unless `env` says otherwise; never throws. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], {
+      env: {
+        PATH: process.env.PATH, HOME: process.env.HOME, SCALEGATE_API_URL: stack.apiUrl,
+        SCALEGATE_OPERATOR_TOKEN: stack.tokens.operator, SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer, SCALEGATE_HOME: dir, ...env,
+      },
+    }, (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+  });
+}
+const ok = async (args: string[], env?: Record<string, string>) => {
+  const run = await cli(args, env);
+  if (run.code !== 0) throw new Error(`scalegate ${args.join(' ')} exited ${run.code}: ${run.stderr}${run.stdout}`);
+  return run.stdout;
+};
+const json = async (args: string[]) => JSON.parse(await ok([...args, '--json']));
+const finished = (workflowId: string) =>
+  stack.waitFor(`${workflowId} finished`, async () => {
+    const op = await json(['operations', 'show', workflowId]);
+    return op.status !== 'running' ? op : null;
+  });
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-cli-'));
+  stack = await startStack({
+    agents: [{ id: 'cli-a', labels: { zone: 'a', pool: 'cli' } }, { id: 'cli-b', labels: { zone: 'b', pool: 'cli' } }],
+  });
+});
+afterAll(async () => {
+  await stack?.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const SPEC = `
+  command: ["${process.execPath}", "${FIXTURE}"]
+  readiness: { http: /healthz }
+  graceMs: 500`;
+
+describe('workloads', () => {
+  it('applies two workloads from one YAML file (two documents) and one from a JSON file', async () => {
+    fs.writeFileSync(path.join(dir, 'web.yaml'), `# two services
+name: cli-web
+kind: service
+replicas: 1
+selector: { pool: cli }
+contract: { ownership: shared-queue, state: none, ordering: none, delivery: at-least-once, recovery: restart }
+spec:${SPEC}
+---
+name: cli-other
+kind: service
+replicas: 1
+selector: { pool: cli }
+spec:${SPEC}
+`);
+    const out = await ok(['workloads', 'apply', '-f', path.join(dir, 'web.yaml')]);
+    expect(out).toMatch(/^workload cli-web saved at revision \d+ \(service, replicas 1\)$/m);
+    expect(out).toMatch(/^workload cli-other saved at revision \d+ \(service, replicas 1\)$/m);
+
+    fs.writeFileSync(path.join(dir, 'json.json'), JSON.stringify({ name: 'cli-json', kind: 'service', replicas: 1, selector: { pool: 'cli' }, spec: { command: ['node', '-e', '0'] } }));
+    expect((await json(['workloads', 'apply', '-f', path.join(dir, 'json.json')])).name).toBe('cli-json');
+    await Promise.all(['cli-web', 'cli-other', 'cli-json'].map((name) => waitForApply(stack, name)));
+  });
+
+  it('refuses a bad file before calling the API, naming the field (exit 2)', async () => {
+    fs.writeFileSync(path.join(dir, 'bad.yaml'), 'name: cli-bad\nkind: service\nreplicas: 0\nspec: { command: [x] }\n');
+    const bad = await cli(['workloads', 'apply', '-f', path.join(dir, 'bad.yaml')]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/invalid workload cli-bad in .*bad\.yaml: replicas/);
+    fs.writeFileSync(path.join(dir, 'broken.yaml'), 'name: [unclosed\n');
+    expect((await cli(['workloads', 'apply', '-f', path.join(dir, 'broken.yaml')])).stderr).toMatch(/neither YAML nor JSON/);
+    expect((await cli(['workloads', 'apply'])).stderr).toMatch(/missing the file/);
+  });
+
+  it('gets one workload and lists them as tables', async () => {
+    const web = await ok(['workloads', 'get', 'cli-web']);
+    expect(web).toMatch(/^name:\s+cli-web$/m);
+    expect(web).toMatch(/^contract:\s+.*\bownership=shared-queue\b/m);
+    expect(web).toMatch(/^INDEX\s+TASK\s+RUNTIME\s+PORTS\s+PARTITIONS$/m);
+    expect(web).toMatch(/^0\s+cli-web-0-g1\s+cli-[ab]\s+\d+\/\d+/m);
+    const list = await ok(['workloads', 'list']);
+    expect(list).toMatch(/^NAME\s+KIND\s+REPLICAS\s+STATUS\s+PLACED\s+RUNTIMES$/m);
+    expect(list).toMatch(/^cli-web\s+service\s+1\s+placed\s+1\s+cli-[ab]$/m);
+  });
+});
+
+describe('state', () => {
+  it('prints tables by default and the API\'s JSON with --json', async () => {
+    const state = await ok(['state']);
+    expect(state).toMatch(/^RUNTIMES\nID\s+STATUS\s+LABELS\s+SLOTS\s+TASKS\s+LEASE\s+FENCE$/m);
+    expect(state).toMatch(/^cli-a\s+READY\s+pool=cli,zone=a\s+4\s+\d+\s+in \d+s\s+\d+$/m);
+    expect(state).toMatch(/^WORKLOADS$/m);
+    expect(state).toMatch(/^OPERATIONS$/m);
+    expect(state).toMatch(/^reconcile: last pass/m);
+    const parsed = await json(['state']);
+    expect(parsed.runtimes.map((r: any) => r.id).sort()).toEqual(['cli-a', 'cli-b']);
+  });
+});
+
+describe('plan, apply, scale and operations', () => {
+  it('plans 1 → 2, applies the plan and follows the operation', async () => {
+    const plan = await ok(['plan', 'cli-web', '2']);
+    expect(plan).toMatch(/^replicas:\s+1 → 2$/m);
+    expect(plan).toMatch(/^CHANGES\nCHANGE\s+TASK\s+FROM\s+TO\nstart\s+cli-web-1-g1\s+-\s+cli-[ab]$/m);
+    expect(plan).toMatch(/^apply it with: scalegate apply \S+$/m);
+    const planId = (await json(['plan', 'cli-web', '2'])).id;
+    const applied = await ok(['apply', planId]);
+    expect(applied).toMatch(/^applying:\s+applyPlan scale:cli-web$/m);
+    expect(applied).toMatch(/^follow it with: scalegate operations show scale:cli-web$/m);
+    expect((await finished('scale:cli-web')).kind).toBe('applyPlan');
+    const show = await ok(['operations', 'show', 'scale:cli-web']);
+    expect(show).toMatch(/^kind:\s+applyPlan$/m);
+    expect(show).toMatch(/^status:\s+completed$/m);
+  });
+
+  it('scales in 2 → 1 and shows the operation with its victim', async () => {
+    const started = await ok(['scale', 'cli-web', '1', '--drain-timeout-ms', '2000', '--reason', 'cli test']);
+    expect(started).toMatch(/^started:\s+scaleIn scale:cli-web$/m);
+    await finished('scale:cli-web');
+    const show = await ok(['operations', 'show', 'scale:cli-web']);
+    expect(show).toMatch(/^status:\s+completed$/m);
+    expect(show).toMatch(/^VICTIMS\nTASK\s+RUNTIME\s+WHY\ncli-web-\d-g1\s+cli-[ab]\s+\S/m);
+  });
+
+  it('scales out with manual approval, approves it, and aborts another one', async () => {
+    expect(await ok(['scale', 'cli-web', '2', '--approval', 'manual', '--soak-ms', '0'])).toMatch(/^started:\s+scaleOut scale:cli-web$/m);
+    await stack.waitFor('awaiting approval', async () => (await json(['operations', 'show', 'scale:cli-web'])).phase === 'awaiting-approval');
+    const waiting = await ok(['operations', 'show', 'scale:cli-web']);
+    expect(waiting).toMatch(/^approval:\s+manual$/m);
+    expect(waiting).toMatch(/^GATES\nGATE\s+PASSED\s+DETAIL\nbaseline\s+yes\s+/m);
+    expect(await ok(['operations', 'approve', 'scale:cli-web'])).toMatch(/^approved scale:cli-web: phase \S+, approval approved by operator$/m);
+    expect((await finished('scale:cli-web')).status).toBe('completed');
+
+    expect(await ok(['scale', 'cli-web', '1', '--drain-timeout-ms', '2000'])).toMatch(/scaleIn scale:cli-web/);
+    await finished('scale:cli-web');
+    await ok(['scale', 'cli-web', '2', '--approval', 'manual']);
+    await stack.waitFor('awaiting approval', async () => (await json(['operations', 'show', 'scale:cli-web'])).phase === 'awaiting-approval');
+    expect(await ok(['operations', 'abort', 'scale:cli-web'])).toMatch(/^abort requested for scale:cli-web/);
+    expect((await finished('scale:cli-web')).status).toBe('cancelled');
+  });
+
+  it('prints the ledger as a table, filtered', async () => {
+    const ledger = await ok(['ledger', '--workload', 'cli-web', '--limit', '20']);
+    expect(ledger).toMatch(/^ID\s+AT\s+KIND\s+WORKLOAD\s+FROM→TO\s+OUTCOME\s+REASON\s+WORKFLOW$/m);
+    expect(ledger).toMatch(/^\d+\s+\S+\s+scale-in\s+cli-web\s+2→1\s+completed\s+cli test\s+scale:cli-web$/m);
+    expect(ledger).toMatch(/\s+scale-out\s+cli-web\s+1→2\s+rejected\s+aborted via API\s+scale:cli-web$/m);
+    expect((await json(['ledger', '--kind', 'apply'])).events.every((e: any) => e.kind === 'apply')).toBe(true);
+  });
+
+  it('retires a workload', async () => {
+    expect(await ok(['workloads', 'retire', 'cli-other'])).toMatch(/^retiring:\s+retireWorkload scale:cli-other$/m);
+    expect((await finished('scale:cli-other')).status).toBe('completed');
+  });
+});
+
+describe('runtimes', () => {
+  it('cordons and uncordons a runtime', async () => {
+    expect(await ok(['cordon', 'cli-b'])).toMatch(/^status:\s+CORDONED$/m);
+    expect(await ok(['uncordon', 'cli-b'])).toMatch(/^status:\s+READY$/m);
+  });
+
+  it('asks for a recovery and prints what the server answers', async () => {
+    const run = await cli(['recover', 'cli-b']);
+    // recoverRuntime lands with the recovery work; until then the API has no such route and the
+    // CLI passes its message on
+    if (run.code === 0) expect(run.stdout).toMatch(/recover/);
+    else expect(run.stderr).toMatch(/^scalegate: not-found: no route POST \/v1\/runtimes\/cli-b\/recover$/m);
+  });
+});
+
+describe('errors: non-zero exit with the server\'s message', () => {
+  it('a refused call exits 1 with the API\'s code and message on stderr (and its body on stdout with --json)', async () => {
+    const missing = await cli(['workloads', 'get', 'nope']);
+    expect(missing).toMatchObject({ code: 1, stdout: '' });
+    expect(missing.stderr).toBe('scalegate: not-found: no workload nope\n');
+    const same = await cli(['scale', 'cli-web', '1', '--json']);
+    expect(same.code).toBe(1);
+    expect(JSON.parse(same.stdout)).toMatchObject({ error: 'conflict' });
+    expect(same.stderr).toMatch(/^scalegate: conflict: cli-web already runs 1 replica\(s\)$/m);
+    const unauthorized = await cli(['state'], { SCALEGATE_VIEWER_TOKEN: 'not-the-token-at-all-xxxxxxxx' });
+    expect(unauthorized).toMatchObject({ code: 1 });
+    expect(unauthorized.stderr).toMatch(/^scalegate: unauthorized: unknown bearer token$/m);
+    const forbidden = await cli(['cordon', 'cli-a'], { SCALEGATE_OPERATOR_TOKEN: stack.tokens.viewer });
+    expect(forbidden.stderr).toMatch(/^scalegate: forbidden: this route needs the operator role/m);
+  });
+
+  it('a bad argument is refused before any call (exit 2), naming the field', async () => {
+    const zero = await cli(['scale', 'cli-web', '0']);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr).toMatch(/invalid arguments: replicas/);
+    expect((await cli(['scale', 'cli-web', '3', '--approval', 'maybe'])).stderr).toMatch(/invalid arguments: approval/);
+    expect((await cli(['frobnicate'])).code).toBe(2);
+    expect((await cli([])).stdout).toMatch(/^usage: scalegate/);
+    expect((await cli(['--help'])).code).toBe(0);
+  });
+});
