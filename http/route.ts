@@ -57,8 +57,32 @@ export function defineRoute<P = undefined, Q = undefined, B = undefined>(spec: R
   return spec as unknown as RouteSpec;
 }
 
+/**
+ * The path to the first string (value or key) holding a NUL character, or null. PostgreSQL takes
+ * no NUL in text or jsonb, so such input is refused up front for every route, not as a 500 later.
+ */
+export function nulPath(value: unknown): string | null {
+  const stack: { value: unknown; path: string }[] = [{ value, path: '' }];
+  while (stack.length) {
+    const { value: current, path } = stack.pop()!;
+    if (typeof current === 'string') {
+      if (current.includes('\u0000')) return path || '(input)';
+    } else if (current && typeof current === 'object') {
+      for (const [key, child] of Object.entries(current)) {
+        if (key.includes('\u0000')) return `${path}.(a key)`;
+        stack.push({ value: child, path: path ? `${path}.${key}` : key });
+      }
+    }
+  }
+  return null;
+}
+
 function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string): T {
   if (!schema) return undefined as T;
+  const nul = nulPath(value);
+  if (nul !== null) {
+    throw new ApiError('validation-failed', `invalid ${where}: ${nul}: NUL characters are not accepted`, { issues: [{ path: `${where}.${nul}`, message: 'contains a NUL character' }] });
+  }
   const result = schema.safeParse(value ?? (where === 'body' ? undefined : {}));
   if (!result.success) {
     throw new ApiError('validation-failed', `invalid ${where}: ${describeIssues(result.error)}`, {

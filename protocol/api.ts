@@ -5,8 +5,10 @@ import { LIMITS, Replicas, RuntimeId, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
-export const PlanParamsSchema = z.object({ id: z.string().min(1).max(100) });
-export const OperationParamsSchema = z.object({ workflowId: z.string().min(1).max(300) });
+export const PlanParamsSchema = z.object({ id: z.string().min(1).max(100).regex(/^[A-Za-z0-9._-]+$/, 'plan ids are [A-Za-z0-9._-]') });
+export const OperationParamsSchema = z.object({
+  workflowId: z.string().min(1).max(300).regex(/^[^\u0000-\u001f\u007f]+$/, 'workflow ids have no control characters'),
+});
 
 /** POST /v1/workloads/:name/plan */
 export const PlanRequestSchema = z.strictObject({ replicas: Replicas });
