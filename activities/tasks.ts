@@ -58,7 +58,7 @@ export function taskActivities(deps: ActivityDeps) {
      * Drains and stops tasks; answers the drain receipts. Drains can be long: the activity
      * heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is revoked).
      */
-    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number }) {
+    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number; placementFence?: number }) {
       const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
       for (const t of input.tasks) {
         const runtime = await runtimes.get(t.runtimeId);
@@ -66,7 +66,7 @@ export function taskActivities(deps: ActivityDeps) {
         const beating = setInterval(() => heartbeat({ draining: t.taskId, stopped: receipts.length }), 2000);
         heartbeat({ draining: t.taskId, stopped: receipts.length });
         try {
-          const answer = await agents.stopTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs });
+          const answer = await agents.stopTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs, placementFence: input.placementFence });
           receipts.push({ ...t, ...answer });
         } catch (error) {
           if (runtime.status !== 'LOST') throw error;

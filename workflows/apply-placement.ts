@@ -47,17 +47,18 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
   const { workflowId } = workflowInfo();
   const fresh = [...plan.starts, ...plan.moves.map((m) => m.to)];
   const removed = [...plan.stops, ...plan.moves.map((m) => m.from)];
-  const drainRemoved = async (drainTimeoutMs?: number) => {
+  /** Stops are fenced: an agent refuses one decided under an older placement than it has seen. */
+  const drainRemoved = async (placementFence: number, drainTimeoutMs?: number) => {
     if (removed.length === 0) return [];
     options.onPhase(drainTimeoutMs === undefined ? 'stopping-removed' : 'draining');
     const summary = drainTimeoutMs === undefined
       ? `stop ${removed.length} removed task(s) on ${runtimesOf(removed)}`
       : `drain ${runtimesOf(removed)} (${removed.length} task(s), deadline ${formatDuration(drainTimeoutMs)})`;
-    return long.stopTasks.executeWithOptions({ summary }, [{ tasks: refs(removed), drainTimeoutMs }]);
+    return long.stopTasks.executeWithOptions({ summary }, [{ tasks: refs(removed), drainTimeoutMs, placementFence }]);
   };
 
   if (options.drainFirst) {
-    const receipts = await drainRemoved(options.drainFirst.drainTimeoutMs);
+    const receipts = await drainRemoved(plan.basis.placementFence, options.drainFirst.drainTimeoutMs);
     options.drainFirst.onDrained?.(receipts);
   }
   options.onPhase('writing-placement');
@@ -87,7 +88,7 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
     { summary: `converge: await ${awaited.length} task(s) ready (timeout ${formatDuration(options.convergeTimeoutMs)})` },
     [{ tasks: refs(awaited), timeoutMs: options.convergeTimeoutMs }],
   );
-  if (!options.drainFirst) await drainRemoved();
+  if (!options.drainFirst) await drainRemoved(placement.fence);
   return {
     workload: plan.workload, fence: placement.fence, generation: placement.generation,
     started: fresh.map((a) => a.taskId), stopped: removed.map((a) => a.taskId),
