@@ -10,14 +10,9 @@ import { createAgentClient } from './agent-client';
 import { createActivities } from './index';
 import type { ActivityDeps } from './ports';
 
-/**
- * `agentToken` is not used: the control plane presents each runtime's own credential when it calls
- * that agent (DESIGN.md §3 "Credentials"). It is still accepted so that older callers compile.
- */
+/** The control plane calls each agent with that runtime's own credential (DESIGN.md §3), never a shared token. */
 export interface ActivityDepsOptions {
   db: Pool;
-  /** @deprecated unused; agents accept only their runtime's credential */
-  agentToken?: string;
   now?: () => number;
 }
 

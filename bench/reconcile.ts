@@ -110,7 +110,7 @@ const round = (value: number, digits = 3): number => Number(value.toFixed(digits
 
 async function benchCase(db: Pool, fleet: Runtime[], count: number) {
   await seedWorkloads(db, fleet, count);
-  const { reconcilePass } = createActivities({ db, agentToken: 'bench-token-unused' });
+  const { reconcilePass } = createActivities({ db });
   const bumpRegistry = () => db.query(`select nextval('registry_revision')`);
 
   // Every pass must take the path it is meant to time, and a full pass over sticky placed

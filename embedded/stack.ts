@@ -124,21 +124,27 @@ export async function startEmbeddedStack(): Promise<void> {
   await pool.end();
 
   const apiUrl = `http://127.0.0.1:${config.SCALEGATE_API_PORT}`;
-  const env: NodeJS.ProcessEnv = {
+  const common: NodeJS.ProcessEnv = {
     ...process.env,
     SCALEGATE_HOME: home,
-    DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: temporalAddress,
     SCALEGATE_UI_URL: uiUrl,
     SCALEGATE_API_PORT: String(config.SCALEGATE_API_PORT),
     SCALEGATE_API_URL: apiUrl,
-    SCALEGATE_OPERATOR_TOKEN: tokens.operator,
-    SCALEGATE_AGENT_TOKEN: tokens.agent,
-    SCALEGATE_VIEWER_TOKEN: tokens.viewer,
     SCALEGATE_LEASE_TTL_MS: String(config.SCALEGATE_LEASE_TTL_MS),
+  };
+  // Least privilege: each process gets only the secrets it uses. The API checks every role's
+  // token; the worker needs none (it calls agents with their own credentials); an agent holds only
+  // the registration token, and the database URL for its consumer driver.
+  for (const name of ['SCALEGATE_OPERATOR_TOKEN', 'SCALEGATE_AGENT_TOKEN', 'SCALEGATE_VIEWER_TOKEN', 'DATABASE_URL']) delete common[name];
+  const envOf: Record<'api' | 'worker' | 'agent', NodeJS.ProcessEnv> = {
+    api: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer },
+    worker: { ...common, DATABASE_URL: databaseUrl },
+    agent: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_AGENT_TOKEN: tokens.agent },
   };
   const output = (name: string, line: string) => console.log(`[${name}] ${line}`);
   const launch = (name: string, entry: string, args: string[] = []) => {
+    const env = envOf[name === 'api' || name === 'worker' ? name : 'agent'];
     const service = supervise({
       name, log: say,
       start: () => spawnService({ name, entry, args, env, output, logFile: path.join(logs, `${name}.log`) }),

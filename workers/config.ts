@@ -5,8 +5,6 @@ export const WorkerConfigSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   SCALEGATE_TASK_QUEUE: z.string().default('scalegate'),
-  /** the agents' shared token: activities call agents with it */
-  SCALEGATE_AGENT_TOKEN: z.string().min(8),
   /** a prebuilt workflow bundle (tests build one per run); unset: bundle workflows/ at start */
   SCALEGATE_WORKFLOW_BUNDLE: z.string().optional(),
   /** how often the reconcile loop runs a pass (it skips itself when nothing moved) */

@@ -13,7 +13,6 @@ export async function createOrchestratorWorker(options: {
   namespace: string;
   taskQueue: string;
   db: Pool;
-  agentToken: string;
   /** a prebuilt bundle (tests build it once per run); otherwise the workflows are bundled here */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }): Promise<Worker> {
@@ -22,7 +21,7 @@ export async function createOrchestratorWorker(options: {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
-    activities: createPostgresActivities({ db: options.db, agentToken: options.agentToken }),
+    activities: createPostgresActivities({ db: options.db }),
   });
 }
 

@@ -8,6 +8,9 @@ import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
+/** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
+const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, 'recoverRuntime'];
+
 /** The workflow's own outcome → the API's status words (DESIGN.md §6). */
 const STATUS_OF_OUTCOME: Record<string, string> = {
   running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', failed: 'failed',
@@ -95,7 +98,13 @@ export function operationRoutes(deps: ApiDeps) {
       params: OperationParamsSchema,
       handler: async ({ params }) => {
         try {
-          await (await handleOf(params.workflowId)).signal(abortSignal, { reason: 'aborted via API' });
+          const handle = await handleOf(params.workflowId);
+          const { type, status } = await handle.describe();
+          if (status.name !== 'RUNNING') throw new ApiError('conflict', `${params.workflowId} is not running (${status.name.toLowerCase()})`);
+          if (!ABORTABLE.includes(type)) {
+            throw new ApiError('conflict', `a ${type} cannot be aborted: only ${ABORTABLE.join(', ')} take an abort (a ${type} is itself a placement change or its compensation)`);
+          }
+          await handle.signal(abortSignal, { reason: 'aborted via API' });
           return ok({ workflowId: params.workflowId, aborting: true }, 202);
         } catch (error) {
           if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no running operation ${params.workflowId}`);

@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 it('skips only when nothing it decides from moved, from the first workload and placement on', async () => {
-  const activities = createPostgresActivities({ db, agentToken: 'unused-token' });
+  const activities = createPostgresActivities({ db });
   const registry = createRegistryStore(db);
   await createRuntimeStore(db).register({ id: 'rt-1', endpoint: 'http://127.0.0.1:9', labels: { zone: 'a' }, slots: 4 }, 60_000);
 

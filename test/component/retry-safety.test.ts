@@ -43,7 +43,7 @@ afterAll(async () => {
 
 describe('a placement write retried after it committed', () => {
   it('returns the write it already made instead of failing its own compare-and-set', async () => {
-    const deps = createActivityDeps({ db, agentToken: 'unused-by-this-test-0123456789' });
+    const deps = createActivityDeps({ db });
     const activities = createActivities(deps);
     await deps.stores.runtimes.register({ id: 'rt-a', endpoint: 'http://127.0.0.1:9', labels: {}, slots: 4 }, 60_000);
     await deps.stores.registry.putWorkload('web', { kind: 'service', replicas: 1, selector: {}, contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' }, spec: { command: ['node', 'x.js'], env: {}, graceMs: 100 } });

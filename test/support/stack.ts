@@ -96,9 +96,6 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
     SCALEGATE_TASK_QUEUE: taskQueue,
     SCALEGATE_API_PORT: String(apiPort),
     SCALEGATE_API_URL: apiUrl,
-    SCALEGATE_OPERATOR_TOKEN: tokens.operator,
-    SCALEGATE_AGENT_TOKEN: tokens.agent,
-    SCALEGATE_VIEWER_TOKEN: tokens.viewer,
     SCALEGATE_LEASE_TTL_MS: String(options.leaseTtlMs ?? 3000),
     SCALEGATE_WORKFLOW_BUNDLE: env.workflowBundlePath,
     SCALEGATE_LOG_LEVEL: 'warn',
@@ -106,8 +103,13 @@ export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: n
     ...options.env,
   };
   const processes: ServiceProcess[] = [];
+  // Each process gets only the secrets it uses, as under npm start (embedded/stack.ts).
+  const secretsOf = (service: string): NodeJS.ProcessEnv =>
+    service === 'api'
+      ? { SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer }
+      : service.startsWith('agent') ? { SCALEGATE_AGENT_TOKEN: tokens.agent } : {};
   const launch = (service: string, entry: string, args: string[] = [], extraEnv: NodeJS.ProcessEnv = {}) => {
-    const p = spawnService({ name: service, entry, args, env: { ...childEnv, ...extraEnv }, output });
+    const p = spawnService({ name: service, entry, args, env: { ...childEnv, ...secretsOf(service), ...extraEnv }, output });
     processes.push(p);
     return p;
   };
