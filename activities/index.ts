@@ -1,23 +1,28 @@
 // Activities: thin I/O adapters the workflows call, one module per concern, composed here over
 // injected ports (activities/ports.ts) so tests hand in real or fake ones without module mocking.
 // Workflows call them by name: `import type { Activities } from '../activities'`.
+import { autoscalerActivities } from './autoscaler';
 import { evidenceActivities } from './evidence';
 import { ledgerActivities } from './ledger';
 import { placementActivities } from './placement';
 import type { ActivityDeps } from './ports';
 import { reconcileActivities } from './reconcile';
+import { recoveryActivities } from './recovery';
 import { taskActivities } from './tasks';
 
 export type { ActivityDeps, ActivityStores, TaskRef } from './ports';
 export type { ReconcilePassResult } from './reconcile';
+export type { MarkedLost, PreparedRecovery, RecoveryItem, SweepPassResult } from './recovery';
 
 export function createActivities(deps: ActivityDeps) {
   return {
     ...placementActivities(deps),
+    ...autoscalerActivities(deps),
     ...taskActivities(deps),
     ...evidenceActivities(deps),
     ...ledgerActivities(deps),
     ...reconcileActivities(deps),
+    ...recoveryActivities(deps),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

@@ -5,6 +5,12 @@
 // workload is kept in the state folder. What the host reads back from that folder (recorded starts,
 // fences) never takes the agent down: a record that cannot be used is logged, and a recorded task
 // that cannot be started again is hosted as failed, with the reason, for the control plane to see.
+//
+// Static stability (DESIGN.md §3): the host stops a task only when told to: a drain (remove), a
+// start of a newer generation (ensure), a revocation from a heartbeat answer (revoke), or the
+// agent's own shutdown (close). Nothing here watches the lease. A start is recorded before the
+// driver starts it, so an agent killed in between still knows the task when it restarts; restore()
+// then lets the driver find what the previous agent left (a process driver adopts its process).
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -95,6 +101,8 @@ export class TaskHost {
   private readonly log: HostLog;
   /** The starts read from the state folder, until restore() starts them. */
   private recorded: TaskStart[] = [];
+  /** Starts handed to a driver and not answered yet: recorded already, so a crash cannot lose them. */
+  private readonly starting = new Map<string, TaskStart>();
 
   constructor(
     private readonly drivers: Partial<Record<WorkloadKind, TaskDriver>>,
@@ -203,7 +211,40 @@ export class TaskHost {
   private persist(): void {
     if (!this.recordFile) return;
     const starts = [...this.tasks.values()].map((t) => t.start);
+    for (const [taskId, start] of this.starting) if (!this.tasks.has(taskId)) starts.push(start);
     writePrivateFileSync(this.recordFile, JSON.stringify(starts));
+  }
+
+  /**
+   * Starts a task through its driver with the start recorded first (and forgotten again if the
+   * driver refuses it): an agent killed while the driver starts it restores it, and its driver then
+   * finds the process it had begun rather than starting a second one.
+   */
+  private async startRecorded(start: TaskStart): Promise<TaskHandle> {
+    const driver = this.driverFor(start.kind);
+    this.starting.set(start.taskId, start);
+    let handle: TaskHandle;
+    try {
+      this.persist();
+      handle = await driver.start(start);
+    } catch (error) {
+      this.starting.delete(start.taskId);
+      this.persistQuietly();
+      throw error;
+    }
+    this.starting.delete(start.taskId);
+    this.tasks.set(start.taskId, { start, handle });
+    this.persist();
+    return handle;
+  }
+
+  /** persist() where a failure must not hide the error being reported. */
+  private persistQuietly(): void {
+    try {
+      this.persist();
+    } catch (error) {
+      this.log('task-records-unwritable', { file: this.recordFile, error: messageOf(error) });
+    }
   }
 
   /**
@@ -237,7 +278,9 @@ export class TaskHost {
           try {
             const handle = await this.driverFor(start.kind).start(start);
             this.tasks.set(start.taskId, { start, handle });
-            this.log('task restored', { taskId: start.taskId });
+            const status = handle.status();
+            // adopted: the process the previous agent left runs on, in its incarnation
+            this.log('task restored', { taskId: start.taskId, incarnation: handle.incarnation, adopted: status.counts.adopted === 1 });
           } catch (error) {
             const reason = `could not restart the recorded task: ${messageOf(error)}`;
             this.tasks.set(start.taskId, { start, handle: new FailedTask(start, reason) });
@@ -287,9 +330,7 @@ export class TaskHost {
         await existing.handle.drain({}).catch(() => {});
         this.tasks.delete(start.taskId);
       }
-      const handle = await this.driverFor(start.kind).start(start);
-      this.tasks.set(start.taskId, { start, handle });
-      this.persist();
+      const handle = await this.startRecorded(start);
       return { created: true, status: handle.status() };
     });
   }
@@ -330,10 +371,25 @@ export class TaskHost {
     return driver.probe(spec);
   }
 
-  async revoke(taskIds: string[]): Promise<void> {
-    await Promise.all(taskIds.map((id) => this.remove(id).catch(() => null)));
+  /**
+   * Stops exactly the tasks a heartbeat answer revoked (their work was moved elsewhere), draining
+   * each like a stop; every other task runs on. Each outcome is logged.
+   */
+  async revoke(taskIds: string[], reason = 'revoked by the control plane'): Promise<void> {
+    await Promise.all(
+      taskIds.map(async (taskId) => {
+        const hosted = this.tasks.get(taskId);
+        try {
+          const receipt = await this.remove(taskId);
+          if (hosted) this.log('task revoked', { taskId, workload: hosted.start.workload, incarnation: hosted.handle.incarnation, reason, forced: receipt?.forced ?? false });
+        } catch (error) {
+          this.log('task revoke failed', { taskId, reason, error: messageOf(error) });
+        }
+      }),
+    );
   }
 
+  /** The agent's own shutdown (SIGTERM/SIGINT): every driver stops what it runs. */
   async close(): Promise<void> {
     await Promise.all(Object.values(this.drivers).map((d) => d?.close?.()));
   }

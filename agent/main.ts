@@ -43,19 +43,18 @@ async function main() {
   const endpoint = config.endpoint ?? `http://${config.host}:${config.port}`;
   const lease = new LeaseKeeper(config, endpoint, {
     reports: () => host.list(),
+    // Only what a heartbeat answer names is stopped; every other task runs on.
     revoke: async (taskIds, reason) => {
       if (taskIds.length) log('revoking tasks', { taskIds, reason });
-      await host.revoke(taskIds);
+      await host.revoke(taskIds, reason);
     },
     log,
   });
-  // Its API accepts only this runtime's credential, and answers 503 until the agent has registered.
   const server = buildAgentServer({ id: config.id, credential: () => lease.currentCredential, host, fence: () => lease.currentFence, labels: config.labels });
-  await server.listen({ host: config.host, port: config.port });
-  log('listening', { endpoint, labels: config.labels, stateDir: config.stateDir });
-  await lease.start();
-  await host.restore();
 
+  // The agent's own shutdown (SIGTERM, or Ctrl-C under `npm start`) is the one path besides the
+  // control plane's drains, plans and revocations that stops tasks: the agent is being taken down
+  // on purpose. A SIGKILLed agent stops nothing: its processes run on, and the next start adopts them.
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -72,6 +71,18 @@ async function main() {
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+
+  // Its API accepts only this runtime's credential, and answers 503 until the agent has registered.
+  await server.listen({ host: config.host, port: config.port });
+  log('listening', { endpoint, labels: config.labels, stateDir: config.stateDir });
+  // The tasks of the previous incarnation first, whether or not the control plane can be reached
+  // (static stability): process tasks adopt the processes left running, consumers start again.
+  // Nothing can race this: the API answers 503 until the registration that follows.
+  await host.restore();
+  if (stopping) return;
+  // Registration and heartbeats run in the background from here, retrying with backoff for as
+  // long as it takes; no failure of theirs stops a task.
+  lease.start();
 }
 
 main().catch((error) => {

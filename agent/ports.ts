@@ -149,6 +149,28 @@ export class PortAllocator {
     });
   }
 
+  /**
+   * For a process a restarted agent adopts, which holds `pair` already (so no bind check can pass):
+   * true when `pair` is the key's recorded pair; or when the key has none and no other key holds
+   * or quarantines either port, in which case it is recorded as the key's. False otherwise (the
+   * replica's pair is another one now): the process is then not adopted.
+   */
+  claim(key: string, pair: PortPair): Promise<boolean> {
+    return this.serialise(async () => {
+      const records = await this.load();
+      const recorded = records.pairs[key];
+      if (recorded) return recorded.public === pair.public && recorded.internal === pair.internal;
+      const ports = [pair.public, pair.internal];
+      const heldByOthers = Object.entries(records.pairs).some(([other, held]) => other !== key && (ports.includes(held.public) || ports.includes(held.internal)));
+      const quarantinedForOthers = records.quarantine.some((entry) => entry.formerKey !== key && (ports.includes(entry.pair.public) || ports.includes(entry.pair.internal)));
+      if (heldByOthers || quarantinedForOthers) return false;
+      records.quarantine = records.quarantine.filter((entry) => !(ports.includes(entry.pair.public) || ports.includes(entry.pair.internal)));
+      records.pairs[key] = pair;
+      await this.save(records);
+      return true;
+    });
+  }
+
   /** The key's recorded pair, if any (no bind check). */
   recorded(key: string): Promise<PortPair | undefined> {
     return this.serialise(async () => (await this.load()).pairs[key]);

@@ -1,15 +1,20 @@
-// API process entry point: configuration, store, Temporal, HTTP server, lease sweeper.
+// API process entry point: configuration, store, Temporal, HTTP server, and the API's liveness.
+// The API sweeps no lease: the lease sweeper is a durable workflow (workflows/lease-sweeper.ts). The
+// API records its liveness every leaseTtl/3 in PostgreSQL (with the lease it hands out), so the
+// sweeper can tell its own outage from the fleet's, and reports the runtimes the sweeper or a
+// recovery declared LOST (log line and scalegate_lease_expirations_total) from the events table.
 import { createPlanner } from '../activities/planning';
 import { createPool } from '../store/db';
 import { createLedgerStore } from '../store/ledger';
 import { migrate } from '../store/migrate';
 import { createPlanStore } from '../store/plans';
 import { createRegistryStore } from '../store/registry';
-import { createRuntimeStore, type RuntimeStore } from '../store/runtimes';
+import { apiOutageAfterMs } from '../domain/recovery';
+import { createRuntimeStore } from '../store/runtimes';
 import { createRedactor, secretsOf } from '../lib/log';
 import { parseApiConfig } from './config';
 import type { ApiDeps } from './deps';
-import { createMetrics, type Metrics } from './metrics';
+import { createMetrics } from './metrics';
 import { buildServer } from './server';
 import { createTemporalGateway } from './temporal';
 
@@ -18,9 +23,7 @@ async function main() {
   const db = createPool(config.DATABASE_URL, { max: 20, connectTimeoutMs: 2_000, queryTimeoutMs: 5_000 });
   await migrate(db);
   const metrics = createMetrics();
-  // Every sweep that declares runtimes LOST (the sweeper's and GET /v1/state's) is counted and logged.
-  let onExpired = (_lost: string[]) => {};
-  const stores = { runtimes: countLeaseExpirations(createRuntimeStore(db), metrics, (lost) => onExpired(lost)), registry: createRegistryStore(db), plans: createPlanStore(db) };
+  const stores = { runtimes: createRuntimeStore(db), registry: createRegistryStore(db), plans: createPlanStore(db) };
   const deps: ApiDeps = {
     config,
     db,
@@ -31,17 +34,39 @@ async function main() {
     metrics,
   };
   const app = buildServer(deps);
-  onExpired = (lost) => lost.forEach((id) => app.log.warn({ runtime: id }, 'lease expired: runtime LOST'));
+  const leaseTtlMs = config.SCALEGATE_LEASE_TTL_MS;
+  // Alive from before the first request: a restarted API is a control plane that was away.
+  await deps.runtimes.recordLiveness('api', apiOutageAfterMs(leaseTtlMs), leaseTtlMs);
+  let lastEventId = await deps.registry.lastEventId();
   await app.listen({ host: config.SCALEGATE_API_HOST, port: config.SCALEGATE_API_PORT });
   app.log.info({ host: config.SCALEGATE_API_HOST, port: config.SCALEGATE_API_PORT, taskQueue: config.SCALEGATE_TASK_QUEUE }, 'api listening');
 
-  // Leases are checked every third of their length, so a missed lease is seen within ttl/3.
-  const sweeper = setInterval(() => {
-    deps.runtimes.sweepExpired().catch((error) => app.log.error({ err: error }, 'lease sweep failed'));
-  }, Math.max(100, Math.floor(config.SCALEGATE_LEASE_TTL_MS / 3)));
+  // Every third of the lease: record the API's liveness, then report what was declared LOST since.
+  let ticking = false;
+  const tick = async () => {
+    if (ticking) return; // a slow database: one tick at a time (the gap shows as an outage, as it should)
+    ticking = true;
+    try {
+      await deps.runtimes.recordLiveness('api', apiOutageAfterMs(leaseTtlMs), leaseTtlMs);
+      const events = await deps.registry.eventsAfter(lastEventId, ['runtime.lost']);
+      let expired = 0;
+      for (const event of events) {
+        lastEventId = event.id;
+        const byLease = event.detail.by === 'lease-sweeper';
+        if (byLease) expired += 1;
+        app.log.warn({ runtime: event.subject, by: event.detail.by, fence: event.detail.fence }, byLease ? 'lease expired: runtime LOST' : 'runtime declared LOST');
+      }
+      metrics.countLeaseExpirations(expired);
+    } catch (error) {
+      app.log.error({ err: error }, 'liveness record failed');
+    } finally {
+      ticking = false;
+    }
+  };
+  const liveness = setInterval(() => void tick(), Math.max(100, Math.floor(leaseTtlMs / 3)));
 
   const shutdown = async () => {
-    clearInterval(sweeper);
+    clearInterval(liveness);
     await app.close();
     await deps.temporal.close();
     await db.end();
@@ -49,19 +74,6 @@ async function main() {
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
-}
-
-/** Sweeps that declare runtimes LOST count in scalegate_lease_expirations_total and are told to `onExpired`. */
-function countLeaseExpirations(store: RuntimeStore, metrics: Metrics, onExpired: (lost: string[]) => void): RuntimeStore {
-  return {
-    ...store,
-    sweepExpired: async () => {
-      const lost = await store.sweepExpired();
-      metrics.countLeaseExpirations(lost.length);
-      if (lost.length) onExpired(lost);
-      return lost;
-    },
-  };
 }
 
 main().catch((error) => {

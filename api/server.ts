@@ -10,12 +10,13 @@ import { healthRoutes } from './routes/health';
 import { operationRoutes } from './routes/operations';
 import { runtimeRoutes } from './routes/runtimes';
 import { stateRoutes } from './routes/state';
+import { tierRoutes } from './routes/tiers';
 import { workloadRoutes } from './routes/workloads';
 
 const VERSION = '0.1.0';
 
 export function allRoutes(deps: ApiDeps): RouteSpec[] {
-  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps), ...operationRoutes(deps)];
+  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps), ...operationRoutes(deps), ...tierRoutes(deps)];
   routes.push(
     defineRoute({
       method: 'GET', path: '/openapi.json', access: 'none', summary: 'this document',

@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import type { z } from 'zod';
 import { describeIssues, LedgerQuerySchema, PlanRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
+import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
 import { fields, labels, relative, runtimesOf, section, table } from './format';
 
 const USAGE = `usage: scalegate <command> [options]
@@ -30,6 +31,10 @@ const USAGE = `usage: scalegate <command> [options]
   operations approve <workflowId>            approve a scale-out waiting for manual approval
   operations abort <workflowId>              abort (after a change, the replan compensates)
   ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
+  tiers show <tier>                          policy, latest observations, last decision, running operation
+  tiers policy <tier> -f FILE                set a tier's autoscaler policy (YAML or JSON)
+  tiers signal <tier> [--qps N] [--active-users N] [--cpu-utilization F] [--queue-depth N] [--at ISO]
+                                             send a load observation to autoscale:<tier>
 
   --json       print the API's JSON answer instead of tables
   --api URL    the API (default $SCALEGATE_API_URL or http://127.0.0.1:8080)
@@ -231,6 +236,31 @@ function renderLedger(events: any[]): string {
     events.map((e: any) => [e.id, e.at, e.kind, e.workload ?? e.tier, `${e.fromReplicas ?? '-'}→${e.toReplicas ?? '-'}`, e.outcome, e.reason, e.workflowId]));
 }
 
+function renderTier(t: any): string {
+  const p = t.policy;
+  const targets = Object.entries(p.targets).map(([k, v]) => `${k} ${v}`).join(', ');
+  const parts = [fields([
+    ['tier', t.tier], ['revision', t.revision], ['workloads', p.workloads.join(', ')], ['replicas', `${p.minReplicas}–${p.maxReplicas} (max step ${p.maxStep})`],
+    ['targets', targets], ['tolerance', p.tolerance], ['stabilization', `up ${p.scaleUpStabilizationMs} ms, down ${p.scaleDownStabilizationMs} ms`],
+    ['cooldown', `${p.cooldownMs} ms`], ['change windows', p.changeWindows.map((w: any) => `${w.cron} for ${w.durationMs} ms`).join('; ') || '(none)'],
+    ['autoscaler', `${t.autoscaler.workflowId} ${t.autoscaler.status}${t.autoscaler.phase ? ` (${t.autoscaler.phase})` : ''}`],
+  ])];
+  const figures = (o: any) => ['qps', 'activeUsers', 'cpuUtilization', 'queueDepth'].filter((k) => o?.[k] !== undefined).map((k) => `${k} ${o[k]}`).join(', ');
+  if (t.observations?.length) {
+    parts.push(section('OBSERVATIONS', table(['seq', 'at', 'figures'], t.observations.slice(-5).map((o: any) => [o.seq, new Date(o.atMs).toISOString(), figures(o)]))));
+  }
+  const d = t.lastDecision;
+  parts.push(section('LAST DECISION', d ? fields([
+    ['at', `${d.at} (${relative(d.at)})`], ['workload', d.workload], ['from→to', `${d.from}→${d.to}`], ['decision', d.decision], ['reason', d.reason],
+    ['desired per signal', (d.desiredPerSignal ?? []).map((e: any) => `${e.signal} ${e.observed} → ${e.desired}`).join(', ')],
+  ]) : '(none yet)'));
+  parts.push(section('RUNNING OPERATIONS', t.runningOperations.length
+    ? table(['workflow', 'kind', 'by', 'from→to', 'started'], t.runningOperations.map((o: any) => [o.workflowId, o.kind, o.by, o.from !== undefined ? `${o.from}→${o.to}` : '', relative(o.startedAt)]))
+    : '(none)'));
+  if (t.waiting?.length) parts.push(section('WAITING', table(['workload', 'reason'], t.waiting.map((w: any) => [w.workload, w.reason]))));
+  return parts.join('\n\n');
+}
+
 function renderRuntime(r: any): string {
   return fields([['runtime', r.id], ['status', r.status], ['labels', labels(r.labels)], ['fence', r.fence], ['lease', relative(r.leaseExpiresAt)]]);
 }
@@ -246,6 +276,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       json: { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
       'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' },
+      qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
     },
   });
   if (values.help || positionals.length === 0) {
@@ -316,6 +347,23 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
         return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
       }
       if (sub === 'abort') return show(await call('POST', `/v1/operations/${id}/abort`, 'operator', {}), () => `abort requested for ${a}: it stops, and a change already made is compensated by the replan`);
+      break;
+    }
+    case 'tiers': {
+      const tier = enc(need(a, `the tier: tiers ${sub ?? 'show'} <tier>`));
+      if (sub === 'show') return show(await call('GET', `/v1/tiers/${tier}`, 'viewer'), renderTier);
+      if (sub === 'policy') {
+        const file = need(values.file, 'the file: tiers policy <tier> -f FILE');
+        const policy = body(TierPolicySchema, parseFile(file)[0], `policy in ${file}`);
+        return show(await call('PUT', `/v1/tiers/${tier}/policy`, 'operator', policy), (p: any) => `tier ${p.tier}: policy saved at revision ${p.revision} (workloads ${p.policy.workloads.join(', ')}; ${p.workflowId} signalled)`);
+      }
+      if (sub === 'signal') {
+        const observation = body(TierSignalSchema, {
+          qps: numberArg(values.qps), activeUsers: numberArg(values['active-users']), cpuUtilization: numberArg(values['cpu-utilization']),
+          queueDepth: numberArg(values['queue-depth']), at: values.at,
+        });
+        return show(await call('POST', `/v1/tiers/${tier}/signals`, 'operator', observation), (s: any) => `observation sent to ${s.workflowId}`);
+      }
       break;
     }
     case 'cordon':

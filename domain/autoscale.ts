@@ -3,8 +3,11 @@
 // Kubernetes' HPA, the recommendation is stabilized over time windows, ignored inside a tolerance
 // band, held back by a cooldown and by change windows that forbid scale-in, and limited to a max
 // step. Pure and clock-free: its caller passes `nowMs` in and keeps the returned plain-JSON state.
-// No code calls it yet: it is written for the autoscaler workflow of the autoscaler issue, which will
-// pass workflow time and carry the state across signals and continue-as-new.
+// Called by the autoscaler workflow (workflows/autoscaler.ts), which passes workflow time and carries
+// the state across signals and continue-as-new. Tolerance is HPA's: a signal whose load per running
+// replica is within ±tolerance of its target asks for the current count. Change windows come either
+// as minute-of-day windows in the policy or as precomputed intervals (cron windows are expanded by an
+// activity, so this module stays free of any clock or calendar library).
 import { z } from 'zod';
 import { assertNever } from './assert';
 
@@ -114,6 +117,8 @@ export interface SignalEstimate {
   observed: number;
   /** replicas it asks for, already clamped to [min, max] */
   desired: number;
+  /** load per running replica within ±tolerance of the target: asks for the current count */
+  withinTolerance: boolean;
 }
 
 export interface SignalRecommendation {
@@ -172,6 +177,24 @@ function unclampedDesired(
   }
 }
 
+/** Observed load over what the running replicas should carry (1 = exactly on target). */
+function loadRatio(signal: SignalName, observed: number, policy: AutoscalePolicy, currentReplicas: number): number | undefined {
+  switch (signal) {
+    case SIGNAL.activeUsers:
+    case SIGNAL.qps:
+    case SIGNAL.queueDepth: {
+      const config = policy.signals[signal];
+      return config ? observed / (currentReplicas * config.perInstance) : undefined;
+    }
+    case SIGNAL.cpu: {
+      const config = policy.signals.cpu;
+      return config ? observed / config.targetPercent : undefined;
+    }
+    default:
+      return assertNever(signal, 'signal');
+  }
+}
+
 /** Per configured and observed signal: clamp(ceil(load / perInstance), min, max); the largest wins. */
 export function desiredFromSignals(policy: AutoscalePolicy, observation: AutoscaleObservation): SignalRecommendation {
   const perSignal: SignalEstimate[] = [];
@@ -181,15 +204,45 @@ export function desiredFromSignals(policy: AutoscalePolicy, observation: Autosca
     if (observed === undefined || !Number.isFinite(observed) || observed < 0) continue;
     const raw = unclampedDesired(signal, observed, policy, observation.currentReplicas);
     if (raw === undefined) continue;
-    perSignal.push({ signal, observed, desired: clamp(raw, policy.min, policy.max) });
+    const current = observation.currentReplicas;
+    const ratio = current > 0 ? loadRatio(signal, observed, policy, current) : undefined;
+    const withinTolerance = ratio !== undefined && Math.abs(ratio - 1) <= policy.tolerance + 1e-9;
+    perSignal.push({ signal, observed, desired: clamp(withinTolerance ? current : raw, policy.min, policy.max), withinTolerance });
   }
   let best: SignalEstimate | undefined;
   for (const estimate of perSignal) if (!best || estimate.desired > best.desired) best = estimate;
   return { desired: best?.desired ?? null, signal: best?.signal ?? null, perSignal };
 }
 
+/** Why a decision came out as it did: the stable part of its reason, for the ledger and dedupe. */
+export const DECISION_CODE = {
+  scaleOut: 'scale-out',
+  scaleIn: 'scale-in',
+  withinTolerance: 'within-tolerance',
+  atDesired: 'at-desired',
+  stabilizing: 'stabilizing',
+  changeWindow: 'change-window',
+  cooldown: 'cooldown',
+  noObservation: 'no-observation',
+} as const;
+export type DecisionCode = (typeof DECISION_CODE)[keyof typeof DECISION_CODE];
+
+/** A change window as an absolute interval [startMs, endMs), e.g. a cron window expanded by an activity. */
+export interface ChangeInterval {
+  startMs: number;
+  endMs: number;
+  /** what opened it, for the reason (e.g. the cron expression) */
+  label: string;
+}
+
+export interface DecideOptions {
+  /** precomputed change windows (scale-in is refused while one contains nowMs) */
+  changeIntervals?: readonly ChangeInterval[];
+}
+
 export interface ScaleDecision {
   action: ScaleAction;
+  code: DecisionCode;
   from: number;
   to: number;
   reason: string;
@@ -254,18 +307,19 @@ export function decideScale(
   state: AutoscaleState,
   observation: AutoscaleObservation,
   nowMs: number,
+  options: DecideOptions = {},
 ): ScaleDecisionResult {
   const from = observation.currentReplicas;
   const recommendation = desiredFromSignals(policy, observation);
   const { signal } = recommendation;
-  const none = (reason: string, nextState: AutoscaleState, stabilized: number | null): ScaleDecisionResult => ({
-    decision: { action: SCALE_ACTION.none, from, to: from, reason, signal, recommended: recommendation.desired, stabilized },
+  const none = (code: DecisionCode, reason: string, nextState: AutoscaleState, stabilized: number | null): ScaleDecisionResult => ({
+    decision: { action: SCALE_ACTION.none, code, from, to: from, reason, signal, recommended: recommendation.desired, stabilized },
     state: nextState,
   });
 
   if (recommendation.desired === null) {
     // Unknown load is never turned into a scale decision; history is left as it was.
-    return none('no observation for any configured signal', { ...state, recommendations: pruneHistory(state.recommendations, policy, nowMs) }, null);
+    return none(DECISION_CODE.noObservation, 'no observation for any configured signal', { ...state, recommendations: pruneHistory(state.recommendations, policy, nowMs) }, null);
   }
 
   const recommendations = pruneHistory([...state.recommendations, { atMs: nowMs, desired: recommendation.desired }], policy, nowMs);
@@ -273,23 +327,27 @@ export function decideScale(
   const target = stabilize(recommendations, from, policy, nowMs);
   const why = `${signal} asks for ${recommendation.desired}, stabilized ${target}`;
 
-  if (target === from) return none(`no change: ${why}, running ${from}`, nextState, target);
-
-  // Outside [min, max] the current count is corrected whatever the tolerance says.
-  const withinBounds = from >= policy.min && from <= policy.max;
-  if (withinBounds && from > 0 && Math.abs(target - from) / from <= policy.tolerance) {
-    return none(`within tolerance ${policy.tolerance}: ${why}, running ${from}`, nextState, target);
+  if (target === from) {
+    if (recommendation.desired !== from) return none(DECISION_CODE.stabilizing, `no change: stabilizing: ${why}, running ${from}`, nextState, target);
+    const tolerated = recommendation.perSignal.some((e) => e.withinTolerance && e.desired === from);
+    return tolerated
+      ? none(DECISION_CODE.withinTolerance, `within tolerance ${policy.tolerance}: ${why}, running ${from}`, nextState, target)
+      : none(DECISION_CODE.atDesired, `no change: ${why}, running ${from}`, nextState, target);
   }
 
   const action = target > from ? SCALE_ACTION.scaleOut : SCALE_ACTION.scaleIn;
   if (action === SCALE_ACTION.scaleIn) {
     const open = policy.changeWindows.find((window) => inChangeWindow(window, nowMs));
-    if (open) return none(`scale-in refused: change window ${describeWindow(open)} is open (${why})`, nextState, target);
+    if (open) return none(DECISION_CODE.changeWindow, `scale-in refused: change window ${describeWindow(open)} is open (${why})`, nextState, target);
+    const interval = options.changeIntervals?.find((i) => i.startMs <= nowMs && nowMs < i.endMs);
+    if (interval) {
+      return none(DECISION_CODE.changeWindow, `scale-in refused: change window ${interval.label} is open until ${interval.endMs} (${why})`, nextState, target);
+    }
   }
 
   if (state.lastChangeAtMs !== undefined && nowMs - state.lastChangeAtMs < policy.cooldownMs) {
     const leftMs = policy.cooldownMs - (nowMs - state.lastChangeAtMs);
-    return none(`cooldown: ${leftMs} ms left after the last change (${why})`, nextState, target);
+    return none(DECISION_CODE.cooldown, `cooldown: ${leftMs} ms left after the last change (${why})`, nextState, target);
   }
 
   const step = Math.min(Math.abs(target - from), policy.maxStep);
@@ -298,6 +356,7 @@ export function decideScale(
   return {
     decision: {
       action,
+      code: action === SCALE_ACTION.scaleOut ? DECISION_CODE.scaleOut : DECISION_CODE.scaleIn,
       from,
       to,
       reason: `${action} ${from} → ${to}: ${why}${limited}`,
@@ -307,4 +366,32 @@ export function decideScale(
     },
     state: { ...nextState, lastChangeAtMs: nowMs },
   };
+}
+
+/**
+ * Adds an observation's recommendation to the history at `atMs` without deciding: the autoscaler
+ * decides on the newest observation only, but every observation that arrived in between still
+ * counts for the stabilization windows (a spike during an operation holds the next scale-in).
+ */
+export function noteRecommendation(policy: AutoscalePolicy, state: AutoscaleState, observation: AutoscaleObservation, atMs: number): AutoscaleState {
+  const { desired } = desiredFromSignals(policy, observation);
+  if (desired === null) return state;
+  const recommendations = [...state.recommendations, { atMs, desired }].sort((a, b) => a.atMs - b.atMs);
+  return { ...state, recommendations: pruneHistory(recommendations, policy, Math.max(atMs, recommendations[recommendations.length - 1].atMs)) };
+}
+
+/**
+ * The next time after `nowMs` at which the same observation could be decided differently: a
+ * recommendation leaving a stabilization window, or the cooldown ending. Null when nothing is
+ * pending. The workflow sleeps until then (or the next signal) instead of polling.
+ */
+export function nextEvaluationAt(policy: AutoscalePolicy, state: AutoscaleState, nowMs: number): number | null {
+  const candidates: number[] = [];
+  if (state.lastChangeAtMs !== undefined) candidates.push(state.lastChangeAtMs + policy.cooldownMs);
+  for (const r of state.recommendations) {
+    if (policy.scaleUpStabilizationMs > 0) candidates.push(r.atMs + policy.scaleUpStabilizationMs);
+    if (policy.scaleDownStabilizationMs > 0) candidates.push(r.atMs + policy.scaleDownStabilizationMs);
+  }
+  const future = candidates.filter((t) => t > nowMs);
+  return future.length ? Math.min(...future) : null;
 }

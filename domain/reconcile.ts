@@ -9,9 +9,12 @@ import { buildPlan, type FleetSnapshot, type Plan } from './plan';
  * - `retired`: nothing to place;
  * - `sticky`: sticky after apply, a placed workload moves only through plan/apply or an explicit recompute;
  * - `nothing-to-change`: the plan would start, stop and move nothing;
- * - `all-only-grows`: `all` only grows here; shrinking (a runtime LOST) is recovery's decision, not reconcile's.
+ * - `all-only-grows`: `all` only grows here; shrinking (a runtime LOST) is recovery's decision, not reconcile's;
+ * - `shortfall-only-adds`: an unplaced shortfall is retried by starting what is missing, never by
+ *   stopping or moving a running task (a runtime whose lease ran out keeps its tasks until a recovery
+ *   decides: DESIGN.md §3 "Static stability").
  */
-export type ReconcileSkip = 'retired' | 'sticky' | 'nothing-to-change' | 'all-only-grows';
+export type ReconcileSkip = 'retired' | 'sticky' | 'nothing-to-change' | 'all-only-grows' | 'shortfall-only-adds';
 
 export type ReconcileDecision =
   | { workload: string; action: 'plan'; plan: Plan }
@@ -40,6 +43,7 @@ export function decideForWorkload(input: FleetSnapshot & {
   const takesAway = plan.stops.length + plan.moves.length > 0; // stops or moves a running task
   if (!takesAway && plan.starts.length === 0) return skip('nothing-to-change');
   if (takesAway && workload.replicas === 'all') return skip('all-only-grows');
+  if (takesAway) return skip('shortfall-only-adds');
   return { workload: workload.name, action: 'plan', plan };
 }
 

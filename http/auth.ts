@@ -9,10 +9,10 @@ export type Role = (typeof ROLES)[number];
 /**
  * What a route demands: a role; `runtime`, the credential of the runtime the route names (on the
  * API the `:id` in its path, on an agent the agent itself; DESIGN.md §3 "Credentials");
- * `agent-or-runtime`, either the agent token or that runtime's credential (registration); or
- * nothing at all.
+ * `agent-or-runtime`, either the agent token or that runtime's credential (registration);
+ * `operator-or-agent`, either of those two role tokens (autoscaler signals); or nothing at all.
  */
-export type Access = Role | 'runtime' | 'agent-or-runtime' | 'none';
+export type Access = Role | 'operator-or-agent' | 'runtime' | 'agent-or-runtime' | 'none';
 
 export const isRoleAccess = (access: Access): access is Role => (ROLES as readonly string[]).includes(access);
 
@@ -66,10 +66,14 @@ export function bearerOf(authorization: string | undefined): string {
   return match[1];
 }
 
-export function authorize(tokens: RoleTokens, access: Role | 'none', authorization: string | undefined): Role | null {
+export function authorize(tokens: RoleTokens, access: Role | 'operator-or-agent' | 'none', authorization: string | undefined): Role | null {
   if (access === 'none') return null;
   const role = roleForToken(tokens, bearerOf(authorization));
   if (!role) throw new ApiError('unauthorized', 'unknown bearer token');
+  if (access === 'operator-or-agent') {
+    if (role !== 'operator' && role !== 'agent') throw new ApiError('forbidden', `this route needs the operator or agent role; the token is ${role}`);
+    return role;
+  }
   if (!satisfies(role, access)) throw new ApiError('forbidden', `this route needs the ${access} role; the token is ${role}`);
   return role;
 }

@@ -97,7 +97,7 @@ const pathId = (raw: { params: unknown }): unknown => (raw.params as { id?: unkn
 /** Who is calling, checked before any input is validated. */
 async function authenticate(route: RouteSpec, tokens: RoleTokens, request: FastifyRequest): Promise<Caller> {
   const { access } = route;
-  if (access === 'none' || isRoleAccess(access)) return { role: authorize(tokens, access, request.headers.authorization), runtime: null };
+  if (access === 'none' || access === 'operator-or-agent' || isRoleAccess(access)) return { role: authorize(tokens, access, request.headers.authorization), runtime: null };
   if (!route.runtime) throw new Error(`route ${route.method} ${route.path} has access ${access} but declares no runtime credentials`);
   const runtimeId = (route.runtime.idOf ?? pathId)({ params: request.params, body: request.body });
   return authorizeRuntime(tokens, access, request.headers.authorization, runtimeId, route.runtime);

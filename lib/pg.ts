@@ -8,6 +8,11 @@ export interface PoolOptions {
   connectTimeoutMs?: number;
   /** client-side bound on one query's round trip (a frozen server never answers); none when unset */
   queryTimeoutMs?: number;
+  /**
+   * the server ends a session idle inside a transaction this long (idle_in_transaction_session_timeout):
+   * a frozen client (SIGSTOP) then releases its row locks instead of holding them forever; none when unset
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 export function createPool(connectionString: string, options: PoolOptions = {}): Pool {
@@ -17,6 +22,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     idleTimeoutMillis: 10_000,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
     ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs, statement_timeout: options.queryTimeoutMs } : {}),
+    ...(options.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs } : {}),
   });
   // An idle client losing its server (e.g. PostgreSQL restarting) must not crash the process.
   pool.on('error', () => {});

@@ -53,8 +53,21 @@ export const RegisterAnswerSchema = z.object({
 });
 export type RegisterAnswer = z.infer<typeof RegisterAnswerSchema>;
 
-/** Heartbeat answers, 200 or 409 `stale-fence`, list the reported tasks the runtime must stop. */
-export const HeartbeatAnswerSchema = z.object({ revoked: z.array(z.string()).default([]) }).loose();
+/**
+ * Heartbeat answers, 200 or 409 `stale-fence`, list the reported tasks the runtime must stop:
+ * `revoked` is only the reported tasks no placement assigns to that runtime (a recovery moved them
+ * elsewhere, or they were never placed there), never simply everything reported. A 409 (the runtime
+ * was declared LOST, or registered again elsewhere) also says `currentFence` and `status`: the
+ * runtime keeps every task not revoked and registers again (docs/agent-protocol.md).
+ */
+export const HeartbeatAnswerSchema = z
+  .object({
+    revoked: z.array(z.string()).default([]),
+    currentFence: z.int().nullable().optional(),
+    status: z.enum(RUNTIME_STATUSES).nullable().optional(),
+  })
+  .loose();
+export type HeartbeatAnswer = z.infer<typeof HeartbeatAnswerSchema>;
 
 export interface Runtime {
   id: string;

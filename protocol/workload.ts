@@ -84,7 +84,7 @@ export const ServiceSpecSchema = z.strictObject({
 export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
 
 /** The control plane's own tables: a workload may never read or write them. */
-export const CONTROL_PLANE_TABLES = ['runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations'] as const;
+export const CONTROL_PLANE_TABLES = ['runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations', 'control_plane_liveness'] as const;
 
 const WorkloadTable = z
   .string()

@@ -40,6 +40,24 @@ const toPlacement = (row: PlacementRow): Placement => ({
   assignments: row.assignments,
 });
 
+interface EventRow {
+  id: string;
+  at: Date;
+  type: string;
+  subject: string;
+  detail: Record<string, unknown>;
+}
+
+/** An observable event: runtime.lost, mass-expiry, placement.pending, ... */
+export interface StoredEvent {
+  id: number;
+  at: string;
+  type: string;
+  subject: string;
+  detail: Record<string, unknown>;
+}
+const toEvent = (row: EventRow): StoredEvent => ({ id: Number(row.id), at: row.at.toISOString(), type: row.type, subject: row.subject, detail: row.detail });
+
 export function createRegistryStore(db: Pool) {
   /**
    * Compare-and-set on the fence: writes only if the record's fence is still `expectedFence`
@@ -184,6 +202,30 @@ export function createRegistryStore(db: Pool) {
 
     async emitEvent(type: string, subject: string, detail: Record<string, unknown> = {}): Promise<void> {
       await db.query('insert into events (type, subject, detail) values ($1, $2, $3)', [type, subject, JSON.stringify(detail)]);
+    },
+
+    /** Events of the given types, newest first (e.g. runtime.lost and mass-expiry for /v1/state). */
+    async recentEvents(types: string[], limit = 20): Promise<StoredEvent[]> {
+      const { rows } = await db.query<EventRow>(
+        'select * from events where type = any($1::text[]) order by id desc limit $2',
+        [types, limit],
+      );
+      return rows.map(toEvent);
+    },
+
+    /** Events of the given types after event `afterId`, oldest first (a reader that follows them). */
+    async eventsAfter(afterId: number, types: string[], limit = 1000): Promise<StoredEvent[]> {
+      const { rows } = await db.query<EventRow>(
+        'select * from events where id > $1 and type = any($2::text[]) order by id limit $3',
+        [afterId, types, limit],
+      );
+      return rows.map(toEvent);
+    },
+
+    /** The id of the newest event (0: none yet). */
+    async lastEventId(): Promise<number> {
+      const { rows } = await db.query<{ id: string | null }>('select max(id) as id from events');
+      return Number(rows[0]?.id ?? 0);
     },
 
     /**

@@ -4,6 +4,7 @@ import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@tempo
 import { NativeConnection } from '@temporalio/worker';
 import { createRedactor, secretsOf, type Logger } from '../lib/log';
 import { createPool } from '../store/db';
+import { leaseSweeper } from '../workflows/lease-sweeper';
 import { reconcile } from '../workflows/reconcile';
 import { migrate } from '../store/migrate';
 import { parseWorkerConfig } from './config';
@@ -26,6 +27,7 @@ async function main() {
     // Before any workflow runs: a workflow upserting an unregistered attribute fails its task.
     await ensureSearchAttributes(client.connection.operatorService, config.TEMPORAL_NAMESPACE, { log });
     await ensureReconcileLoop(client, config.SCALEGATE_TASK_QUEUE, config.SCALEGATE_RECONCILE_INTERVAL_MS);
+    await ensureLeaseSweeper(client, config.SCALEGATE_TASK_QUEUE);
   } finally {
     await client.connection.close();
   }
@@ -74,6 +76,15 @@ async function ensureReconcileLoop(client: Client, taskQueue: string, intervalMs
     await client.workflow.start(reconcile, {
       taskQueue, workflowId: `reconcile:${taskQueue}`, args: [{ intervalMs }], staticSummary: 'reconcile loop',
     });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+}
+
+/** The lease sweeper is one long-lived workflow per task queue (id `lease-sweeper:<queue>`); starting it twice is a no-op. */
+async function ensureLeaseSweeper(client: Client, taskQueue: string) {
+  try {
+    await client.workflow.start(leaseSweeper, { taskQueue, workflowId: `lease-sweeper:${taskQueue}`, args: [{}], staticSummary: 'lease sweeper' });
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }

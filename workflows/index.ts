@@ -1,7 +1,10 @@
 // Every workflow type the orchestrator worker registers, one file each.
 export { applyPlan } from './apply-plan';
+export { autoscaler } from './autoscaler';
+export { leaseSweeper } from './lease-sweeper';
 export { ping } from './ping';
 export { reconcile } from './reconcile';
+export { recoverRuntime } from './recover-runtime';
 export { retireWorkload } from './retire-workload';
 export { scaleIn } from './scale-in';
 export { scaleOut } from './scale-out';

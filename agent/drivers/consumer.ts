@@ -56,7 +56,16 @@ export const MAX_WORK_SLEEP_MS = 10_000;
 const LATENCY_RESERVOIR_SIZE = 1_000;
 const RATE_WINDOW_MS = 5_000;
 const ACQUIRE_RETRY_MS = 100;
+/**
+ * A partition held under a NEWER fence than this task's means this task's placement is superseded
+ * (e.g. recovery moved the work while this agent was unreachable): it can commit nothing there, and
+ * asks again only with a growing pause, up to this, until the holder lets go, an update raises its
+ * fence, or the control plane revokes the task.
+ */
+const FENCED_OUT_RETRY_MAX_MS = 2_000;
 const FAILED_AFTER_CONSECUTIVE_ERRORS = 5;
+/** How long a batch transaction may idle beyond its own simulated work before the server ends the session. */
+const BATCH_IDLE_MARGIN_MS = 3_000;
 const MAX_ERROR_BACKOFF_MS = 2_000;
 const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 const UPDATE_RELEASE_TIMEOUT_MS = 30_000;
@@ -105,6 +114,8 @@ class ConsumerTask implements TaskHandle {
   /** partition → who holds it, for partitions we are waiting to acquire */
   private readonly waitingOn = new Map<number, string>();
   private readonly nextAcquireAttemptAt = new Map<number, number>();
+  /** partition → refused acquisitions in a row by a holder with a newer fence (fenced out) */
+  private readonly fencedOut = new Map<number, number>();
 
   private phase: 'running' | 'draining' | 'stopped' = 'running';
   private loopDone: Promise<void> = Promise.resolve();
@@ -203,7 +214,7 @@ class ConsumerTask implements TaskHandle {
       `backlog ${Object.entries(partitionBacklog).map(([p, n]) => `p${p}=${n}`).join(' ') || 'none'}`,
     ];
     if (pending.length > 0) {
-      parts.push(`waiting for ${pending.map((p) => `p${p}${this.waitingOn.has(p) ? ` (held by ${this.waitingOn.get(p)})` : ''}`).join(', ')}`);
+      parts.push(`waiting for ${pending.map((p) => `p${p}${this.waitingOn.has(p) ? ` (held by ${this.waitingOn.get(p)}${this.fencedOut.has(p) ? `, newer than this task's fence ${this.fence}: fenced out, nothing is committed there` : ''})` : ''}`).join(', ')}`);
     }
     if (this.consecutiveErrors > 0) parts.push(`${this.consecutiveErrors} consecutive errors, last: ${this.lastError}; retrying`);
     return parts.join('; ');
@@ -307,12 +318,25 @@ class ConsumerTask implements TaskHandle {
         this.owned.set(p, { fence, committed: outcome.committed, maxOffset: owned?.maxOffset ?? null });
         this.waitingOn.delete(p);
         this.nextAcquireAttemptAt.delete(p);
+        this.fencedOut.delete(p);
       } else {
         // Held by another task at a fence ≥ ours: it is being drained/released, or we are stale. Poll.
         if (owned) this.loseOwnership(p, `held by ${outcome.holder} at fence ${outcome.holderFence}`);
         this.counts.acquireDenied += 1;
         this.waitingOn.set(p, `${outcome.holder} at fence ${outcome.holderFence}`);
-        this.nextAcquireAttemptAt.set(p, now + Math.max(ACQUIRE_RETRY_MS, this.options.pollMs));
+        let retryMs = Math.max(ACQUIRE_RETRY_MS, this.options.pollMs);
+        if (outcome.holderFence > fence) {
+          // Superseded, not a handover in progress: back off, and say so once.
+          const refusals = (this.fencedOut.get(p) ?? 0) + 1;
+          this.fencedOut.set(p, refusals);
+          if (refusals === 1) {
+            this.ctx.log('consumer.fenced-out', { taskId: this.taskId, workload: this.workload, partition: p, fence, holder: outcome.holder, holderFence: outcome.holderFence });
+          }
+          retryMs = Math.min(FENCED_OUT_RETRY_MAX_MS, Math.max(retryMs, ACQUIRE_RETRY_MS * 2 ** Math.min(refusals, 10)));
+        } else {
+          this.fencedOut.delete(p);
+        }
+        this.nextAcquireAttemptAt.set(p, now + retryMs);
       }
     }
   }
@@ -398,6 +422,9 @@ class ConsumerTask implements TaskHandle {
     let broken: Error | undefined;
     try {
       await client.query('begin');
+      // A frozen agent (SIGSTOP) holding this row lock would keep a new owner waiting: the server
+      // ends the session once it idles in this transaction longer than the batch's work plus a margin.
+      await client.query(`set local idle_in_transaction_session_timeout = ${Math.ceil(Math.min(this.workMs * this.options.batchSize, MAX_WORK_SLEEP_MS)) + BATCH_IDLE_MARGIN_MS}`);
       // The row lock serialises us with any takeover: we read the committed offset only while we
       // demonstrably still own the partition, and nobody can take it until we commit or roll back.
       const ownership = await client.query<{ committed_offset: string }>(
@@ -520,6 +547,7 @@ class ConsumerTask implements TaskHandle {
     this.fence = Math.max(this.fence, start.placementFence); // a raised fence re-fences owned partitions
     this.desired = new Set(partitions);
     this.nextAcquireAttemptAt.clear();
+    this.fencedOut.clear();
     this.wake();
     // Resolve once unassigned partitions are released (so the caller may hand them on);
     // acquisitions proceed in the background and show as 'starting' until complete.
@@ -618,7 +646,9 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
 
   function sharedPool(): Pool {
     if (!pool) {
-      pool = createPool(databaseUrl(), { max: POOL_SIZE, connectTimeoutMs: 5_000 });
+      // A frozen agent (SIGSTOP) must not hold an offsets row lock forever: its session ends after
+      // the longest batch (MAX_WORK_SLEEP_MS) plus a margin, and a new owner takes the partition over.
+      pool = createPool(databaseUrl(), { max: POOL_SIZE, connectTimeoutMs: 5_000, idleInTransactionTimeoutMs: MAX_WORK_SLEEP_MS + 5_000 });
       pool.on('error', () => {}); // an idle client losing its server must not crash the agent
     }
     return pool;

@@ -1,8 +1,18 @@
 // The process driver (DESIGN.md §5): one real OS process per service replica, with its port pair
 // in PORT / INTERNAL_PORT, readiness by HTTP or TCP probe, and drain = SIGTERM, grace, SIGKILL.
 // Each task runs in its own process group so signals reach every grandchild it spawned.
+//
+// Its processes outlive the agent (DESIGN.md §3 "Static stability"): an agent that is SIGKILLed
+// leaves them running, so the moment a process exists the driver records who it is in the task's
+// folder (`tasks/<taskId>/process.json`: pid = process group id, its start time and the boot id,
+// incarnation, ports, generation, a fingerprint of the spec). A restarted agent starting the same
+// task finds that record and, if that very process still runs (identity checked in /proc, so a
+// recycled pid is never taken for it), ADOPTS it: same incarnation, same ports, readiness probed
+// again, its end noticed by polling since it is no longer the agent's child. When it cannot be
+// adopted (another generation or spec, its port pair no longer the replica's) its whole process
+// group is stopped (SIGTERM, grace, SIGKILL) before a fresh one starts. One process per task, never two.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -10,7 +20,9 @@ import path from 'node:path';
 import { assertNever } from '../../domain/assert';
 import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../state-files';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
+import { canIdentifyProcesses, environmentVariable, groupMembers, identify, isSameProcess, type ProcessIdentity } from './proc';
+import { z } from 'zod';
 import {
   DriverError,
   type DrainReceipt,
@@ -30,6 +42,10 @@ const PROBE_TIMEOUT_MS = 1000;
 /** After SIGKILL the exit should follow at once; this only bounds a wait that should never be long. */
 const KILL_WAIT_MS = 5000;
 const LOOPBACK = '127.0.0.1';
+/** How often the end of an adopted process (not this agent's child: no exit event) is looked for. */
+export const ADOPTED_POLL_MS = 100;
+/** The task's process record, in its folder. */
+export const PROCESS_RECORD_FILE = 'process.json';
 
 export type ProcessEvent = 'probe-passed' | 'drain-requested' | 'exited';
 
@@ -57,6 +73,50 @@ export function taskFolder(stateDir: string, taskId: string): string {
 export function taskLogPath(stateDir: string, taskId: string): string {
   return path.join(taskFolder(stateDir, taskId), 'output.log');
 }
+
+export function processRecordPath(stateDir: string, taskId: string): string {
+  return path.join(taskFolder(stateDir, taskId), PROCESS_RECORD_FILE);
+}
+
+/** Who a task's process is, written the moment it exists, so a restarted agent can find it again. */
+export const ProcessRecordSchema = z.object({
+  version: z.literal(1),
+  taskId: z.string(),
+  incarnation: z.string(),
+  generation: z.int(),
+  /** sha256 of the spec it was started with: a process of another spec is not adopted */
+  specHash: z.string(),
+  /** the process's pid, which is also its process group id (spawned detached) */
+  pid: z.int().min(1),
+  pgid: z.int().min(1),
+  startTime: z.string(),
+  bootId: z.string().nullable(),
+  ports: z.object({ public: z.int(), internal: z.int() }),
+  spawnedAt: z.string(),
+});
+export type ProcessRecord = z.infer<typeof ProcessRecordSchema>;
+
+export function specFingerprint(spec: ServiceSpec): string {
+  return createHash('sha256').update(JSON.stringify(spec)).digest('hex');
+}
+
+/** The task's process record, if there is a usable one. */
+export function readProcessRecord(stateDir: string, taskId: string): ProcessRecord | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(processRecordPath(stateDir, taskId), 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const parsed = ProcessRecordSchema.safeParse(JSON.parse(text));
+    return parsed.success && parsed.data.taskId === taskId ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+const identityOf = (record: ProcessRecord): ProcessIdentity => ({ pid: record.pid, startTime: record.startTime, bootId: record.bootId });
 
 /** The pair belongs to the replica on this node, not to one task id, so restarts keep it. */
 export function portKeyFor(task: Pick<TaskStart, 'workload' | 'index'>): string {
@@ -166,13 +226,61 @@ function probeTcp(port: number): Promise<ProbeOutcome> {
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
+/**
+ * Kills, one by one, what is left in the process group of a task process that has ended: only
+ * members that started no earlier than it and carry its incarnation in their environment, so that
+ * a group id the kernel has handed on never gets another process killed. Returns how many.
+ */
+function killStragglers(leader: ProcessIdentity, incarnation: string): number {
+  let killed = 0;
+  for (const member of groupMembers(leader.pid)) {
+    if (Number(member.startTime) < Number(leader.startTime)) continue;
+    if (environmentVariable(member.pid, 'SCALEGATE_INCARNATION') !== incarnation) continue;
+    try {
+      process.kill(member.pid, 'SIGKILL');
+      killed++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return killed;
+}
+
+/** Polls until the identified process is gone; false if it still runs after `ms`. */
+async function waitGone(identity: ProcessIdentity, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (isSameProcess(identity)) {
+    if (Date.now() >= deadline) return false;
+    await delay(ADOPTED_POLL_MS);
+  }
+  return true;
+}
+
+/**
+ * Stops a process an earlier agent left for a task that cannot adopt it: SIGTERM to its group,
+ * its grace period, then SIGKILL; and whatever of its group is left. True once it is gone.
+ */
+async function stopLeftProcess(record: ProcessRecord, graceMs: number): Promise<boolean> {
+  const identity = identityOf(record);
+  if (isSameProcess(identity)) {
+    signalGroup(record.pgid, 'SIGTERM');
+    if (!(await waitGone(identity, graceMs)) && isSameProcess(identity)) signalGroup(record.pgid, 'SIGKILL');
+  }
+  const gone = await waitGone(identity, KILL_WAIT_MS);
+  killStragglers(identity, record.incarnation);
+  return gone;
+}
+
 class ProcessTask implements TaskHandle {
   readonly taskId: string;
-  readonly incarnation = randomUUID();
+  readonly incarnation: string;
   private state: TaskState = 'starting';
   private errors = 0;
   private detail: string | undefined = 'waiting for readiness';
   private child: ChildProcess | undefined;
+  /** a process left by an earlier agent and adopted: not our child, so its end is polled for */
+  private adopted: ProcessIdentity | undefined;
+  private watchTimer: NodeJS.Timeout | undefined;
   private readonly exited: Promise<void>;
   private markExited!: () => void;
   private alive = false;
@@ -184,13 +292,84 @@ class ProcessTask implements TaskHandle {
     private readonly start: TaskStart,
     private readonly spec: ServiceSpec,
     readonly ports: PortPair,
+    incarnation: string = randomUUID(),
   ) {
     this.taskId = start.taskId;
+    this.incarnation = incarnation;
     this.exited = new Promise((resolve) => (this.markExited = resolve));
   }
 
   get pid(): number | undefined {
-    return this.child?.pid;
+    return this.child?.pid ?? this.adopted?.pid;
+  }
+
+  get wasAdopted(): boolean {
+    return this.adopted !== undefined;
+  }
+
+  /**
+   * Writes who the process is into the task's folder, so that an agent restarted after a crash
+   * finds it instead of starting a second one. A record that cannot be written is logged: the task
+   * runs on, but a restarted agent could not adopt it.
+   */
+  private recordProcess(pid: number): void {
+    const identity = identify(pid);
+    if (!identity) return; // already gone: nothing to find again
+    const record: ProcessRecord = {
+      version: 1,
+      taskId: this.taskId,
+      incarnation: this.incarnation,
+      generation: this.start.generation,
+      specHash: specFingerprint(this.spec),
+      pid,
+      pgid: pid,
+      startTime: identity.startTime,
+      bootId: identity.bootId,
+      ports: this.ports,
+      spawnedAt: new Date().toISOString(),
+    };
+    try {
+      writePrivateFileSync(processRecordPath(this.ctx.stateDir, this.taskId), JSON.stringify(record));
+    } catch (error) {
+      this.ctx.log('task-process-record-failed', { taskId: this.taskId, incarnation: this.incarnation, error: messageOf(error) });
+    }
+  }
+
+  /** The record names this incarnation's process, which is gone: forget it (a newer one's stays). */
+  private forgetProcessRecord(): void {
+    const file = processRecordPath(this.ctx.stateDir, this.taskId);
+    if (readProcessRecord(this.ctx.stateDir, this.taskId)?.incarnation !== this.incarnation) return;
+    try {
+      fs.rmSync(file, { force: true });
+    } catch (error) {
+      this.ctx.log('task-process-record-failed', { taskId: this.taskId, incarnation: this.incarnation, error: messageOf(error) });
+    }
+  }
+
+  /**
+   * Takes over the process an earlier agent left running for this task (checked by the caller to be
+   * that very process): same incarnation and ports; readiness is probed again, and its end is
+   * polled for, since it is not this agent's child and no exit event will come.
+   */
+  adopt(record: ProcessRecord): void {
+    this.adopted = identityOf(record);
+    this.alive = true;
+    this.detail = 'adopted after an agent restart; waiting for readiness';
+    this.ctx.log('task-adopted', { taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, pid: record.pid, ports: this.ports });
+    this.watchAdopted();
+    this.awaitReadiness().catch((error: unknown) => this.fail(`readiness check failed: ${messageOf(error)}`));
+  }
+
+  private watchAdopted(): void {
+    const identity = this.adopted;
+    if (!identity || !this.alive) return;
+    if (isSameProcess(identity)) {
+      this.watchTimer = setTimeout(() => this.watchAdopted(), ADOPTED_POLL_MS);
+      this.watchTimer.unref();
+      return;
+    }
+    this.watchTimer = undefined;
+    this.guarded('adopted exit watcher', () => this.onExit(null, null));
   }
 
   get isAlive(): boolean {
@@ -233,6 +412,7 @@ class ProcessTask implements TaskHandle {
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', () => {
         this.alive = true;
+        if (child.pid !== undefined) this.recordProcess(child.pid);
         // Listen only once spawned: a command that cannot start reports 'error', not an exit.
         child.on('exit', (code, signal) => this.guarded('exit handler', () => this.onExit(code, signal)));
         resolve();
@@ -281,8 +461,13 @@ class ProcessTask implements TaskHandle {
   }
 
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    if (!this.alive) return;
     this.alive = false;
-    const how = code !== null ? `exited with code ${code}` : `killed by signal ${signal}`;
+    if (this.watchTimer) clearTimeout(this.watchTimer);
+    const how =
+      code !== null ? `exited with code ${code}`
+        : signal !== null ? `killed by signal ${signal}`
+          : 'ended (adopted after an agent restart, so its exit status is not known)';
     const before = this.state;
     this.state = nextTaskState(before, 'exited');
     if (before === 'failed') {
@@ -294,9 +479,14 @@ class ProcessTask implements TaskHandle {
     } else {
       this.detail = `process ${how}`;
     }
-    // Anything the task left behind in its group goes with it.
-    const refused = this.child?.pid !== undefined ? signalGroup(this.child.pid, 'SIGKILL') : undefined;
+    // Anything the task left behind in its group goes with it. Our own child was reaped just now,
+    // so its group id is still ours; an adopted leader ended unseen, so only members that prove to
+    // be this incarnation's (its environment says so) are killed, one by one.
+    let refused: string | undefined;
+    if (this.child?.pid !== undefined) refused = signalGroup(this.child.pid, 'SIGKILL');
+    else if (this.adopted) killStragglers(this.adopted, this.incarnation);
     this.ctx.log('task-exited', { taskId: this.taskId, incarnation: this.incarnation, code, signal, state: this.state, ...(refused ? { error: refused } : {}) });
+    this.forgetProcessRecord();
     this.markExited();
   }
 
@@ -330,6 +520,7 @@ class ProcessTask implements TaskHandle {
   status(): TaskStatus {
     const counts: Record<string, number> = { restarts: 0 };
     if (this.pid !== undefined) counts.pid = this.pid;
+    if (this.adopted) counts.adopted = 1;
     return {
       taskId: this.taskId,
       workload: this.start.workload,
@@ -399,6 +590,12 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     const running = tasks.get(task.taskId);
     if (running?.isAlive) return running; // the same start retried: it is already running
 
+    const adopted = await takeOverLeftProcess(task, parsed.data);
+    if (adopted) {
+      tasks.set(task.taskId, adopted);
+      return adopted;
+    }
+
     const key = portKeyFor(task);
     const acquisition = await ports.acquire(key).catch((error: unknown) => {
       if (error instanceof DriverError) throw error;
@@ -414,6 +611,51 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     tasks.set(task.taskId, handle);
     return handle;
   };
+
+  /**
+   * The process an earlier agent left running for this task, if any: adopted when it is that very
+   * process, of this generation and spec, on the replica's recorded pair; otherwise stopped (its
+   * whole group) so that the fresh start that follows is the only one. Never touches a process the
+   * record does not identify (a recycled pid is somebody else's).
+   */
+  async function takeOverLeftProcess(task: TaskStart, spec: ServiceSpec): Promise<ProcessTask | null> {
+    const record = readProcessRecord(ctx.stateDir, task.taskId);
+    if (!record) return null;
+    const forget = () => {
+      try {
+        fs.rmSync(processRecordPath(ctx.stateDir, task.taskId), { force: true });
+      } catch (error) {
+        ctx.log('task-process-record-failed', { taskId: task.taskId, error: messageOf(error) });
+      }
+    };
+    if (!canIdentifyProcesses()) {
+      ctx.log('task-left-process-unverifiable', { taskId: task.taskId, pid: record.pid, reason: 'no /proc to tell that process from another with its pid' });
+      return null;
+    }
+    const identity = identityOf(record);
+    if (!isSameProcess(identity)) {
+      // Gone, or its pid now belongs to another process: that one is left alone.
+      const stragglers = killStragglers(identity, record.incarnation);
+      ctx.log('task-left-process-gone', { taskId: task.taskId, pid: record.pid, incarnation: record.incarnation, ...(stragglers ? { stragglersKilled: stragglers } : {}) });
+      forget();
+      return null;
+    }
+    let refusal: string | undefined;
+    if (record.generation !== task.generation) refusal = `it runs generation ${record.generation}, the start is ${task.generation}`;
+    else if (record.specHash !== specFingerprint(spec)) refusal = 'it runs another spec';
+    else if (!(await ports.claim(portKeyFor(task), record.ports))) refusal = `its ports ${record.ports.public}/${record.ports.internal} are no longer this replica's pair`;
+    if (refusal === undefined) {
+      const handle = new ProcessTask(ctx, ports, task, spec, record.ports, record.incarnation);
+      handle.adopt(record);
+      return handle;
+    }
+    ctx.log('task-left-process-replaced', { taskId: task.taskId, pid: record.pid, incarnation: record.incarnation, reason: refusal });
+    if (!(await stopLeftProcess(record, spec.graceMs))) {
+      throw new DriverError('task-draining', `task ${task.taskId}: the process ${record.pid} an earlier agent left could not be stopped yet; retry`);
+    }
+    forget();
+    return null;
+  }
 
   const serviceHasNoEndpoints = (): ProbeAnswer => ({
     source: { ok: true, detail: 'a service declares no source to reach' },

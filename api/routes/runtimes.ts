@@ -1,9 +1,14 @@
-// Runtimes: registration, heartbeats, cordons (DESIGN.md §3 "Credentials", §6). The agent token
-// only registers a new runtime (or one whose lease lapsed); a live runtime re-registers, and
-// heartbeats, with its own credential, issued at registration and returned once.
+// Runtimes: registration, heartbeats, cordons, recovery (DESIGN.md §3 "Credentials", "Static
+// stability", §6). The agent token only registers a new runtime (or one whose lease lapsed, or that
+// was declared LOST); a live runtime re-registers, and heartbeats, with its own credential, issued at
+// registration and returned once. A heartbeat's answer revokes only what a decision moved away: the
+// reported tasks no placement assigns to that runtime, also when its fence is stale (it was declared
+// LOST): the rest it keeps running while it registers again.
 import { z } from 'zod';
 import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeParamsSchema } from '../../protocol';
 import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
+import { recoverRuntime } from '../../workflows/recover-runtime';
+import { startOperation } from '../operations';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
 import { defineRoute, ok, type RuntimeAccess } from '../../http/route';
@@ -15,6 +20,12 @@ export function runtimeRoutes(deps: ApiDeps) {
   const pathRuntime: RuntimeAccess = { credentialOf: (id) => deps.runtimes.credentialOf(id) };
   /** Registration names its runtime in the body. */
   const bodyRuntime: RuntimeAccess = { ...pathRuntime, idOf: ({ body }) => (body as { id?: unknown } | null)?.id };
+
+  /** The reported tasks that no placement assigns to runtime `id`: what a decision moved away (or never placed there). */
+  const revokedOf = async (id: string, tasks: { taskId: string }[]) => {
+    const placed = new Set(await deps.registry.tasksOnRuntime(id));
+    return tasks.map((t) => t.taskId).filter((taskId) => !placed.has(taskId));
+  };
 
   const setCordon = (cordoned: boolean) => async ({ params }: { params: z.infer<typeof RuntimeParamsSchema> }) => {
     const runtime = await deps.runtimes.setCordoned(params.id, cordoned);
@@ -50,21 +61,22 @@ export function runtimeRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/heartbeat', access: 'runtime', runtime: pathRuntime,
-      summary: 'renew the lease and report tasks (the runtime\'s own credential); the answer lists revoked tasks',
+      summary: 'renew the lease and report tasks (the runtime\'s own credential); the answer lists the reported tasks no placement assigns to it (revoked)',
       params: RuntimeParamsSchema, body: HeartbeatSchema,
       handler: async ({ params, body }) => {
         try {
           const runtime = await deps.runtimes.heartbeat(params.id, body.fence, body.tasks, leaseTtlMs);
-          const placed = new Set(await deps.registry.tasksOnRuntime(params.id));
-          const revoked = body.tasks.map((t) => t.taskId).filter((id) => !placed.has(id));
+          const revoked = await revokedOf(params.id, body.tasks);
           return ok({ leaseExpiresAt: runtime.leaseExpiresAt, fence: runtime.fence, status: runtime.status, revoked, ...leaseTerms });
         } catch (error) {
           if (error instanceof StaleFenceError) {
-            // A runtime that was declared LOST (or re-registered elsewhere) must register again; every
-            // task it reports is revoked, and it must not act on its old fence.
+            // Declared LOST (or registered again elsewhere): its old fence renews nothing and it must
+            // register again. Revoked are only the reported tasks recovery moved elsewhere (no
+            // placement assigns them to this runtime): the others it legitimately runs, and keeps.
             throw new ApiError(error.current === null ? 'not-found' : 'stale-fence', error.message, {
               currentFence: error.current,
-              revoked: body.tasks.map((t) => t.taskId),
+              status: error.status,
+              revoked: error.current === null ? body.tasks.map((t) => t.taskId) : await revokedOf(params.id, body.tasks),
             });
           }
           throw error;
@@ -78,6 +90,21 @@ export function runtimeRoutes(deps: ApiDeps) {
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/uncordon', access: 'operator', summary: 'uncordon',
       params: RuntimeParamsSchema, handler: setCordon(false),
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/runtimes/:id/recover', access: 'operator',
+      summary: 'start recoverRuntime (recover:<id>): declare the runtime LOST, move its work to eligible runtimes; 409 while one runs',
+      params: RuntimeParamsSchema,
+      handler: async ({ params }) => {
+        const runtime = await deps.runtimes.get(params.id);
+        if (!runtime) throw new ApiError('not-found', `no runtime ${params.id}`);
+        const started = await startOperation(deps, {
+          workflow: recoverRuntime, workflowId: `recover:${params.id}`,
+          input: { runtime: params.id, reason: 'requested via API', by: 'operator' },
+          summary: `recover ${params.id} (${runtime.status}, requested via API)`,
+        });
+        return ok(started, 202);
+      },
     }),
   ];
 }

@@ -25,21 +25,30 @@ export async function runningOperations(deps: ApiDeps) {
   }
 }
 
+/** The events /v1/state lists: runtimes declared LOST and mass expiries. */
+const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry'];
+
 export function stateRoutes(deps: ApiDeps) {
   return [
     defineRoute({
       method: 'GET', path: '/v1/state', access: 'viewer',
       summary: 'runtimes, workloads with placements, unplaced, running operations, last reconcile',
       handler: async () => {
-        await deps.runtimes.sweepExpired();
-        const [runtimes, workloads, placements, unplaced, operations, reconcile] = await Promise.all([
+        // A read: leases are judged by the lease sweeper workflow, never here.
+        const [runtimes, workloads, placements, unplaced, operations, reconcile, liveness, runtimeEvents] = await Promise.all([
           deps.runtimes.list(),
           deps.registry.listWorkloads(),
           deps.registry.listPlacements(),
           deps.registry.listUnplaced(),
           runningOperations(deps),
           deps.registry.reconcileMarker(),
+          deps.runtimes.liveness(),
+          deps.registry.recentEvents(RUNTIME_EVENTS, 20),
         ]);
+        const livenessOf = (component: string) => {
+          const row = liveness.find((l) => l.component === component);
+          return row ? { at: row.at, resumedAt: row.resumedAt } : null;
+        };
         const placementOf = Object.fromEntries(placements.map((p) => [p.workload, p]));
         return ok({
           runtimes: runtimes.map(({ tasks, ...r }) => ({ ...r, tasks: tasks.length })),
@@ -57,6 +66,14 @@ export function stateRoutes(deps: ApiDeps) {
           operations: operations ?? [],
           operationsAvailable: operations !== null,
           reconcile: { at: reconcile.at, skipped: reconcile.skipped, passes: reconcile.passes, skips: reconcile.skips },
+          // When the API and the lease sweeper last showed they were alive, and came back from a gap.
+          controlPlane: {
+            leaseTtlMs: liveness.find((l) => l.component === 'api')?.leaseTtlMs ?? deps.config.SCALEGATE_LEASE_TTL_MS,
+            api: livenessOf('api'),
+            leaseSweeper: livenessOf('lease-sweeper'),
+          },
+          // The newest runtime events: declared LOST (by whom), mass expiries (held, not recovered).
+          runtimeEvents,
         });
       },
     }),

@@ -5,6 +5,8 @@ import {
   desiredFromSignals,
   inChangeWindow,
   initialAutoscaleState,
+  nextEvaluationAt,
+  noteRecommendation,
   type AutoscalePolicy,
   type AutoscaleState,
 } from '../../domain/autoscale';
@@ -70,10 +72,10 @@ describe('desiredFromSignals', () => {
     expect(result.desired).toBe(8);
     expect(result.signal).toBe('qps');
     expect(result.perSignal).toEqual([
-      { signal: 'activeUsers', observed: 35, desired: 4 },
-      { signal: 'qps', observed: 720, desired: 8 },
-      { signal: 'cpu', observed: 90, desired: 6 },
-      { signal: 'queueDepth', observed: 100, desired: 2 },
+      { signal: 'activeUsers', observed: 35, desired: 4, withinTolerance: false },
+      { signal: 'qps', observed: 720, desired: 8, withinTolerance: false },
+      { signal: 'cpu', observed: 90, desired: 6, withinTolerance: false },
+      { signal: 'queueDepth', observed: 100, desired: 2, withinTolerance: false },
     ]);
   });
 
@@ -123,7 +125,8 @@ describe('decideScale', () => {
   it('makes no change inside the tolerance band', () => {
     const p = immediate({ tolerance: 0.1 });
     const within = decideScale(p, initialAutoscaleState(), { currentReplicas: 10, qps: 1100 }, 0);
-    expect(within.decision).toMatchObject({ action: 'none', from: 10, to: 10, recommended: 11 });
+    // HPA's tolerance: 1100 qps over 10 replicas of 100 is a ratio of 1.1, inside ±0.1 → asks for 10
+    expect(within.decision).toMatchObject({ action: 'none', code: 'within-tolerance', from: 10, to: 10, recommended: 10 });
     expect(within.decision.reason).toMatch(/within tolerance/);
     expect(within.state.lastChangeAtMs).toBeUndefined();
     const beyond = decideScale(p, initialAutoscaleState(), { currentReplicas: 10, qps: 1200 }, 0).decision;
@@ -137,8 +140,11 @@ describe('decideScale', () => {
 
   it('reports "no change" with its reason when the target equals the current count', () => {
     const decision = decideScale(immediate(), initialAutoscaleState(), { currentReplicas: 3, qps: 300 }, 0).decision;
-    expect(decision).toMatchObject({ action: 'none', from: 3, to: 3, signal: 'qps' });
-    expect(decision.reason).toMatch(/^no change: qps asks for 3/);
+    expect(decision).toMatchObject({ action: 'none', code: 'within-tolerance', from: 3, to: 3, signal: 'qps' });
+    expect(decision.reason).toMatch(/^within tolerance 0: qps asks for 3/);
+    const exact = decideScale(immediate(), initialAutoscaleState(), { currentReplicas: 3, qps: 250 }, 0).decision;
+    expect(exact).toMatchObject({ action: 'none', code: 'at-desired', to: 3 });
+    expect(exact.reason).toMatch(/^no change: qps asks for 3/);
   });
 
   it('makes no decision without an observation of a configured signal', () => {
@@ -230,6 +236,45 @@ describe('decideScale', () => {
     // only what the 10-minute window can still see is kept
     expect(sparse.recommendations.map((r) => r.atMs)).toEqual([40, 41, 42, 43, 44, 45, 46, 47, 48, 49].map((m) => m * MINUTE));
     expect(JSON.parse(JSON.stringify(sparse))).toEqual(sparse);
+  });
+});
+
+describe('autoscaler additions', () => {
+  it('keeps a small fleet inside the tolerance band still (ratio per replica, not replica deviation)', () => {
+    const p = immediate({ tolerance: 0.1 });
+    for (const qps of [380, 395, 410, 420]) {
+      const { decision } = decideScale(p, initialAutoscaleState(), { currentReplicas: 4, qps }, 0);
+      expect(decision).toMatchObject({ action: 'none', code: 'within-tolerance', to: 4 });
+    }
+    expect(decideScale(p, initialAutoscaleState(), { currentReplicas: 4, qps: 460 }, 0).decision).toMatchObject({ action: 'scale-out', to: 5 });
+    expect(decideScale(p, initialAutoscaleState(), { currentReplicas: 4, qps: 350 }, 0).decision).toMatchObject({ action: 'none', code: 'at-desired' });
+  });
+
+  it('codes each reason: stabilizing, cooldown, change window (also as precomputed intervals)', () => {
+    const p = policy({ cooldownMs: 0, scaleDownStabilizationMs: MINUTE, tolerance: 0 });
+    const high = decideScale(p, initialAutoscaleState(), { currentReplicas: 5, qps: 500 }, 0).state;
+    expect(decideScale(p, high, { currentReplicas: 5, qps: 100 }, SECOND).decision.code).toBe('stabilizing');
+    const cool = immediate({ cooldownMs: MINUTE });
+    expect(decideScale(cool, { recommendations: [], lastChangeAtMs: 0 }, { currentReplicas: 5, qps: 900 }, SECOND).decision.code).toBe('cooldown');
+    const intervals = [{ startMs: 0, endMs: 10 * MINUTE, label: '"* * * * *"' }];
+    const inside = decideScale(immediate(), initialAutoscaleState(), { currentReplicas: 5, qps: 100 }, MINUTE, { changeIntervals: intervals }).decision;
+    expect(inside).toMatchObject({ action: 'none', code: 'change-window', to: 5 });
+    expect(inside.reason).toMatch(/change window "\* \* \* \* \*" is open/);
+    expect(decideScale(immediate(), initialAutoscaleState(), { currentReplicas: 5, qps: 900 }, MINUTE, { changeIntervals: intervals }).decision.action).toBe('scale-out');
+    expect(decideScale(immediate(), initialAutoscaleState(), { currentReplicas: 5, qps: 100 }, 10 * MINUTE, { changeIntervals: intervals }).decision.action).toBe('scale-in');
+  });
+
+  it('notes intermediate observations for the scale-down window, and says when to look again', () => {
+    const p = policy({ cooldownMs: 30 * SECOND, scaleDownStabilizationMs: MINUTE, tolerance: 0 });
+    let state = noteRecommendation(p, initialAutoscaleState(), { currentReplicas: 5, qps: 900 }, 1000);
+    expect(state.recommendations).toEqual([{ atMs: 1000, desired: 9 }]);
+    const { decision } = decideScale(p, state, { currentReplicas: 5, qps: 100 }, 2000);
+    expect(decision).toMatchObject({ action: 'none', code: 'stabilizing', to: 5 }); // the noted spike holds the scale-in
+    state = { recommendations: [{ atMs: 1000, desired: 9 }], lastChangeAtMs: 5000 };
+    expect(nextEvaluationAt(p, state, 6000)).toBe(35_000); // the cooldown ends first
+    expect(nextEvaluationAt(p, state, 40_000)).toBe(61_000); // then the 9 leaves the window
+    expect(nextEvaluationAt(p, state, 70_000)).toBeNull();
+    expect(noteRecommendation(p, initialAutoscaleState(), { currentReplicas: 5 }, 0)).toEqual(initialAutoscaleState());
   });
 });
 

@@ -10,8 +10,10 @@ import { Client, Connection, WorkflowContinuedAsNewError, WorkflowFailedError, t
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
+import type { WorkloadRecovery } from '../../domain/recovery';
 import { UNKNOWN_CONTRACT } from '../../protocol';
-import { applyPlan, ping, reconcile, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
+import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
+import { observeSignal } from '../../workflows/autoscaler';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
 import { historyToJSON } from './history-json';
@@ -26,6 +28,7 @@ type Workload = NonNullable<Awaited<ReturnType<Activities['loadWorkload']>>>;
 type LedgerEntry = Parameters<Activities['appendLedger']>[0];
 type Evidence = Awaited<ReturnType<Activities['captureEvidence']>>;
 type ReconcilePass = Awaited<ReturnType<Activities['reconcilePass']>>;
+type SweepPass = Awaited<ReturnType<Activities['sweepLeases']>>;
 
 /** Faults a scenario injects into the fakes. */
 interface Faults {
@@ -41,6 +44,8 @@ interface Faults {
   errorsAfterChange?: boolean;
   /** what successive reconcile passes answer; an Error is thrown as a failed pass */
   passes?: (ReconcilePass | Error)[];
+  /** what successive lease sweeps answer; an Error is thrown as a failed pass */
+  sweeps?: (SweepPass | Error)[];
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -60,6 +65,9 @@ const consumerWorkload = (name: string, replicas: number): Workload => ({
 });
 
 const nonRetryable = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
+
+/** A lease sweep that judged leases and found nothing to do. */
+const idleSweep: SweepPass = { guard: null, leaseTtlMs: 3000, nextPassInMs: 100, declared: [], massExpiry: [], recover: [], lost: [], waiting: [] };
 
 /**
  * In-memory fakes of every activity the workflows proxy, over one workload whose placement starts
@@ -178,8 +186,44 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       const pass = faults.passes?.[call('reconcilePass') - 1] ?? { skipped: true, inputsKey: 'unchanged', planIds: [] };
       if (pass instanceof Error) throw nonRetryable('store-unavailable', pass.message);
       return pass;
-    },    async recordReconcilePass() {
+    },
+    async recordReconcilePass() {
       call('recordReconcilePass');
+    },
+    async tierSnapshot(input) {
+      call('tierSnapshot');
+      return input.workloads.map((workload) => ({ workload, active: workload === name, replicas: workload === name ? current.length : 0 }));
+    },
+    async changeWindowIntervals() {
+      call('changeWindowIntervals');
+      return [];
+    },
+    async sweepLeases() {
+      const pass = faults.sweeps?.[call('sweepLeases') - 1] ?? idleSweep;
+      if (pass instanceof Error) throw nonRetryable('store-unavailable', pass.message);
+      return pass;
+    },
+    async markRuntimeLost(input) {
+      call('markRuntimeLost');
+      return { outcome: 'declared', runtime: { id: input.runtimeId, status: 'LOST', fence: 8, lostAt: '2030-01-01T00:00:00.000Z', labels: { zone: 'a' } } };
+    },
+    /** The lost runtime's replica moves to rt-9, a runtime that did not host the workload: one move, fenced on the current placement. */
+    async prepareRecovery(input) {
+      call('prepareRecovery');
+      const runtime = { id: input.runtimeId, status: 'LOST', fence: 8 };
+      const lost = current.find((a) => a.runtimeId === input.runtimeId);
+      if (!lost) return { runtime, items: [] };
+      const to: Assignment = { runtimeId: 'rt-9', index: lost.index, taskId: `${lost.taskId}-r${fence + 1}`, ...(lost.partitions ? { partitions: lost.partitions } : {}) };
+      const target = current.map((a) => (a === lost ? to : a));
+      const decision: WorkloadRecovery = {
+        workload: name, kind: definition.kind, replicas: definition.replicas, fromReplicas: current.length, toReplicas: target.length,
+        contract: { ownership: definition.contract.ownership, state: definition.contract.state, delivery: definition.contract.delivery, recovery: definition.contract.recovery },
+        storedOwner: { runtimeId: input.runtimeId, tasks: [lost.taskId], ownedPartitions: null }, onFence: fence, target,
+        converge: [{ runtimeId: to.runtimeId, taskId: to.taskId }], unplaced: null,
+        decisions: [{ index: lost.index, lostTaskId: lost.taskId, action: definition.kind === 'consumer' ? 'moved' : 'replaced', to: { runtimeId: to.runtimeId, taskId: to.taskId }, partitions: lost.partitions ?? [], handedTo: [], reason: 'recorded' }],
+        warnings: [], summary: `${name}: replica ${lost.index} to rt-9`,
+      };
+      return { runtime, items: [{ decision, plan: plan({ target, generation: 1, starts: [], stops: [], moves: [{ from: lost, to }] }) }] };
     },
   };
   return { activities, calls, ledger, count };
@@ -425,6 +469,80 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // A lost runtime's replica replaced elsewhere: declared LOST, decided, applied make-before-break
+    // without draining the lost task, converged, one ledger row.
+    name: 'recover-runtime',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 3),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = 'recover:rt-0';
+      const status = await client.workflow.execute(recoverRuntime, { taskQueue, workflowId, args: [{ runtime: 'rt-0', reason: 'recorded', convergeTimeoutMs: 5000 }] });
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(status.decisions.map((d) => [d.workload, d.applied]), [[workload, 'converged']]);
+      assert.equal(fakes.count('stopTasks'), 0); // the task on the LOST runtime is revoked, never drained
+      assert.deepEqual(ledgerOutcomes(fakes), ['recover:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // The replacement misses its convergence deadline: the stop-the-world replan of the workload.
+    name: 'recover-runtime-compensated',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2, { convergeDeadlineOnce: true }),
+    async run({ client, taskQueue, fakes }) {
+      const workflowId = 'recover:rt-1';
+      const status = await client.workflow.execute(recoverRuntime, { taskQueue, workflowId, args: [{ runtime: 'rt-1', by: 'lease-sweeper', expectedFence: 8, convergeTimeoutMs: 5000 }] });
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /converge-deadline/);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'recover:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // Three passes (one declares rt-0 LOST and starts its recovery, one holds after an outage, one
+    // finds a mass expiry), then continue-as-new: the recorded history is the first run's.
+    name: 'lease-sweeper',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 2, {
+      sweeps: [
+        { ...idleSweep, declared: [{ runtimeId: 'rt-0', fence: 8, leaseExpiresAt: '2030-01-01T00:00:00.000Z' }], recover: [{ runtimeId: 'rt-0', fence: 8, reason: 'lease expired' }], lost: ['rt-0'] },
+        { ...idleSweep, guard: { code: 'api-resumed', detail: 'the API came back' }, lost: ['rt-0'], waiting: ['rt-1'] },
+        { ...idleSweep, massExpiry: [{ zone: 'b', population: 3, expired: ['rt-1'], suspects: ['rt-1', 'rt-2'], held: ['rt-1', 'rt-2'] }], recover: [{ runtimeId: 'rt-0', fence: 8, reason: 'LOST with assignments left' }], lost: ['rt-0'] },
+      ],
+    }),
+    async run({ client, taskQueue, fakes }) {
+      const workflowId = `lease-sweeper:${taskQueue}`;
+      const handle = await client.workflow.start(leaseSweeper, { taskQueue, workflowId, args: [{ passesPerRun: 3 }] });
+      const runId = handle.firstExecutionRunId;
+      const end = await client.workflow.getHandle(workflowId, runId, { followRuns: false }).result().then(() => null, (e: unknown) => e);
+      assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
+      const recovery = await client.workflow.getHandle('recover:rt-0').result(); // the one recovery the first pass started
+      assert.equal(recovery.outcome, 'completed');
+      assert.equal(fakes.count('markRuntimeLost'), 1); // the third pass found rt-0 again: one automatic recovery per loss
+      return { workflowId, runId };
+    },
+  },
+  {
+    // An observation by signal-with-start asks for 4 replicas of 2: a scaleOut child under
+    // scale:<workload>, then a "no change" decision on the new size, then continue-as-new after two
+    // decisions: the recorded history is the first run's.
+    name: 'autoscaler',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `autoscale:${workload}`;
+      const policy = {
+        workloads: [workload], minReplicas: 1, maxReplicas: 8, targets: { qpsPerInstance: 100 }, tolerance: 0.1, scaleUpStabilizationMs: 0,
+        scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, changeWindows: [{ cron: '0 9 * * 1-5', durationMs: 3_600_000, forbid: 'scale-in' }], soakMs: 100, drainTimeoutMs: 5000,
+      };
+      const handle = await client.workflow.signalWithStart(autoscaler, {
+        taskQueue, workflowId, args: [{ tier: workload, policy, revision: 1, decisionsPerRun: 2 }], signal: observeSignal, signalArgs: [{ qps: 400 }],
+      });
+      const runId = handle.signaledRunId;
+      const end = await client.workflow.getHandle(workflowId, runId, { followRuns: false }).result().then(() => null, (e: unknown) => e);
+      assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
+      assert.deepEqual(ledgerOutcomes(fakes).slice(0, 3), ['autoscale:started', 'scale-out:completed', 'autoscale:no-change']);
+      assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [2, 4]);
+      return { workflowId, runId };
+    },
+  },
+  {
     name: 'ping',
     fakes: (name) => fakeActivities(serviceWorkload(name), 1),
     async run({ client, taskQueue, workload, fakes }) {
@@ -443,6 +561,8 @@ export interface RecordOptions {
   namespace?: string;
   /** where the <name>.json files go; existing files of the same names are overwritten, others left alone */
   outDir?: string;
+  /** record only these scenarios (by name); all when absent */
+  only?: string[];
   /** the workflow bundle to run; bundled from workflows/index.ts when absent */
   workflowBundle?: { code: string } | { codePath: string };
   log?: (line: string) => void;
@@ -482,7 +602,9 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
     log(`${name}.json: ${history.events.length} events`);
   };
   try {
-    for (const scenario of SCENARIOS) {
+    const unknown = (options.only ?? []).filter((name) => !SCENARIOS.some((s) => s.name === name));
+    if (unknown.length) throw new Error(`no scenario named ${unknown.join(', ')}`);
+    for (const scenario of SCENARIOS.filter((s) => !options.only || options.only.includes(s.name))) {
       const taskQueue = `histories-${scenario.name}`;
       const fakes = scenario.fakes(scenario.name);
       const worker = await Worker.create({

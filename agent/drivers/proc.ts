@@ -1,0 +1,120 @@
+// What the process driver reads of other processes, from Linux's /proc, so that a restarted agent can
+// find the task processes its previous incarnation left running (DESIGN.md §3 "Static stability":
+// one process per task, never two) without ever mistaking some other process for one of them.
+//
+// A pid alone identifies nothing once its process is gone: the kernel hands it out again. A process
+// is identified here by pid + start time (field 22 of /proc/<pid>/stat, clock ticks since boot) +
+// the boot id (/proc/sys/kernel/random/boot_id): a recycled pid has another start time, and after a
+// reboot the boot id differs. Nothing here throws: what cannot be read is "not that process".
+import fs from 'node:fs';
+
+export interface ProcessIdentity {
+  pid: number;
+  /** /proc/<pid>/stat field 22: when the process started, in clock ticks since boot */
+  startTime: string;
+  /** the kernel's boot id when it was read; null where the kernel does not expose one */
+  bootId: string | null;
+}
+
+export interface ProcStat {
+  pid: number;
+  /** R, S, D, T, Z, X, … */
+  state: string;
+  ppid: number;
+  pgrp: number;
+  startTime: string;
+}
+
+let cachedBootId: string | null | undefined;
+
+/** The kernel's boot id (constant until the next boot), or null where /proc does not offer it. */
+export function bootId(): string | null {
+  if (cachedBootId === undefined) {
+    try {
+      cachedBootId = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+    } catch {
+      cachedBootId = null;
+    }
+  }
+  return cachedBootId;
+}
+
+/** Whether this system lets the driver identify processes at all (Linux /proc). */
+export function canIdentifyProcesses(): boolean {
+  return readStat(process.pid) !== null;
+}
+
+/** /proc/<pid>/stat, parsed; null when the process does not exist (or /proc cannot be read). */
+export function readStat(pid: number): ProcStat | null {
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  let text: string;
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  // cutime cstime priority nice threads itrealvalue starttime …": comm may hold spaces and
+  // parentheses, so the fields are counted from the last ')'.
+  const close = text.lastIndexOf(')');
+  if (close < 0) return null;
+  const fields = text.slice(close + 2).trim().split(/\s+/);
+  // fields[0] is field 3 (state), so field n is fields[n - 3].
+  const startTime = fields[22 - 3];
+  if (fields.length < 20 || startTime === undefined) return null;
+  return { pid, state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]), startTime };
+}
+
+/** The identity of a live process, to be recorded and compared later; null when it is not running. */
+export function identify(pid: number): ProcessIdentity | null {
+  const stat = readStat(pid);
+  if (!stat || isDead(stat)) return null;
+  return { pid, startTime: stat.startTime, bootId: bootId() };
+}
+
+/** A zombie (exited, not reaped yet) or a dying process runs nothing any more. */
+function isDead(stat: ProcStat): boolean {
+  return stat.state === 'Z' || stat.state === 'X' || stat.state === 'x';
+}
+
+/**
+ * True only when `identity.pid` is running and is the very process that was identified: same
+ * start time, same boot. A recycled pid, a zombie, or a process of an earlier boot is not.
+ */
+export function isSameProcess(identity: ProcessIdentity): boolean {
+  const stat = readStat(identity.pid);
+  if (!stat || isDead(stat)) return false;
+  if (stat.startTime !== identity.startTime) return false;
+  const boot = bootId();
+  return identity.bootId === null || boot === null || identity.bootId === boot;
+}
+
+/** One variable of a process's initial environment; undefined when unreadable or absent. */
+export function environmentVariable(pid: number, name: string): string | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(`/proc/${pid}/environ`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const prefix = `${name}=`;
+  for (const entry of text.split('\0')) if (entry.startsWith(prefix)) return entry.slice(prefix.length);
+  return undefined;
+}
+
+/** Every live (non-zombie) process in process group `pgid`. */
+export function groupMembers(pgid: number): ProcStat[] {
+  let entries: string[];
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const members: ProcStat[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readStat(Number(entry));
+    if (stat && stat.pgrp === pgid && !isDead(stat)) members.push(stat);
+  }
+  return members;
+}

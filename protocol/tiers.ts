@@ -1,0 +1,87 @@
+// Tiers (DESIGN.md §4.6, §6): the autoscaler policy of a tier (PUT /v1/tiers/:tier/policy) and the
+// load observation an autoscaler signal carries (POST /v1/tiers/:tier/signals, or the `observe`
+// signal of the `autoscale:<tier>` workflow). Strict objects: an unknown field is refused by name.
+// Cron expressions are checked here for shape only; the API parses them with cron-parser
+// (activities/autoscaler.ts `cronProblem`) and answers 422 naming the field.
+import { z } from 'zod';
+import { LIMITS, WorkloadName } from './workload';
+
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+export const TierName = z.string().min(1).max(63).regex(DNS_LABEL, 'tier names are DNS labels: lowercase letters, digits and inner dashes');
+export const TierParamsSchema = z.object({ tier: TierName });
+
+export const MAX_CHANGE_WINDOW_MS = 7 * 24 * 3_600_000;
+const MAX_WINDOW_MS = 24 * 3_600_000;
+
+const positive = (what: string) => z.number().positive({ message: `${what} must be > 0` }).max(1e12);
+
+export const TierTargetsSchema = z
+  .object({
+    qpsPerInstance: positive('qpsPerInstance').optional(),
+    activeUsersPerInstance: positive('activeUsersPerInstance').optional(),
+    /** average CPU utilisation per replica to aim for, a fraction (0.6 = 60 %) */
+    cpuUtilization: positive('cpuUtilization').max(1, { message: 'cpuUtilization is a fraction ≤ 1' }).optional(),
+    queueDepthPerInstance: positive('queueDepthPerInstance').optional(),
+  })
+  .strict()
+  .refine((t) => Object.values(t).some((v) => v !== undefined), { message: 'at least one target is required' });
+
+export const ChangeWindowPolicySchema = z
+  .object({
+    /** five-field cron (minute hour day-of-month month day-of-week), UTC */
+    cron: z.string().min(9).max(200).regex(/^\S+(\s+\S+){4,5}$/, 'a cron expression has 5 (or 6, with seconds) fields'),
+    durationMs: z.int().min(1000).max(MAX_CHANGE_WINDOW_MS, { message: 'a change window lasts at most 7 days' }),
+    forbid: z.literal('scale-in').default('scale-in'),
+  })
+  .strict();
+export type ChangeWindowPolicy = z.infer<typeof ChangeWindowPolicySchema>;
+
+export const TierPolicySchema = z
+  .object({
+    workloads: z.array(WorkloadName).min(1).max(50).refine((w) => new Set(w).size === w.length, { message: 'workloads are listed once each' }),
+    minReplicas: z.int().min(1, { message: 'minReplicas must be ≥ 1 (0 is a retire)' }).max(LIMITS.replicas).default(1),
+    maxReplicas: z.int().min(1).max(LIMITS.replicas).default(20),
+    targets: TierTargetsSchema,
+    /** a signal whose load per replica is within ±tolerance of its target asks for no change */
+    tolerance: z.number().min(0).max(1).default(0.1),
+    scaleUpStabilizationMs: z.int().min(0).max(MAX_WINDOW_MS).default(0),
+    scaleDownStabilizationMs: z.int().min(0).max(MAX_WINDOW_MS).default(300_000),
+    cooldownMs: z.int().min(0).max(MAX_WINDOW_MS).default(30_000),
+    maxStep: z.int().min(1).max(LIMITS.replicas).default(4),
+    changeWindows: z.array(ChangeWindowPolicySchema).max(20).default([]),
+    /** passed to the scaleOut children: how long to watch the new size before comparing (scalegate addition) */
+    soakMs: z.int().min(0).max(3_600_000).default(5_000),
+    /** passed to the scaleIn children (scalegate addition) */
+    drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
+  })
+  .strict()
+  .refine((p) => p.minReplicas <= p.maxReplicas, { message: 'minReplicas must be ≤ maxReplicas', path: ['maxReplicas'] });
+export type TierPolicy = z.infer<typeof TierPolicySchema>;
+export type TierPolicyInput = z.input<typeof TierPolicySchema>;
+
+const load = (what: string) => z.number().min(0, { message: `${what} must be ≥ 0` }).max(1e12);
+
+/** One load observation for a tier (the body of POST /v1/tiers/:tier/signals and of the `observe` signal). */
+export const TierSignalSchema = z
+  .object({
+    qps: load('qps').optional(),
+    activeUsers: load('activeUsers').optional(),
+    /** average CPU utilisation across the tier's replicas, a fraction (may exceed 1 when overloaded) */
+    cpuUtilization: load('cpuUtilization').max(100).optional(),
+    queueDepth: load('queueDepth').optional(),
+    /** when it was observed (ISO 8601); the newest observation wins, in arrival order on a tie */
+    at: z.iso.datetime({ offset: true }).optional(),
+  })
+  .strict()
+  .refine((s) => s.qps !== undefined || s.activeUsers !== undefined || s.cpuUtilization !== undefined || s.queueDepth !== undefined, {
+    message: 'a signal carries at least one of qps, activeUsers, cpuUtilization, queueDepth',
+  });
+export type TierSignal = z.infer<typeof TierSignalSchema>;
+
+/** Answer of PUT /v1/tiers/:tier/policy and part of GET /v1/tiers/:tier. */
+export interface StoredTierPolicy {
+  tier: string;
+  revision: number;
+  policy: TierPolicy;
+  updatedAt: string;
+}

@@ -1,0 +1,264 @@
+// recoverRuntime (DESIGN.md §4.4), id `recover:<runtime>`: started by the lease sweeper when a
+// runtime's lease ran out, or by an operator (POST /v1/runtimes/:id/recover, `scalegate recover`,
+// `temporal workflow start`). Mark the runtime LOST and bump its fence (claims pause at once; its
+// old fence is refused) → decide per assignment it held, from the workload's kind, contract and
+// stored owner (domain/recovery.ts, in an activity: only the lost runtime's assignments move) →
+// apply each decided target make-before-break (never draining a task on the LOST runtime: its
+// tasks are revoked when it heartbeats again) → converge (new tasks, and survivors that took
+// partitions, ready) → ledger row `recover`. An abort, or a failure after the runtime was declared
+// LOST, ends in the stop-the-world replan of every affected workload that did not converge.
+import {
+  ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo,
+} from '@temporalio/workflow';
+import { z } from 'zod';
+import type { Activities, RecoveryItem } from '../activities';
+import type { Plan } from '../domain/plan';
+import type { WorkloadRecovery } from '../domain/recovery';
+import { RuntimeId, type ReplicaCount } from '../protocol';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
+import { failureMessage, formatDuration, parseInput, profiles, runtimesOf, trackOperation } from './operation';
+import { abortSignal } from './scale-operation';
+import { compensate } from './stop-the-world-replan';
+
+export { abortSignal } from './scale-operation';
+
+const store = proxyActivities<Activities>(profiles.storeWrite);
+const long = proxyActivities<Activities>(profiles.longDrain);
+
+export const RecoverRuntimeInputSchema = z.strictObject({
+  runtime: RuntimeId,
+  reason: z.string().min(1).max(500).default('requested'),
+  /** who asked: the lease sweeper (a lease ran out) or an operator */
+  by: z.enum(['operator', 'lease-sweeper']).default('operator'),
+  /**
+   * The fence the lease sweeper declared the runtime LOST under. A runtime that is not LOST any more
+   * registered again since: it came back, and there is nothing to recover.
+   */
+  expectedFence: z.int().min(1).optional(),
+  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
+});
+export type RecoverRuntimeInput = z.input<typeof RecoverRuntimeInputSchema>;
+
+export type RecoveryOutcome = 'running' | 'completed' | 'degraded' | 'not-needed' | 'compensated' | 'rejected' | 'failed';
+
+/** One workload's decision, as it is carried out. */
+export interface RecoveryDecisionStatus extends WorkloadRecovery {
+  planId: string | null;
+  /** where its apply is: writing-placement, starting-tasks, converging, converged, ... */
+  phase: string;
+  applied: 'pending' | 'converged' | 'skipped' | 'failed' | 'cancelled' | 'compensated';
+  /** whether this recovery wrote its placement */
+  committed: boolean;
+  attempts: number;
+  error: string | null;
+}
+
+export interface RecoveryStatus {
+  kind: 'recoverRuntime';
+  runtime: string;
+  by: 'operator' | 'lease-sweeper';
+  reason: string;
+  phase: string;
+  outcome: RecoveryOutcome;
+  /** the declaration: declared now, or already LOST (or came back), with the fence it is LOST under */
+  lost: { outcome: 'declared' | 'already-lost' | 'came-back'; fence: number; lostAt: string | null } | null;
+  decisions: RecoveryDecisionStatus[];
+  compensation: { reason: string; workloads: { workload: string; replicas: ReplicaCount; outcome: PlacementOutcome | null }[] } | null;
+  error: string | null;
+  /** workflow time (ISO-8601): started, declared LOST (the store's clock), decided, converged, ended */
+  timings: { startedAt: string; lostAt: string | null; decidedAt: string | null; convergedAt: string | null; endedAt: string | null };
+}
+
+/** GET /v1/operations/recover:<runtime> reads it (same name as the scale operations' `status`). */
+export const recoveryStatusQuery = defineQuery<RecoveryStatus>('status');
+
+const MAX_DECISION_ATTEMPTS = 3;
+
+/**
+ * The plan as applied: the lost runtime's removed tasks are neither drained nor stopped (the agent
+ * may be gone, or frozen: a call would hang), so its moves become plain starts. Its tasks stop when
+ * it heartbeats again and is told they are revoked.
+ */
+function withoutLostRemovals(plan: Plan & { id: string }, lost: string): Plan & { id: string } {
+  const onLost = (a: { runtimeId: string }) => a.runtimeId === lost;
+  return {
+    ...plan,
+    starts: [...plan.starts, ...plan.moves.filter((m) => onLost(m.from)).map((m) => m.to)],
+    moves: plan.moves.filter((m) => !onLost(m.from)),
+    stops: plan.stops.filter((a) => !onLost(a)),
+  };
+}
+
+const isStalePlan = (error: unknown) =>
+  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
+
+export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
+  const input = parseInput(RecoverRuntimeInputSchema, rawInput, 'recoverRuntime');
+  const { workflowId, runId } = workflowInfo();
+  const op = trackOperation('recover', null, `recover ${input.runtime} (${input.by})`);
+  const at = () => new Date().toISOString();
+  const status: RecoveryStatus = {
+    kind: 'recoverRuntime', runtime: input.runtime, by: input.by, reason: input.reason, phase: op.phase, outcome: 'running',
+    lost: null, decisions: [], compensation: null, error: null,
+    timings: { startedAt: at(), lostAt: null, decidedAt: null, convergedAt: null, endedAt: null },
+  };
+  setHandler(recoveryStatusQuery, () => status);
+  const aborted: { reason: string | null } = { reason: null };
+  setHandler(abortSignal, (args) => {
+    aborted.reason = args?.reason ?? 'aborted by an operator';
+  });
+  const enter = (phase: string) => {
+    op.enter(phase);
+    status.phase = phase;
+  };
+  const end = async (outcome: RecoveryOutcome, phase: string, reason: string) => {
+    status.outcome = outcome;
+    status.timings.endedAt = at();
+    enter(phase);
+    const lostReplicas = status.decisions.reduce((n, d) => n + d.storedOwner.tasks.length, 0);
+    const placedElsewhere = status.decisions.reduce((n, d) => n + d.decisions.filter((r) => r.to !== null).length, 0);
+    await store.appendLedger.executeWithOptions({ summary: `ledger: recover ${input.runtime} ${outcome}` }, [{
+      kind: 'recover', workload: null, fromReplicas: lostReplicas, toReplicas: placedElsewhere,
+      reason: `${input.by}: ${reason}`,
+      inputs: {
+        runtime: input.runtime, by: input.by, request: input.reason, lost: status.lost,
+        decisions: status.decisions.map((d) => ({
+          workload: d.workload, kind: d.kind, summary: d.summary, planId: d.planId, applied: d.applied, unplaced: d.unplaced,
+          replicas: d.decisions.map((r) => ({ index: r.index, lostTaskId: r.lostTaskId, action: r.action, to: r.to, partitions: r.partitions, handedTo: r.handedTo })),
+          warnings: d.warnings,
+        })),
+      },
+      workflowId, runId, outcome,
+      evidence: { timings: status.timings, compensation: status.compensation, error: status.error },
+    }]);
+    return status;
+  };
+
+  // 1. Declare LOST: claims pause at once, its old fence is refused from now on.
+  enter('marking-lost');
+  let items: RecoveryItem[];
+  try {
+    const marked = await store.markRuntimeLost.executeWithOptions(
+      { summary: `declare ${input.runtime} LOST and bump its fence` },
+      [{ runtimeId: input.runtime, expectedFence: input.expectedFence, by: input.by === 'operator' ? 'recover (operator)' : 'recover (lease-sweeper)', reason: input.reason }],
+    );
+    status.lost = { outcome: marked.outcome, fence: marked.runtime.fence, lostAt: marked.runtime.lostAt };
+    status.timings.lostAt = marked.runtime.lostAt;
+    if (marked.outcome === 'came-back') {
+      return end('not-needed', 'not-needed', `${input.runtime} registered again (fence ${marked.runtime.fence}, ${marked.runtime.status}) after it was declared LOST under fence ${input.expectedFence}: nothing to recover`);
+    }
+    // 2. Decide, per workload it held, on one snapshot: only its assignments are recomputed.
+    enter('deciding');
+    const prepared = await store.prepareRecovery.executeWithOptions({ summary: `decide what ${input.runtime} held` }, [{ runtimeId: input.runtime }]);
+    items = prepared.items;
+  } catch (error) {
+    if (isCancellation(error)) throw error;
+    status.error = failureMessage(error);
+    await end('failed', 'failed', status.error);
+    throw error;
+  }
+  status.decisions = items.map((item) => ({
+    ...item.decision, planId: item.plan?.id ?? null, phase: 'decided', applied: item.plan ? 'pending' : 'skipped', committed: false, attempts: 0, error: null,
+  }));
+  status.timings.decidedAt = at();
+  const byWorkload = new Map(status.decisions.map((d) => [d.workload, d]));
+
+  /** One workload: apply its target make-before-break, then await the tasks that prove convergence. */
+  const applyOne = async (first: RecoveryItem): Promise<void> => {
+    const state = byWorkload.get(first.decision.workload)!;
+    let item = first;
+    for (let attempt = 1; ; attempt++) {
+      state.attempts = attempt;
+      if (!item.plan || !item.decision.target) {
+        state.applied = 'skipped';
+        return;
+      }
+      try {
+        await applyPlacement(withoutLostRemovals(item.plan, input.runtime), {
+          convergeTimeoutMs: input.convergeTimeoutMs,
+          onPhase: (phase) => {
+            state.phase = phase;
+          },
+          onCommitted: () => {
+            state.committed = true;
+          },
+        });
+        const converge = item.decision.converge;
+        if (converge.length) {
+          state.phase = 'converging';
+          await long.awaitTasksReady.executeWithOptions(
+            { summary: `converge ${state.workload}: ${converge.length} task(s) on ${runtimesOf(converge)} ready (timeout ${formatDuration(input.convergeTimeoutMs)})` },
+            [{ tasks: converge, timeoutMs: input.convergeTimeoutMs }],
+          );
+        }
+        state.phase = 'converged';
+        state.applied = 'converged';
+        return;
+      } catch (error) {
+        // Another change wrote the placement first: decide again on it (before this recovery wrote anything).
+        if (!state.committed && isStalePlan(error) && attempt < MAX_DECISION_ATTEMPTS && !aborted.reason) {
+          const again = await store.prepareRecovery.executeWithOptions(
+            { summary: `decide again for ${state.workload} (its placement moved)` }, [{ runtimeId: input.runtime, only: [state.workload] }],
+          );
+          const next = again.items[0];
+          if (!next) {
+            state.applied = 'skipped';
+            state.phase = 'nothing-left';
+            state.summary = `${state.workload}: its placement moved and assigns nothing to ${input.runtime} any more`;
+            return;
+          }
+          Object.assign(state, next.decision, { planId: next.plan?.id ?? null });
+          item = next;
+          continue;
+        }
+        state.applied = isCancellation(error) ? 'cancelled' : 'failed';
+        state.error = failureMessage(error);
+        throw error;
+      }
+    }
+  };
+
+  // 3. Apply every decided target (independent workloads, in parallel); an abort cancels them.
+  const failures: unknown[] = [];
+  if (!aborted.reason && items.some((i) => i.plan)) {
+    enter('applying');
+    try {
+      await CancellationScope.cancellable(async () => {
+        const scope = CancellationScope.current();
+        void condition(() => aborted.reason !== null).then(() => scope.cancel());
+        const settled = await Promise.allSettled(items.map(applyOne));
+        for (const s of settled) if (s.status === 'rejected') failures.push(s.reason);
+      });
+    } catch (error) {
+      failures.push(error);
+    }
+    if (!aborted.reason && failures.some((f) => isCancellation(f))) throw failures.find((f) => isCancellation(f)); // the workflow itself was cancelled
+  }
+
+  // 4. An abort or a failure: the stop-the-world replan of every affected workload that did not converge.
+  const unfinished = status.decisions.filter((d) => d.target !== null && d.applied !== 'converged' && d.applied !== 'skipped');
+  if ((aborted.reason || failures.length) && unfinished.length) {
+    const reason = aborted.reason ?? `recovery of ${input.runtime} failed: ${failures.map(failureMessage).join('; ')}`;
+    enter('compensating');
+    status.compensation = { reason, workloads: unfinished.map((d) => ({ workload: d.workload, replicas: d.replicas, outcome: null })) };
+    try {
+      for (const entry of status.compensation.workloads) {
+        entry.outcome = await compensate(entry.workload, entry.replicas, reason, input.convergeTimeoutMs);
+        byWorkload.get(entry.workload)!.applied = 'compensated';
+      }
+    } catch (error) {
+      status.error = `compensation failed: ${failureMessage(error)}`;
+      await end('failed', 'failed', status.error);
+      throw error;
+    }
+    return end('compensated', 'compensated', reason);
+  }
+  if (aborted.reason && !items.some((i) => i.plan)) return end('rejected', 'aborted', `${aborted.reason} (${input.runtime} stays LOST; it held nothing to move)`);
+
+  // 5. Converged: every decided target is written and its new owners are ready.
+  status.timings.convergedAt = at();
+  enter('converged');
+  const unplaced = status.decisions.filter((d) => d.unplaced);
+  const said = status.decisions.length ? status.decisions.map((d) => d.summary).join(' | ') : `${input.runtime} held no assignment`;
+  return end(unplaced.length ? 'degraded' : 'completed', 'done', `${input.reason}: ${said}`);
+}
