@@ -52,7 +52,10 @@ afterAll(async () => {
   await Promise.all(hosts.map((host) => host.close().catch(() => {})));
   for (const marker of markers) for (const pid of pidsRunning(marker)) killQuietly(pid);
   for (const decoy of decoys) decoy.kill('SIGKILL');
-  for (const server of servers) server.close();
+  for (const server of servers) {
+    server.closeAllConnections();
+    server.close();
+  }
   for (const root of roots) fs.rmSync(root, { recursive: true, force: true });
   block?.release();
 });
@@ -69,7 +72,7 @@ function killQuietly(pid: number): void {
 function pidsRunning(marker: string): number[] {
   let out = '';
   try {
-    out = execFileSync('pgrep', ['-f', marker], { encoding: 'utf8' });
+    out = execFileSync('pgrep', ['-f', '--', marker], { encoding: 'utf8' });
   } catch (error) {
     if ((error as { status?: number }).status === 1) return []; // pgrep: nothing matched
     throw error;
@@ -303,7 +306,7 @@ describe('an agent restarted over its state folder runs one process per task', (
     expect(pidsRunning(marker)).toEqual([]);
   });
 
-  test('a left process that cannot be adopted (its task now has another spec) is stopped, group and all, before the fresh one starts', async () => {
+  test('a left process that cannot be adopted (its task now has another spec) is stopped (its process group) before the fresh one starts', async () => {
     const first = hostAgent();
     const marker = newMarker();
     const start = serviceStart('web-0-g1', 0, serviceSpec(marker));
@@ -338,7 +341,7 @@ describe('an agent restarted over its state folder runs one process per task', (
 
     // … and its pid has been handed to another process: a group leader of its own, as a task is.
     const decoyMarker = newMarker();
-    const decoy = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)', decoyMarker], { detached: true, stdio: 'ignore' });
+    const decoy = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)', '--', decoyMarker], { detached: true, stdio: 'ignore' });
     decoys.push(decoy);
     await waitFor('the decoy running', () => pidsRunning(decoyMarker).length === 1, WAIT);
     const decoyIdentity = identify(decoy.pid!)!;

@@ -91,7 +91,6 @@ describe('operations, logs and metrics on one stack', () => {
     expect(sample(text, 'scalegate_placement_pass_skips_total')).not.toBeNull();
     expect(sample(text, 'scalegate_unplaced_workloads', { reason: 'placement-unavailable' })).toBe(1);
     expect(sample(text, 'scalegate_lease_expirations_total')).toBeGreaterThanOrEqual(1);
-    expect(sample(text, 'scalegate_recoveries_total')).toBeNull(); // a real metric with no rows until recovery lands
     expect(text).toContain('# TYPE scalegate_recoveries_total counter');
     expect(sample(text, 'scalegate_runtimes', { status: 'LOST' })).toBe(1);
     // HTTP requests by route (the route pattern, not the path) and status
