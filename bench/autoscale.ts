@@ -3,15 +3,10 @@
 // no cooldown), over 50 signals on a real stack (Temporal dev server, PostgreSQL, API, worker, 4
 // agent processes). Compared with the ping workflow round trip (one store activity) in the same run.
 // Prints JSON. Run: npm run bench:autoscale [-- signals]
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startEmbeddedPostgres } from '../embedded/postgres';
-import { freePort } from '../embedded/processes';
-import { startTemporalDevServer } from '../embedded/temporal-server';
-import { TEST_ENV_VAR } from '../test/support/env';
 import { startStack } from '../test/support/stack';
+import { startSharedServers } from '../test/support/shared-servers';
 import { tasksOf } from '../test/support/workloads';
 
 const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
@@ -25,17 +20,7 @@ const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 
 async function main() {
   const signals = Number(process.argv[2] ?? 50);
-  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-bench-'));
-  const [temporal, postgres, bundle] = await Promise.all([
-    freePort().then((port) => startTemporalDevServer({ port, logFile: path.join(tmpDir, 'temporal.log') })),
-    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres' })),
-    bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') }),
-  ]);
-  const workflowBundlePath = path.join(tmpDir, 'bundle.js');
-  fs.writeFileSync(workflowBundlePath, bundle.code);
-  const envFile = path.join(tmpDir, 'env.json');
-  fs.writeFileSync(envFile, JSON.stringify({ temporalAddress: temporal.address, postgresAdminUrl: postgres.url, workflowBundlePath, tmpDir }));
-  process.env[TEST_ENV_VAR] = envFile;
+  const servers = await startSharedServers({ prefix: 'scalegate-bench' });
 
   const stack = await startStack({ leaseTtlMs: 5000, agents: ['a', 'b', 'c', 'd'].map((z) => ({ id: `bench-${z}`, labels: { zone: z } })) });
   try {
@@ -107,9 +92,7 @@ async function main() {
     }, null, 2));
   } finally {
     await stack.stop();
-    await Promise.all([temporal.stop(), postgres.stop()]);
-    fs.rmSync(tmpDir, { recursive: true, force: true });
-    fs.rmSync(postgres.dataDir, { recursive: true, force: true });
+    await servers.stop();
   }
 }
 

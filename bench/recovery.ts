@@ -12,20 +12,15 @@
 //    affected workload (buildPlan on the decided target, as the prepareRecovery activity does) is
 //    timed against a full placement pass (computePlacement for every workload). Median of 5 runs
 //    after one warm-up.
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beginPlacementPass, computePlacement } from '../domain/placement';
 import { buildPlan } from '../domain/plan';
 import { decideRecovery } from '../domain/recovery';
-import { startEmbeddedPostgres } from '../embedded/postgres';
-import { freePort } from '../embedded/processes';
-import { startTemporalDevServer } from '../embedded/temporal-server';
 import { seededRandom } from '../lib/seeded-random';
 import type { Placement, Runtime, Workload } from '../protocol';
-import { TEST_ENV_VAR } from '../test/support/env';
 import { startStack } from '../test/support/stack';
+import { startSharedServers } from '../test/support/shared-servers';
 import type { RecoveryStatus } from '../workflows/recover-runtime';
 
 const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
@@ -44,17 +39,7 @@ const round = (value: number, digits = 3): number => Number(value.toFixed(digits
 // 1. failover on a real stack
 
 async function failover(runs: number) {
-  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-bench-recovery-'));
-  const [temporal, postgres, bundle] = await Promise.all([
-    freePort().then((port) => startTemporalDevServer({ port, logFile: path.join(tmpDir, 'temporal.log') })),
-    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres' })),
-    bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') }),
-  ]);
-  const workflowBundlePath = path.join(tmpDir, 'bundle.js');
-  fs.writeFileSync(workflowBundlePath, bundle.code);
-  const envFile = path.join(tmpDir, 'env.json');
-  fs.writeFileSync(envFile, JSON.stringify({ temporalAddress: temporal.address, postgresAdminUrl: postgres.url, workflowBundlePath, tmpDir }));
-  process.env[TEST_ENV_VAR] = envFile;
+  const servers = await startSharedServers({ prefix: 'scalegate-bench-recovery' });
 
   const agents = ['a', 'b', 'c', 'd'].map((zone) => ({ id: `bench-${zone}`, labels: { zone } }));
   const stack = await startStack({ leaseTtlMs: LEASE_TTL_MS, agents });
@@ -105,9 +90,7 @@ async function failover(runs: number) {
     }
   } finally {
     await stack.stop();
-    await Promise.all([temporal.stop(), postgres.stop()]);
-    fs.rmSync(tmpDir, { recursive: true, force: true });
-    fs.rmSync(postgres.dataDir, { recursive: true, force: true });
+    await servers.stop();
   }
   const p50 = percentile(toConverged, 50);
   return {

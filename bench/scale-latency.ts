@@ -3,15 +3,10 @@
 // p50/p95, the share of time spent in agent-calling activities vs store activities vs orchestration
 // (from the workflow histories), and the ratio to a reference measured in the same run: the ping
 // workflow (one store activity) round trip. Run: npx tsx bench/scale-latency.ts [runs]
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startEmbeddedPostgres } from '../embedded/postgres';
-import { freePort } from '../embedded/processes';
-import { startTemporalDevServer } from '../embedded/temporal-server';
-import { TEST_ENV_VAR } from '../test/support/env';
 import { startStack } from '../test/support/stack';
+import { startSharedServers } from '../test/support/shared-servers';
 
 const AGENT_ACTIVITIES = new Set(['startTasks', 'awaitTasksReady', 'stopTasks', 'gatherGateFacts', 'captureEvidence', 'stopAllTasksOfWorkload']);
 const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
@@ -24,17 +19,7 @@ const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 
 async function main() {
   const runs = Number(process.argv[2] ?? 20);
-  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-bench-'));
-  const [temporal, postgres, bundle] = await Promise.all([
-    freePort().then((port) => startTemporalDevServer({ port, logFile: path.join(tmpDir, 'temporal.log') })),
-    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres' })),
-    bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') }),
-  ]);
-  const workflowBundlePath = path.join(tmpDir, 'bundle.js');
-  fs.writeFileSync(workflowBundlePath, bundle.code);
-  const envFile = path.join(tmpDir, 'env.json');
-  fs.writeFileSync(envFile, JSON.stringify({ temporalAddress: temporal.address, postgresAdminUrl: postgres.url, workflowBundlePath, tmpDir }));
-  process.env[TEST_ENV_VAR] = envFile;
+  const servers = await startSharedServers({ prefix: 'scalegate-bench' });
 
   const stack = await startStack({ leaseTtlMs: 5000, agents: ['a', 'b', 'c', 'd'].map((z, i) => ({ id: `bench-${z}`, labels: { zone: z }, portRange: `${24000 + i * 100}-${24099 + i * 100}` })) });
   try {
@@ -109,9 +94,7 @@ async function main() {
     }, null, 2));
   } finally {
     await stack.stop();
-    await Promise.all([temporal.stop(), postgres.stop()]);
-    fs.rmSync(tmpDir, { recursive: true, force: true });
-    fs.rmSync(postgres.dataDir, { recursive: true, force: true });
+    await servers.stop();
   }
 }
 
