@@ -64,6 +64,8 @@ describe('operations, logs and metrics on one stack', () => {
     const ghost = await stack.api('POST', '/v1/runtimes', { role: 'agent', body: { id: 'obs-ghost', endpoint: 'http://127.0.0.1:9', labels: {}, slots: 1 } });
     expect(ghost.status).toBe(201);
     await stack.waitFor('obs-ghost LOST', async () => (await stack.api('GET', '/v1/state', { role: 'viewer' })).body.runtimes.find((r: any) => r.id === 'obs-ghost')?.status === 'LOST');
+    // The API reports what the sweeper declared on its next liveness tick (every lease/3): wait for it.
+    await stack.waitFor('the API to report obs-ghost LOST', async () => stack.logs.some((line) => line.includes('lease expired: runtime LOST') && line.includes('obs-ghost')));
     await stack.waitFor('obs-nowhere unplaced', async () => (await stack.api('GET', '/v1/state', { role: 'viewer' })).body.unplaced.some((u: any) => u.workload === 'obs-nowhere'));
   });
 
