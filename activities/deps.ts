@@ -6,6 +6,7 @@ import { createPlanStore } from '../store/plans';
 import { createRegistryStore } from '../store/registry';
 import { createRuntimeStore } from '../store/runtimes';
 import { createSinkAuditStore } from '../store/sink-audit';
+import { createStreamJobStore } from '../store/stream-jobs';
 import { createAgentClient } from './agent-client';
 import { createActivities } from './index';
 import type { ActivityDeps } from './ports';
@@ -25,6 +26,7 @@ export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
       ledger: createLedgerStore(db),
       plans: createPlanStore(db),
       sinkAudit: createSinkAuditStore(db),
+      streamJobs: createStreamJobStore(db),
     },
     agents: createAgentClient(),
     now: options.now ?? Date.now,

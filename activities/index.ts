@@ -8,6 +8,7 @@ import { placementActivities } from './placement';
 import type { ActivityDeps } from './ports';
 import { reconcileActivities } from './reconcile';
 import { recoveryActivities } from './recovery';
+import { streamActivities } from './stream';
 import { taskActivities } from './tasks';
 
 export type { ActivityDeps, ActivityStores, TaskRef } from './ports';
@@ -23,6 +24,7 @@ export function createActivities(deps: ActivityDeps) {
     ...ledgerActivities(deps),
     ...reconcileActivities(deps),
     ...recoveryActivities(deps),
+    ...streamActivities(deps),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

@@ -47,9 +47,9 @@ export function placementActivities(deps: ActivityDeps) {
      * is a target the workflow chose itself (scale-in's survivors); it is refused as `stale-plan`
      * when the placement moved since the workflow read it.
      */
-    async preparePlan(input: { workload: string; replicas: ReplicaCount; newGeneration?: boolean; decided?: DecidedTarget }) {
+    async preparePlan(input: { workload: string; replicas: ReplicaCount; newGeneration?: boolean; decided?: DecidedTarget; avoidRuntimes?: string[] }) {
       const workload = await requireWorkload(input.workload);
-      return planner.plan(workload, input.replicas, { newGeneration: input.newGeneration, decided: input.decided }).catch(stalePlan);
+      return planner.plan(workload, input.replicas, { newGeneration: input.newGeneration, decided: input.decided, avoidRuntimes: input.avoidRuntimes }).catch(stalePlan);
     },
 
     /**

@@ -27,8 +27,12 @@ export function createPlanner(stores: PlannerStores, now: () => number = Date.no
      * target chosen elsewhere (scale-in) instead of placing; it throws DecisionStaleError when the
      * placement moved since that decision.
      */
-    async plan(workload: Workload, replicas: ReplicaCount, options: { newGeneration?: boolean; decided?: DecidedTarget } = {}): Promise<StoredPlan> {
-      return stores.plans.save(buildPlan({ workload, replicas, ...(await snapshot()), nowMs: now(), ...options }));
+    async plan(workload: Workload, replicas: ReplicaCount, options: { newGeneration?: boolean; decided?: DecidedTarget; avoidRuntimes?: string[] } = {}): Promise<StoredPlan> {
+      const { avoidRuntimes, ...planOptions } = options;
+      const fleet = await snapshot();
+      // Runtimes that did not answer a moment ago (a stop-the-world found them unreachable) get nothing new.
+      const runtimes = avoidRuntimes?.length ? fleet.runtimes.filter((r) => !avoidRuntimes.includes(r.id)) : fleet.runtimes;
+      return stores.plans.save(buildPlan({ workload, replicas, ...fleet, runtimes, nowMs: now(), ...planOptions }));
     },
 
     /** Stores plans computed on a snapshot this planner read (the reconcile pass decides many at once). */

@@ -7,6 +7,7 @@ import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
 import type { SinkAuditStore } from '../store/sink-audit';
+import type { StreamJobStore } from '../store/stream-jobs';
 import type { AgentClient, AgentTarget } from './agent-client';
 
 export interface ActivityStores {
@@ -16,6 +17,8 @@ export interface ActivityStores {
   plans: PlanStore;
   /** the consumer audits (exactly-once, partition ownership) */
   sinkAudit: SinkAuditStore;
+  /** stream jobs' checkpoints and generations */
+  streamJobs: StreamJobStore;
 }
 
 export interface ActivityDeps {

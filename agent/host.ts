@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type DrainOptions, type WorkloadKind } from '../protocol';
+import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type CheckpointClockAnswer, type CheckpointClockCommand, type DrainOptions, type WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 import { writePrivateFileSync } from './state-files';
 
@@ -359,6 +359,18 @@ export class TaskHost {
 
   list(): TaskStatus[] {
     return [...this.tasks.values()].map((t) => t.handle.status());
+  }
+
+  /** Pauses or resumes a stream job's checkpoint clock on the task that runs it (its coordinator). */
+  checkpointClock(taskId: string, command: CheckpointClockCommand): CheckpointClockAnswer | null {
+    const hosted = this.tasks.get(taskId);
+    if (!hosted) return null;
+    if (!hosted.handle.checkpointClock) throw new DriverError('conflict', `task ${taskId} is a ${hosted.start.kind} task: it has no checkpoint clock`);
+    try {
+      return hosted.handle.checkpointClock(command);
+    } catch (error) {
+      throw new DriverError('conflict', messageOf(error));
+    }
   }
 
   /** Connectivity probe for the scale-out gate; a driver without a probe has nothing to reach. */

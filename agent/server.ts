@@ -4,7 +4,7 @@
 import Fastify from 'fastify';
 import { ApiError, installErrorHandling } from '../http/errors';
 import { defineRoute, ok, registerRoutes, type RuntimeAccess } from '../http/route';
-import { DrainQuerySchema, ProbeBodySchema, TaskParamsSchema, TaskStartBodySchema, type StopAnswer } from '../protocol';
+import { CheckpointClockBodySchema, DrainQuerySchema, ProbeBodySchema, TaskParamsSchema, TaskStartBodySchema, type StopAnswer } from '../protocol';
 import type { TaskHost } from './host';
 
 export interface AgentServerOptions {
@@ -61,6 +61,16 @@ export function buildAgentServer(options: AgentServerOptions) {
       handler: async ({ params, query }) => {
         const receipt = await host.remove(params.taskId, query);
         const answer: StopAnswer = receipt ? { state: 'stopped', receipt } : { state: 'absent' };
+        return ok(answer);
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/tasks/:taskId/checkpoint-clock', access: 'runtime', runtime: self,
+      summary: "pause or resume a stream job's checkpoint clock (on its coordinator, the first sink subtask)",
+      params: TaskParamsSchema, body: CheckpointClockBodySchema,
+      handler: async ({ params, body }) => {
+        const answer = host.checkpointClock(params.taskId, body);
+        if (!answer) throw new ApiError('not-found', `no task ${params.taskId} here`);
         return ok(answer);
       },
     }),

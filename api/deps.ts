@@ -4,6 +4,7 @@ import type { LedgerStore } from '../store/ledger';
 import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
+import type { StreamJobStore } from '../store/stream-jobs';
 import type { ApiConfig } from './config';
 import type { Metrics } from './metrics';
 import type { TemporalGateway } from './temporal';
@@ -16,6 +17,8 @@ export interface ApiDeps {
   registry: RegistryStore;
   ledger: LedgerStore;
   plans: PlanStore;
+  /** stream jobs' checkpoints and generations (GET /v1/jobs/:job) */
+  streamJobs: StreamJobStore;
   /** the one planning path (the same the workflows plan through) */
   planner: Planner;
   temporal: TemporalGateway;

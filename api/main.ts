@@ -11,6 +11,7 @@ import { createPlanStore } from '../store/plans';
 import { createRegistryStore } from '../store/registry';
 import { apiOutageAfterMs } from '../domain/recovery';
 import { createRuntimeStore } from '../store/runtimes';
+import { createStreamJobStore } from '../store/stream-jobs';
 import { createRedactor, secretsOf } from '../lib/log';
 import { parseApiConfig } from './config';
 import type { ApiDeps } from './deps';
@@ -29,6 +30,7 @@ async function main() {
     db,
     ...stores,
     ledger: createLedgerStore(db),
+    streamJobs: createStreamJobStore(db),
     planner: createPlanner(stores),
     temporal: createTemporalGateway(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE),
     metrics,

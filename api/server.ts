@@ -7,6 +7,7 @@ import { dependencyFailure } from './dependencies';
 import { defineRoute, openApiDocument, registerRoutes, RouteSpec } from '../http/route';
 import type { MetricSources } from './metrics';
 import { healthRoutes } from './routes/health';
+import { jobRoutes } from './routes/jobs';
 import { operationRoutes } from './routes/operations';
 import { runtimeRoutes } from './routes/runtimes';
 import { stateRoutes } from './routes/state';
@@ -16,7 +17,7 @@ import { workloadRoutes } from './routes/workloads';
 const VERSION = '0.1.0';
 
 export function allRoutes(deps: ApiDeps): RouteSpec[] {
-  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps), ...operationRoutes(deps), ...tierRoutes(deps)];
+  const routes: RouteSpec[] = [...healthRoutes(deps), ...runtimeRoutes(deps), ...stateRoutes(deps), ...workloadRoutes(deps), ...operationRoutes(deps), ...jobRoutes(deps), ...tierRoutes(deps)];
   routes.push(
     defineRoute({
       method: 'GET', path: '/openapi.json', access: 'none', summary: 'this document',
@@ -50,6 +51,7 @@ function scopeOf(request: FastifyRequest): Record<string, string> {
   const params = (request.params ?? {}) as Record<string, string | undefined>;
   const scope: Record<string, string> = {};
   if (params.name) scope.workload = params.name;
+  if (params.job) scope.workload = params.job; // a stream job is a workload
   if (params.id && request.url.startsWith('/v1/runtimes/')) scope.runtime = params.id;
   if (params.workflowId) {
     scope.workflow = params.workflowId;

@@ -31,6 +31,8 @@ const USAGE = `usage: scalegate <command> [options]
   operations approve <workflowId>            approve a scale-out waiting for manual approval
   operations abort <workflowId>              abort (after a change, the replan compensates)
   ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
+  jobs <job>                                 a stream job: operators, subtasks with their counters,
+                                             last completed checkpoint, running operation
   tiers show <tier>                          policy, latest observations, last decision, running operation
   tiers policy <tier> -f FILE                set a tier's autoscaler policy (YAML or JSON)
   tiers signal <tier> [--qps N] [--active-users N] [--cpu-utilization F] [--queue-depth N] [--at ISO]
@@ -261,6 +263,22 @@ function renderTier(t: any): string {
   return parts.join('\n\n');
 }
 
+const checkpointText = (c: any, when: 'completedAt' | 'triggeredAt') => (c ? `${c.id} (generation ${c.generation}, ${when === 'completedAt' ? 'completed' : 'triggered'} ${relative(c[when])})` : undefined);
+
+function renderJob(j: any): string {
+  const operators = j.operators.map((o: any) => `${o.id} (${o.kind}, ${o.parallelism})`).join(' → ');
+  const operation = j.runningOperation ? `${j.runningOperation.workflowId} ${j.runningOperation.kind}${j.runningOperation.phase ? ` (${j.runningOperation.phase})` : ''}` : '(none)';
+  return [
+    fields([
+      ['job', j.job], ['operators', operators], ['generation', j.generation],
+      ['last checkpoint', checkpointText(j.lastCompletedCheckpoint, 'completedAt') ?? '(none completed yet)'],
+      ['in flight', checkpointText(j.checkpointInFlight, 'triggeredAt')], ['operation', operation],
+    ]),
+    section('SUBTASKS', table(['operator', 'index', 'runtime', 'incarnation', 'state', 'in', 'out', 'read', 'checkpoint'],
+      j.subtasks.map((t: any) => [t.operator, t.index, t.runtimeId, t.incarnation?.slice(0, 8), t.state, t.recordsIn, t.recordsOut, t.recordsRead, t.lastCheckpoint]))),
+  ].join('\n\n');
+}
+
 function renderRuntime(r: any): string {
   return fields([['runtime', r.id], ['status', r.status], ['labels', labels(r.labels)], ['fence', r.fence], ['lease', relative(r.leaseExpiresAt)]]);
 }
@@ -349,6 +367,8 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       if (sub === 'abort') return show(await call('POST', `/v1/operations/${id}/abort`, 'operator', {}), () => `abort requested for ${a}: it stops, and a change already made is compensated by the replan`);
       break;
     }
+    case 'jobs':
+      return show(await call('GET', `/v1/jobs/${enc(need(sub, 'the job: jobs <job>'))}`, 'viewer'), renderJob);
     case 'tiers': {
       const tier = enc(need(a, `the tier: tiers ${sub ?? 'show'} <tier>`));
       if (sub === 'show') return show(await call('GET', `/v1/tiers/${tier}`, 'viewer'), renderTier);

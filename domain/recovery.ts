@@ -160,8 +160,8 @@ export type ReplicaAction =
   | 'unplaced'
   /** a replica of an `all` workload: one per eligible runtime, and the lost one is not eligible */
   | 'dropped'
-  /** a stream subtask: there is no stream driver yet */
-  | 'not-runnable'
+  /** a stream subtask: it cannot rejoin its dataflow; the whole job replans from its last completed checkpoint */
+  | 'replanned'
   /** left where it is (e.g. a retired workload, which its retirement stops) */
   | 'left';
 
@@ -284,11 +284,10 @@ function decideWorkload(input: {
     return result;
   };
 
-  if (workload.kind === 'stream') {
-    return leave('not-runnable', 'stream jobs are not runnable yet (the workload schema refuses kind "stream": no agent has a stream driver); ' +
-      'once one exists, a lost stream job is recovered by the stop-the-world replan from its last completed checkpoint');
-  }
   if (workload.retired) return leave('left', 'retired: its retirement stops its tasks, nothing to recover');
+  if (workload.kind === 'stream') {
+    return leave('replanned', `a lost stream subtask cannot rejoin its dataflow: the job is replanned from its last completed checkpoint (replan:${workload.name})`);
+  }
 
   if (recovery === 'unknown') warnings.push('contract.recovery is unknown: the lost replica is replaced to restore the count the workload had (a recovery never scales)');
   if (workload.kind === 'service' && state === 'local') warnings.push(`contract.state is local: the state of the lost replica stayed on ${lost}`);

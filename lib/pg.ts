@@ -48,3 +48,22 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
     client.release(broken);
   }
 }
+
+/**
+ * Runs `work` in one REPEATABLE READ, read-only transaction: every query it makes sees the same
+ * snapshot, so tables that others write meanwhile are read as of one instant (audits).
+ */
+export async function inReadOnlySnapshot<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('begin isolation level repeatable read read only');
+    return await work(client);
+  } finally {
+    // Nothing to keep: roll back; a connection that cannot is discarded rather than pooled.
+    await client.query('rollback').catch((error: Error) => {
+      broken = error;
+    });
+    client.release(broken);
+  }
+}

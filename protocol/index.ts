@@ -5,4 +5,5 @@ export * from './errors';
 export * from './issues';
 export * from './runtime';
 export * from './search-attributes';
+export * from './stream';
 export * from './workload';

@@ -93,7 +93,8 @@ const WorkloadTable = z
     message: 'names a control-plane or system table (scalegate_*, pg_*, or one of the registry tables)',
   });
 
-const sourceIsNotSink = { message: 'source and sink must be different tables', path: ['sink'] };
+// A fresh object per use: zod's refine moves `message` into `error` on the object it is handed.
+const sourceIsNotSink = () => ({ message: 'source and sink must be different tables', path: ['sink'] });
 
 export const ConsumerSpecSchema = z
   .strictObject({
@@ -102,8 +103,13 @@ export const ConsumerSpecSchema = z
     sink: WorkloadTable,
     workMs: z.number().min(0).max(60000).default(1),
   })
-  .refine((spec) => spec.source !== spec.sink, sourceIsNotSink);
+  .refine((spec) => spec.source !== spec.sink, sourceIsNotSink());
 export type ConsumerSpec = z.infer<typeof ConsumerSpecSchema>;
+
+/** The operator chain a stream job runs (DESIGN.md §5): one source, one keyed aggregate, one sink, in this order. */
+export const STREAM_OPERATOR_CHAIN = ['source', 'keyed-aggregate', 'sink'] as const;
+
+const OperatorId = z.string().min(1).max(63).regex(DNS_LABEL, 'operator ids are DNS labels');
 
 export const StreamSpecSchema = z
   .strictObject({
@@ -115,15 +121,32 @@ export const StreamSpecSchema = z
     operators: z
       .array(
         z.strictObject({
-          id: z.string().min(1).max(63),
-          kind: z.enum(['source', 'map', 'keyed-aggregate', 'sink']),
+          id: OperatorId,
+          kind: z.enum(STREAM_OPERATOR_CHAIN),
           parallelism: z.int().min(1).max(32768),
         }),
       )
       .min(1)
       .max(16),
   })
-  .refine((spec) => spec.source !== spec.sink, sourceIsNotSink);
+  .superRefine((spec, ctx) => {
+    if (spec.source === spec.sink) ctx.addIssue({ code: 'custom', ...sourceIsNotSink() });
+    const kinds = spec.operators.map((op) => op.kind);
+    if (kinds.join(' → ') !== STREAM_OPERATOR_CHAIN.join(' → ')) {
+      ctx.addIssue({ code: 'custom', path: ['operators'], message: `operators must be ${STREAM_OPERATOR_CHAIN.join(' → ')}, got ${kinds.join(' → ') || 'none'}` });
+    }
+    const ids = new Set<string>();
+    spec.operators.forEach((op, i) => {
+      if (ids.has(op.id)) ctx.addIssue({ code: 'custom', path: ['operators', i, 'id'], message: `operator id "${op.id}" is used twice` });
+      ids.add(op.id);
+      if (op.parallelism > spec.maxParallelism) {
+        ctx.addIssue({ code: 'custom', path: ['operators', i, 'parallelism'], message: `parallelism ${op.parallelism} of "${op.id}" is above maxParallelism ${spec.maxParallelism}` });
+      }
+      if (op.kind === 'source' && op.parallelism > spec.partitions) {
+        ctx.addIssue({ code: 'custom', path: ['operators', i, 'parallelism'], message: `source parallelism ${op.parallelism} is above the ${spec.partitions} partitions it reads` });
+      }
+    });
+  });
 export type StreamSpec = z.infer<typeof StreamSpecSchema>;
 
 export const Replicas = z.union([
@@ -143,22 +166,22 @@ const workloadBase = {
   contract: ContractSchema.default(UNKNOWN_CONTRACT),
 };
 
-/** Kinds an agent has a driver for; a definition of any other kind is refused rather than left unplaceable. */
-export const RUNNABLE_KINDS: readonly WorkloadKindName[] = ['service', 'consumer'];
-type WorkloadKindName = (typeof WORKLOAD_KINDS)[number];
-
-/** PUT /v1/workloads/:name body (the name comes from the path). Unknown fields are refused. */
+/**
+ * PUT /v1/workloads/:name body (the name comes from the path). Unknown fields are refused. A stream
+ * job's size lives in its operators' parallelism: its `replicas` is optional, ignored if given, and
+ * set to its subtask count (what placement places).
+ */
 export const WorkloadDefinitionSchema = z
   .discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('service'), ...workloadBase, spec: ServiceSpecSchema }),
     z.strictObject({ kind: z.literal('consumer'), ...workloadBase, spec: ConsumerSpecSchema }),
-    z.strictObject({ kind: z.literal('stream'), ...workloadBase, spec: StreamSpecSchema }),
+    z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema }),
   ])
-  .superRefine((definition, ctx) => {
-    if (!RUNNABLE_KINDS.includes(definition.kind)) {
-      ctx.addIssue({ code: 'custom', path: ['kind'], message: `kind "${definition.kind}" has no driver on any agent yet; runnable kinds: ${RUNNABLE_KINDS.join(', ')}` });
-    }
-  });
+  .transform((definition) =>
+    definition.kind === 'stream'
+      ? { ...definition, replicas: definition.spec.operators.reduce((sum, op) => sum + op.parallelism, 0) as ReplicaCount }
+      : definition,
+  );
 export type WorkloadDefinition = z.infer<typeof WorkloadDefinitionSchema>;
 export type Workload = WorkloadDefinition & { name: string; revision: number; retired: boolean };
 export type WorkloadKind = Workload['kind'];

@@ -1,9 +1,12 @@
-// The consumer audits (DESIGN.md §5 contract), as plain SQL over the consumer's tables: every
-// source record in the sink exactly once, in offset order per partition; no moment when two tasks
-// held a partition; which partitions a set of tasks still owns.
+// The sink audits (DESIGN.md §5 contracts), as plain SQL. Consumer: every source record in the sink
+// exactly once, in offset order per partition; no moment when two tasks held a partition; which
+// partitions a set of tasks still owns. Stream: every key's count equals its source rows; and, at
+// one instant, the sink holds exactly what the last completed checkpoint covers.
 import type { Pool, PoolClient } from 'pg';
 import { OFFSETS_TABLE, OWNERSHIP_LOG_TABLE, quoteIdentifier } from '../protocol/consumer-tables';
-import { withPool } from './db';
+import { STREAM_CHECKPOINTS_TABLE, STREAM_JOBS_TABLE, STREAM_SNAPSHOTS_TABLE } from '../protocol/stream-tables';
+import { inReadOnlySnapshot, isUndefinedTable, withPool } from './db';
+import { streamJobReads, type StreamCheckpoint } from './stream-jobs';
 
 export interface PartitionAudit {
   source: number;
@@ -55,9 +58,6 @@ interface PartitionAuditRow {
   order_violations: number;
   key_mismatches: number;
 }
-
-/** PostgreSQL's undefined_table: the consumer has not created its tables yet. */
-const UNDEFINED_TABLE = '42P01';
 
 /** The audit query and its totals; `source` and `sink` are quoted identifiers. */
 async function auditTables(client: PoolClient, source: string, sink: string): Promise<SinkAudit> {
@@ -132,18 +132,8 @@ export function createSinkAuditStore(db: Pool) {
     async exactlyOnce(options: { source: string; sink: string }): Promise<SinkAudit> {
       const source = quoteIdentifier(options.source);
       const sink = quoteIdentifier(options.sink);
-      const client = await db.connect();
-      let broken: Error | undefined;
-      try {
-        // Read both tables in one snapshot so a running producer or consumer cannot skew the counts.
-        await client.query('begin isolation level repeatable read read only');
-        return await auditTables(client, source, sink);
-      } finally {
-        await client.query('rollback').catch((error: Error) => {
-          broken = error; // a connection that cannot roll back is discarded, not pooled
-        });
-        client.release(broken);
-      }
+      // Both tables in one snapshot, so a running producer or consumer cannot skew the counts.
+      return inReadOnlySnapshot(db, (client) => auditTables(client, source, sink));
     },
 
     /**
@@ -194,7 +184,7 @@ export function createSinkAuditStore(db: Pool) {
         );
         return rows.map((r) => ({ partition: r.partition, ownerTask: r.owner_task }));
       } catch (error) {
-        if ((error as { code?: string }).code === UNDEFINED_TABLE) return [];
+        if (isUndefinedTable(error)) return [];
         throw error;
       }
     },
@@ -210,4 +200,120 @@ export function verifyExactlyOnce(options: { databaseUrl: string; source: string
 /** The ownership-overlap check for a caller holding only a database URL (scripts/verify-sink, tests). */
 export function ownershipOverlaps(options: { databaseUrl: string; workload: string }): Promise<OwnershipOverlap[]> {
   return withPool(options.databaseUrl, 1, (db) => createSinkAuditStore(db).ownershipOverlaps(options.workload));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream jobs: the sink table (key, count, checkpoint) against the source table it counts
+
+export interface StreamKeyMismatch {
+  key: string;
+  /** source rows with this key */
+  source: number;
+  /** the sink's count for it (0 when the sink has no row) */
+  sink: number;
+}
+
+export interface StreamSinkAudit {
+  sourceRows: number;
+  /** the sum of the sink's counts */
+  sinkTotal: number;
+  /** distinct keys in the source */
+  keys: number;
+  /** the first STREAM_MISMATCHES_SHOWN source keys whose sink count differs, by key */
+  mismatched: StreamKeyMismatch[];
+  mismatchedKeys: number;
+  /** sink keys with no source row */
+  extraKeys: number;
+  /** every key counted exactly once, and nothing else */
+  exact: boolean;
+}
+
+export interface StreamCheckpointAudit {
+  job: string;
+  /** the latest completed checkpoint C (null: none yet) */
+  checkpoint: StreamCheckpoint | null;
+  /** a checkpoint triggered above C and not completed, at the same instant */
+  checkpointInFlight: StreamCheckpoint | null;
+  sourceRows: number;
+  /** source rows at or below C's source offset of their partition (0 without C) */
+  coveredSourceRows: number;
+  sinkTotal: number;
+  /** sink rows written by a checkpoint above C (without C: every sink row) */
+  rowsAboveCheckpoint: number;
+  /** the sink shows exactly C: sinkTotal == coveredSourceRows and no row above C */
+  consistent: boolean;
+}
+
+export const STREAM_MISMATCHES_SHOWN = 20;
+
+/** Per-key counts of the source against the sink; `source` and `sink` are quoted identifiers. */
+async function auditStreamTables(client: PoolClient, source: string, sink: string): Promise<StreamSinkAudit> {
+  const { rows } = await client.query<{ source_rows: string; sink_total: string; keys: string; mismatched_keys: string; extra_keys: string; mismatched: StreamKeyMismatch[] }>(
+    `with source_counts as (select key, count(*) as source from ${source} group by key),
+     compared as (
+       select s.key, s.source, coalesce(k.count, 0) as sink
+         from source_counts s left join ${sink} k on k.key = s.key),
+     mismatches as (select * from compared where sink <> source)
+     select (select coalesce(sum(source), 0) from source_counts) as source_rows,
+            (select coalesce(sum(count), 0) from ${sink}) as sink_total,
+            (select count(*) from source_counts) as keys,
+            (select count(*) from mismatches) as mismatched_keys,
+            (select count(*) from ${sink} k where not exists (select 1 from source_counts s where s.key = k.key)) as extra_keys,
+            (select coalesce(jsonb_agg(jsonb_build_object('key', key, 'source', source, 'sink', sink) order by key), '[]'::jsonb)
+               from (select * from mismatches order by key limit $1) m) as mismatched`,
+    [STREAM_MISMATCHES_SHOWN],
+  );
+  const row = rows[0];
+  const audit = {
+    sourceRows: Number(row.source_rows), sinkTotal: Number(row.sink_total), keys: Number(row.keys),
+    mismatched: row.mismatched.map((m) => ({ key: m.key, source: Number(m.source), sink: Number(m.sink) })),
+    mismatchedKeys: Number(row.mismatched_keys), extraKeys: Number(row.extra_keys),
+  };
+  return { ...audit, exact: audit.mismatchedKeys === 0 && audit.extraKeys === 0 };
+}
+
+/** Whether every named table exists (in the caller's snapshot). */
+async function tablesExist(client: PoolClient, tables: readonly string[]): Promise<boolean> {
+  const { rows } = await client.query<{ missing: number }>('select count(*)::int as missing from unnest($1::text[]) t where to_regclass(t) is null', [tables]);
+  return rows[0].missing === 0;
+}
+
+/**
+ * A stream job's sink against its source, per key, in one snapshot: the exactly-once check once the
+ * job has checkpointed everything the source holds. Missing tables fail (a mistyped name is no audit).
+ */
+export function auditStreamSink(db: Pool, options: { source: string; sink: string }): Promise<StreamSinkAudit> {
+  const source = quoteIdentifier(options.source);
+  const sink = quoteIdentifier(options.sink);
+  return inReadOnlySnapshot(db, (client) => auditStreamTables(client, source, sink));
+}
+
+/**
+ * What the sink shows against the last completed checkpoint C, all read at one instant (one
+ * REPEATABLE READ snapshot): the two-phase-commit sink changes only in the transaction that
+ * completes a checkpoint, so at every instant sinkTotal == coveredSourceRows and
+ * rowsAboveCheckpoint == 0, even while a later checkpoint is in flight. No bookkeeping tables yet:
+ * no checkpoint.
+ */
+export function auditStreamCheckpoint(db: Pool, options: { job: string; source: string; sink: string }): Promise<StreamCheckpointAudit> {
+  const source = quoteIdentifier(options.source);
+  const sink = quoteIdentifier(options.sink);
+  return inReadOnlySnapshot(db, async (client) => {
+    const reads = streamJobReads(client);
+    const bookkept = await tablesExist(client, [STREAM_JOBS_TABLE, STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE]);
+    const checkpoint = bookkept ? await reads.lastCompletedCheckpoint(options.job) : null;
+    const checkpointInFlight = bookkept ? await reads.checkpointInFlight(options.job) : null;
+    const coveredSourceRows = checkpoint ? await reads.recordsCoveredBy(options.job, options.source, checkpoint.id) : 0;
+    const { rows } = await client.query<{ source_rows: string; sink_total: string; rows_above: string }>(
+      `select (select count(*) from ${source}) as source_rows,
+              (select coalesce(sum(count), 0) from ${sink}) as sink_total,
+              (select count(*) from ${sink} where checkpoint > $1) as rows_above`,
+      [checkpoint?.id ?? -1],
+    );
+    const audit = {
+      job: options.job, checkpoint, checkpointInFlight, sourceRows: Number(rows[0].source_rows), coveredSourceRows,
+      sinkTotal: Number(rows[0].sink_total), rowsAboveCheckpoint: Number(rows[0].rows_above),
+    };
+    return { ...audit, consistent: audit.sinkTotal === audit.coveredSourceRows && audit.rowsAboveCheckpoint === 0 };
+  });
 }

@@ -10,6 +10,7 @@
 import {
   ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo,
 } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
 import type { Plan } from '../domain/plan';
@@ -19,6 +20,8 @@ import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } fr
 import { failureMessage, formatDuration, parseInput, profiles, runtimesOf, trackOperation } from './operation';
 import { abortSignal } from './scale-operation';
 import { compensate } from './stop-the-world-replan';
+
+const isAlreadyStarted = (error: unknown) => error instanceof WorkflowExecutionAlreadyStartedError;
 
 export { abortSignal } from './scale-operation';
 
@@ -46,7 +49,7 @@ export interface RecoveryDecisionStatus extends WorkloadRecovery {
   planId: string | null;
   /** where its apply is: writing-placement, starting-tasks, converging, converged, ... */
   phase: string;
-  applied: 'pending' | 'converged' | 'skipped' | 'failed' | 'cancelled' | 'compensated';
+  applied: 'pending' | 'converged' | 'skipped' | 'failed' | 'cancelled' | 'compensated' | 'replanned';
   /** whether this recovery wrote its placement */
   committed: boolean;
   attempts: number;
@@ -233,6 +236,27 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
       failures.push(error);
     }
     if (!aborted.reason && failures.some((f) => isCancellation(f))) throw failures.find((f) => isCancellation(f)); // the workflow itself was cancelled
+  }
+
+  // 3b. Stream jobs: the stop-the-world replan from the last completed checkpoint, unless a failed
+  // subtask's report started it already (then that one carries it out).
+  for (const state of status.decisions.filter((d) => d.kind === 'stream' && d.decisions.some((r) => r.action === 'replanned'))) {
+    if (aborted.reason) break;
+    state.phase = 'replanning';
+    try {
+      await compensate(state.workload, state.replicas, `runtime ${input.runtime} lost: ${input.reason}`, input.convergeTimeoutMs);
+      state.summary = `${state.workload}: replanned from its last completed checkpoint`;
+    } catch (error) {
+      if (!isAlreadyStarted(error)) {
+        state.applied = 'failed';
+        state.error = failureMessage(error);
+        failures.push(error);
+        continue;
+      }
+      state.summary = `${state.workload}: its replan (replan:${state.workload}) was already running`;
+    }
+    state.applied = 'replanned';
+    state.phase = 'replanned';
   }
 
   // 4. An abort or a failure: the stop-the-world replan of every affected workload that did not converge.

@@ -1,5 +1,5 @@
 // stopTheWorldReplan (DESIGN.md §4.5): the one compensation. Every abort path ends here as a child.
-import { executeChild, proxyActivities, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { ApplicationFailure, executeChild, patched, proxyActivities, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
@@ -12,7 +12,10 @@ const long = proxyActivities<Activities>(profiles.longDrain);
 
 export const ReplanInputSchema = z.object({
   workload: WorkloadName,
-  replicas: Replicas,
+  /** the size to replan at; a stream job's operators scale proportionally to it (default: as defined) */
+  replicas: Replicas.optional(),
+  /** stream jobs: the parallelism of some operators, by operator id (the others keep theirs) */
+  parallelism: z.record(z.string().max(63), z.int().min(1).max(32768)).optional(),
   reason: z.string().min(1).max(500),
   /** the workflow whose abort led here */
   cause: z.string().max(300).optional(),
@@ -26,16 +29,23 @@ export type ReplanInput = z.input<typeof ReplanInputSchema>;
  */
 export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcome> {
   const input = parseInput(ReplanInputSchema, rawInput, 'stopTheWorldReplan');
+  // Runs recorded before stream jobs existed replay without this look-up.
+  const workload = patched('stream-replan') ? await store.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]) : null;
+  if (workload?.kind === 'stream') return replanStreamJob(input);
+  if (input.replicas === undefined) {
+    throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `stopTheWorldReplan: invalid input: replicas is required for a ${workload?.kind ?? 'workload'} (parallelism is for stream jobs)` });
+  }
+  const replicas = input.replicas;
   const { workflowId, runId } = workflowInfo();
-  const op = trackOperation('replan', input.workload, `replan ${input.workload} → ${input.replicas}`);
+  const op = trackOperation('replan', input.workload, `replan ${input.workload} → ${replicas}`);
   const before = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   try {
     op.enter('stopping-the-world');
     const stopped = await long.stopAllTasksOfWorkload.executeWithOptions({ summary: `stop the world: every task of ${input.workload}` }, [{ workload: input.workload }]);
     op.enter('planning');
     const plan = await store.preparePlan.executeWithOptions(
-      { summary: `plan ${input.workload} → ${input.replicas} in a new generation` },
-      [{ workload: input.workload, replicas: input.replicas, newGeneration: true }],
+      { summary: `plan ${input.workload} → ${replicas} in a new generation` },
+      [{ workload: input.workload, replicas, newGeneration: true }],
     );
     const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
@@ -54,6 +64,68 @@ export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOu
     throw error;
   }
 }
+
+export interface StreamReplanOutcome extends PlacementOutcome {
+  /** the checkpoint the new generation restored from (null: none completed, it started empty) */
+  restoredFrom: number | null;
+  parallelism: { from: Record<string, number>; to: Record<string, number> };
+  /** runtimes that did not answer the stop and got no subtask */
+  unreachable: string[];
+}
+
+/**
+ * A stream job: every subtask of every operator stops; the job is placed at the requested
+ * parallelism in a new generation, whose subtasks restore from the newest completed checkpoint
+ * (sources seek to its offsets, aggregates load the key groups they own now, the sink drops what
+ * was pre-committed after it); converge; ledger.
+ */
+async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promise<StreamReplanOutcome> {
+  const { workflowId, runId } = workflowInfo();
+  const size = input.parallelism ? JSON.stringify(input.parallelism) : String(input.replicas ?? 'as defined');
+  const op = trackOperation('replan', input.workload, `replan stream job ${input.workload} → ${size}`);
+  const replicas = typeof input.replicas === 'number' ? input.replicas : undefined;
+  let parallelism: StreamReplanOutcome['parallelism'] | null = null;
+  try {
+    op.enter('resizing');
+    const resized = await store.resizeStreamJob.executeWithOptions(
+      { summary: `set the parallelism of ${input.workload} (${size})` }, [{ workload: input.workload, parallelism: input.parallelism, replicas }],
+    );
+    parallelism = { from: resized.from, to: resized.to };
+    op.enter('stopping-the-world');
+    const stop = await long.stopStreamJob.executeWithOptions({ summary: `stop the world: every subtask of ${input.workload}` }, [{ workload: input.workload }]);
+    const restorePoint = await store.streamRestorePoint.executeWithOptions({ summary: `find the last completed checkpoint of ${input.workload}` }, [{ workload: input.workload }]);
+    op.enter('planning');
+    const plan = await store.preparePlan.executeWithOptions(
+      { summary: `plan ${input.workload} at ${JSON.stringify(resized.to)} in a new generation` },
+      [{ workload: input.workload, replicas: resized.replicas, newGeneration: true, avoidRuntimes: stop.unreachable }],
+    );
+    if (plan.unplaced) {
+      // A partial job cannot run (its sources would wait for absent peers): say so rather than start part of it.
+      throw ApplicationFailure.create({
+        type: 'placement-unavailable', nonRetryable: true,
+        message: `job ${input.workload}: ${plan.unplaced.missing} of ${resized.replicas} subtasks do not fit the runtimes that answered (unreachable: ${stop.unreachable.join(', ') || 'none'}); the job is stopped until a replan fits`,
+      });
+    }
+    const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
+    const restoredFrom = restorePoint?.id ?? null;
+    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} from checkpoint ${restoredFrom ?? 'none'}` }, [{
+      kind: 'replan', workload: input.workload, fromReplicas: subtotal(resized.from), toReplicas: plan.target.length,
+      reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism },
+      planId: plan.id, workflowId, runId, outcome: 'completed',
+    }]);
+    op.enter('done');
+    return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism, unreachable: stop.unreachable };
+  } catch (error) {
+    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
+      kind: 'replan', workload: input.workload, fromReplicas: parallelism ? subtotal(parallelism.from) : 0, toReplicas: null,
+      reason: input.reason, inputs: { cause: input.cause ?? null, parallelism }, workflowId, runId, outcome: 'failed',
+      evidence: { error: failureMessage(error) },
+    }]);
+    throw error;
+  }
+}
+
+const subtotal = (parallelism: Record<string, number>) => Object.values(parallelism).reduce((sum, n) => sum + n, 0);
 
 /** Runs the replan as a child (id replan:<workload>) and waits for it. */
 export function compensate(workload: string, replicas: Plan['replicas'], reason: string, convergeTimeoutMs?: number) {

@@ -24,6 +24,7 @@ import type {
   TaskStatus,
 } from './driver';
 import { DriverError } from './driver';
+import { probeTables } from './table-probe';
 
 export interface ConsumerDriverOptions {
   /** idle wait between polls when there is nothing to do (default 50 ms) */
@@ -654,39 +655,6 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
     return pool;
   }
 
-  async function probeTable(spec: unknown, role: 'source' | 'destination'): Promise<ProbeResult> {
-    const parsed = ConsumerSpecSchema.safeParse(spec);
-    if (!parsed.success) return { ok: false, detail: `invalid consumer spec: ${describeIssues(parsed.error)}` };
-    if (!ctx.databaseUrl) return { ok: false, detail: `runtime ${ctx.runtimeId} has no database URL` };
-    const table = role === 'source' ? parsed.data.source : parsed.data.sink;
-    const privilege = role === 'source' ? 'SELECT' : 'INSERT';
-    let client: Client | null = null;
-    try {
-      client = new Client({ connectionString: ctx.databaseUrl, connectionTimeoutMillis: 5_000 });
-      client.on('error', () => {});
-      await client.connect();
-      const { rows } = await client.query<{ exists: boolean; allowed: boolean | null; can_create: boolean }>(
-        `select to_regclass($1) is not null as exists,
-                case when to_regclass($1) is null then null else has_table_privilege(to_regclass($1), $2) end as allowed,
-                has_schema_privilege(current_schema(), 'CREATE') as can_create`,
-        [quoteIdentifier(table), privilege],
-      );
-      const { exists, allowed, can_create } = rows[0];
-      if (exists) {
-        return allowed
-          ? { ok: true, detail: `${role} table ${table} exists and is readable as needed (${privilege})` }
-          : { ok: false, detail: `${role} table ${table} exists but this role lacks ${privilege} on it` };
-      }
-      return can_create
-        ? { ok: true, detail: `${role} table ${table} does not exist yet; it can be created` }
-        : { ok: false, detail: `${role} table ${table} does not exist and this role cannot create it` };
-    } catch (error) {
-      return { ok: false, detail: `cannot reach PostgreSQL for ${role} ${table}: ${messageOf(error)}` };
-    } finally {
-      await client?.end().catch(() => {});
-    }
-  }
-
   return {
     kind: 'consumer',
 
@@ -708,8 +676,8 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
     },
 
     async probe(spec: unknown) {
-      const [source, destination] = await Promise.all([probeTable(spec, 'source'), probeTable(spec, 'destination')]);
-      return { source, destination };
+      const parsed = ConsumerSpecSchema.safeParse(spec);
+      return probeTables(ctx, parsed.success ? parsed.data : { invalid: `invalid consumer spec: ${describeIssues(parsed.error)}` });
     },
 
     async close(): Promise<void> {

@@ -1,6 +1,6 @@
 // The one interface every task driver (process, consumer, stream) implements. The agent's task host
 // only talks to drivers through it.
-import { CodedError, type DrainOptions, type DrainReceipt, type ErrorCode, type ProbeAnswer, type TaskStart, type TaskStatus, type WorkloadKind } from '../../protocol';
+import { CodedError, type CheckpointClockAnswer, type CheckpointClockCommand, type DrainOptions, type DrainReceipt, type ErrorCode, type ProbeAnswer, type TaskStart, type TaskStatus, type WorkloadKind } from '../../protocol';
 
 export type { DrainReceipt, TaskStart, TaskStatus } from '../../protocol';
 
@@ -12,6 +12,8 @@ export interface TaskHandle {
   update?(start: TaskStart): Promise<void>;
   /** Stop taking work, finish in-flight, commit, release, stop. */
   drain(options: DrainOptions): Promise<DrainReceipt>;
+  /** Stream coordinators: pause or resume the job's checkpoint clock. */
+  checkpointClock?(command: CheckpointClockCommand): CheckpointClockAnswer;
 }
 
 export interface DriverContext {
@@ -20,6 +22,9 @@ export interface DriverContext {
   /** this agent's state folder; drivers keep their records beneath it */
   stateDir: string;
   databaseUrl?: string;
+  /** stream: the address data listeners bind to, and the host peers reach them at (default 127.0.0.1) */
+  dataBindHost?: string;
+  dataHost?: string;
   log(event: string, fields?: Record<string, unknown>): void;
 }
 

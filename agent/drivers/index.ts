@@ -5,14 +5,17 @@ import { PortAllocator } from '../ports';
 import type { DriverContext, TaskDriver } from './driver';
 import { createConsumerDriver } from './consumer';
 import { createProcessDriver } from './process';
+import { createStreamDriver } from './stream';
 
 export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Partial<Record<WorkloadKind, TaskDriver>> {
-  const context: DriverContext = { runtimeId: config.id, stateDir: config.stateDir, databaseUrl: config.databaseUrl, log };
+  // Stream data listeners bind where the agent's HTTP server does and are reached at its endpoint's host.
+  const dataHost = config.endpoint ? new URL(config.endpoint).hostname : config.host;
+  const context: DriverContext = { runtimeId: config.id, stateDir: config.stateDir, databaseUrl: config.databaseUrl, dataBindHost: config.host, dataHost, log };
   const ports = new PortAllocator({
     stateDir: config.stateDir,
     rangeStart: config.portRangeStart,
     rangeEnd: config.portRangeEnd,
     quarantineMs: config.portQuarantineMs,
   });
-  return { service: createProcessDriver(context, ports), consumer: createConsumerDriver(context) };
+  return { service: createProcessDriver(context, ports), consumer: createConsumerDriver(context), stream: createStreamDriver(context) };
 }

@@ -2,6 +2,8 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut, statusQuery } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
+import { recoverRuntime } from '../../workflows/recover-runtime';
+import { stopTheWorldReplan } from '../../workflows/stop-the-world-replan';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
@@ -9,7 +11,14 @@ import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
-const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, 'recoverRuntime'];
+const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, recoverRuntime.name];
+
+/** The innermost cause's message: "Activity task failed" says less than the activity's own failure. */
+function rootCauseMessage(error: Error): string {
+  let cause: Error = error;
+  while (cause.cause instanceof Error) cause = cause.cause;
+  return cause.message;
+}
 
 /** The workflow's own outcome → the API's status words (DESIGN.md §6). */
 const STATUS_OF_OUTCOME: Record<string, string> = {
@@ -22,7 +31,7 @@ export function operationRoutes(deps: ApiDeps) {
   return [
     defineRoute({
       method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator',
-      summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>',
+      summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>; a stream job replans every operator proportionally under replan:<name>',
       params: WorkloadParamsSchema, body: ScaleRequestSchema,
       handler: async ({ params, body }) => {
         const workload = await deps.registry.getWorkload(params.name);
@@ -32,6 +41,17 @@ export function operationRoutes(deps: ApiDeps) {
         if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         if (body.replicas === current) throw new ApiError('conflict', `${params.name} already runs ${current} replica(s)`, { current });
+        if (workload.kind === 'stream') {
+          // A stream job's size is its operators' parallelism: every operator scales proportionally,
+          // through the stop-the-world replan from the last completed checkpoint.
+          if (body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out of services and consumers; a stream job scales through the stop-the-world replan');
+          const started = await startOperation(deps, {
+            workflow: stopTheWorldReplan, workflowId: `replan:${params.name}`,
+            input: { workload: params.name, replicas: body.replicas, reason: body.reason ?? 'scale requested via API' },
+            summary: `scale stream job ${params.name} ${current} → ${body.replicas} subtasks (stop-the-world replan)`,
+          });
+          return ok(started, 202);
+        }
         const kind = body.replicas > current ? 'scaleOut' : 'scaleIn';
         if (kind === 'scaleIn' && body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out only');
         const { replicas, approval, reason, ...options } = body;
@@ -66,7 +86,7 @@ export function operationRoutes(deps: ApiDeps) {
         else if (temporalStatus === 'CANCELLED' || temporalStatus === 'TERMINATED') status = 'cancelled';
         else status = 'failed';
         let failure: string | null = null;
-        if (status === 'failed') failure = await handle.result().then(() => null, (e: Error) => ((e.cause as Error | undefined)?.message ?? e.message));
+        if (status === 'failed') failure = await handle.result().then(() => null, rootCauseMessage);
         return ok({
           workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
           phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,

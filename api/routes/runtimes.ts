@@ -9,6 +9,7 @@ import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeParamsSchema } from '../
 import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
 import { recoverRuntime } from '../../workflows/recover-runtime';
 import { startOperation } from '../operations';
+import { replanJobsWithFailedSubtasks } from '../stream-failures';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
 import { defineRoute, ok, type RuntimeAccess } from '../../http/route';
@@ -63,10 +64,15 @@ export function runtimeRoutes(deps: ApiDeps) {
       method: 'POST', path: '/v1/runtimes/:id/heartbeat', access: 'runtime', runtime: pathRuntime,
       summary: 'renew the lease and report tasks (the runtime\'s own credential); the answer lists the reported tasks no placement assigns to it (revoked)',
       params: RuntimeParamsSchema, body: HeartbeatSchema,
-      handler: async ({ params, body }) => {
+      handler: async ({ params, body, request }) => {
         try {
           const runtime = await deps.runtimes.heartbeat(params.id, body.fence, body.tasks, leaseTtlMs);
           const revoked = await revokedOf(params.id, body.tasks);
+          // The lease is renewed whatever happens here: a replan that cannot start now starts at the next heartbeat.
+          await replanJobsWithFailedSubtasks(deps, params.id, body.tasks).then(
+            (started) => started.forEach((workflowId) => request.log.warn({ runtime: params.id, workflowId }, 'stream subtask failed: job replanned')),
+            (error: Error) => request.log.error({ runtime: params.id, err: error }, 'stream replan could not start'),
+          );
           return ok({ leaseExpiresAt: runtime.leaseExpiresAt, fence: runtime.fence, status: runtime.status, revoked, ...leaseTerms });
         } catch (error) {
           if (error instanceof StaleFenceError) {

@@ -2,9 +2,13 @@
 // waiting until the reconcile loop has placed and applied it.
 import type { Stack } from './stack';
 
-/** Every task of `workload` on every agent of the stack, as the agents report them. */
+/** Every task of `workload` on every agent of the stack, as the agents report them, with the runtime that hosts it. */
 export async function tasksOf(stack: Stack, workload: string): Promise<any[]> {
-  const perAgent = await Promise.all(Object.keys(stack.agents).map(async (id) => (await stack.agentApi(id, 'GET', '/v1/tasks')).body.tasks as any[]));
+  const perAgent = await Promise.all(Object.keys(stack.agents).map(async (runtimeId) => {
+    // An agent that does not answer (killed, frozen) runs nothing anyone can see.
+    const answer = await stack.agentApi(runtimeId, 'GET', '/v1/tasks').catch(() => null);
+    return ((answer?.status === 200 ? answer.body.tasks : []) as any[]).map((task) => ({ ...task, runtimeId }));
+  }));
   return perAgent.flat().filter((t) => t.workload === workload);
 }
 

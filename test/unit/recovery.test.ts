@@ -241,15 +241,15 @@ describe('recovering a consumer', () => {
 });
 
 describe('what recovery leaves alone', () => {
-  it('says a stream job is not runnable yet and writes nothing for it', () => {
+  it('leaves a stream job to the stop-the-world replan and writes no placement for it', () => {
     const stream = {
       name: 'clicks', kind: 'stream', replicas: 1, selector: {}, contract: CONSUMER_CONTRACT, revision: 1, retired: false,
       spec: { source: 's', sink: 'k', partitions: 2, checkpointIntervalMs: 1000, maxParallelism: 128, operators: [{ id: 'src', kind: 'source', parallelism: 1 }] },
     } as Workload;
     const [decision] = decide({ lost: 'rt-a', runtimes: [lostRuntime('rt-a'), runtime('rt-b')], placements: [placed('clicks', [a('rt-a', 'clicks', 0)])], workloads: [stream] });
     expect(decision.target).toBeNull();
-    expect(decision.decisions[0].action).toBe('not-runnable');
-    expect(decision.summary).toMatch(/stream jobs are not runnable yet/);
+    expect(decision.decisions[0].action).toBe('replanned');
+    expect(decision.summary).toMatch(/replanned from its last completed checkpoint \(replan:clicks\)/);
   });
 
   it('decides nothing for a runtime that held nothing', () => {

@@ -79,12 +79,64 @@ describe('bounds: every input is bounded before work is done on it', () => {
     expect(problems({ ...consumer, spec: { ...consumer.spec, sink: 'scalegate_consumer_offsets' } })).toMatch(/spec\.sink/);
     expect(problems({ ...consumer, spec: { ...consumer.spec, source: 'pg_authid' } })).toMatch(/spec\.source/);
   });
+});
 
-  it('refuses kind stream while no agent has a stream driver, saying so', () => {
-    const stream = {
-      kind: 'stream', replicas: 1,
-      spec: { source: 'clicks', sink: 'click_counts', partitions: 4, checkpointIntervalMs: 1000, operators: [{ id: 'src', kind: 'source', parallelism: 1 }] },
-    };
-    expect(problems(stream)).toMatch(/kind.*no driver/);
+describe('stream job definitions', () => {
+  const operators = [
+    { id: 'src', kind: 'source', parallelism: 2 },
+    { id: 'agg', kind: 'keyed-aggregate', parallelism: 3 },
+    { id: 'out', kind: 'sink', parallelism: 1 },
+  ];
+  const stream = { kind: 'stream', spec: { source: 'clicks', sink: 'click_counts', partitions: 4, checkpointIntervalMs: 1000, maxParallelism: 8, operators } };
+  const withSpec = (spec: Record<string, unknown>) => ({ ...stream, spec: { ...stream.spec, ...spec } });
+  const withOperator = (index: number, change: Record<string, unknown>) => withSpec({ operators: operators.map((op, i) => (i === index ? { ...op, ...change } : op)) });
+  const problems = (body: unknown) => {
+    const result = WorkloadDefinitionSchema.safeParse(body);
+    return result.success ? null : describeIssues(result.error);
+  };
+
+  it('derives replicas from the operators and ignores an explicit replicas', () => {
+    expect(WorkloadDefinitionSchema.parse(stream).replicas).toBe(6);
+    expect(WorkloadDefinitionSchema.parse({ ...stream, replicas: 40 }).replicas).toBe(6);
+    expect(WorkloadDefinitionSchema.parse({ ...stream, replicas: 'all' }).replicas).toBe(6);
+  });
+
+  it('defaults maxParallelism to 128', () => {
+    const { maxParallelism: _omitted, ...spec } = stream.spec;
+    const parsed = WorkloadDefinitionSchema.parse({ ...stream, spec });
+    expect(parsed.kind === 'stream' && parsed.spec.maxParallelism).toBe(128);
+  });
+
+  it('refuses operators that are not source → keyed-aggregate → sink, naming spec.operators', () => {
+    expect(problems(withSpec({ operators: [operators[0], operators[2], operators[1]] }))).toMatch(/spec\.operators: operators must be source → keyed-aggregate → sink, got source → sink → keyed-aggregate/);
+    expect(problems(withSpec({ operators: [operators[0], operators[2]] }))).toMatch(/spec\.operators: operators must be/);
+    expect(problems(withSpec({ operators: [] }))).toMatch(/spec\.operators/);
+    expect(problems(withOperator(1, { kind: 'map' }))).toMatch(/spec\.operators\.1\.kind/);
+  });
+
+  it('refuses a parallelism above maxParallelism, naming that operator', () => {
+    expect(problems(withOperator(1, { parallelism: 8 }))).toBeNull();
+    expect(problems(withOperator(1, { parallelism: 9 }))).toMatch(/spec\.operators\.1\.parallelism: parallelism 9 of "agg" is above maxParallelism 8/);
+    expect(problems(withOperator(2, { parallelism: 0 }))).toMatch(/spec\.operators\.2\.parallelism/);
+  });
+
+  it('refuses a source parallelism above the partitions it reads', () => {
+    expect(problems(withOperator(0, { parallelism: 4 }))).toBeNull();
+    expect(problems(withOperator(0, { parallelism: 5 }))).toMatch(/spec\.operators\.0\.parallelism: source parallelism 5 is above the 4 partitions/);
+  });
+
+  it('refuses an operator id used twice, naming the second', () => {
+    expect(problems(withOperator(2, { id: 'src' }))).toMatch(/spec\.operators\.2\.id: operator id "src" is used twice/);
+    expect(problems(withOperator(2, { id: 'Out_1' }))).toMatch(/spec\.operators\.2\.id: operator ids are DNS labels/);
+  });
+
+  it('refuses its source as its sink, and control-plane tables', () => {
+    expect(problems(withSpec({ sink: 'clicks' }))).toMatch(/spec\.sink: source and sink must be different tables/);
+    expect(problems(withSpec({ source: 'scalegate_stream_jobs' }))).toMatch(/spec\.source/);
+  });
+
+  it('refuses unknown spec fields and bounds checkpointIntervalMs', () => {
+    expect(problems(withSpec({ parallel: 2 }))).toMatch(/parallel/);
+    expect(problems(withSpec({ checkpointIntervalMs: 1 }))).toMatch(/spec\.checkpointIntervalMs/);
   });
 });

@@ -13,6 +13,7 @@ import type { Activities } from '../../activities';
 import type { WorkloadRecovery } from '../../domain/recovery';
 import { UNKNOWN_CONTRACT } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
+import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { observeSignal } from '../../workflows/autoscaler';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
@@ -62,6 +63,16 @@ const consumerWorkload = (name: string, replicas: number): Workload => ({
   name, kind: 'consumer', replicas, selector: {}, revision: 7, retired: false,
   contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
   spec: { partitions: 8, source: 'in_t', sink: 'out_t', workMs: 1 },
+});
+
+/** A stream job of one source, one aggregate and one sink. */
+const streamWorkload = (name: string): Workload => ({
+  name, kind: 'stream', replicas: 3, selector: {}, revision: 7, retired: false,
+  contract: { ownership: 'partitioned', partitions: 4, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' },
+  spec: {
+    source: 'in_t', sink: 'out_t', partitions: 4, checkpointIntervalMs: 1000, maxParallelism: 128,
+    operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 1 }, { id: 'out', kind: 'sink', parallelism: 1 }],
+  },
 });
 
 const nonRetryable = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
@@ -157,6 +168,20 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async stopAllTasksOfWorkload() {
       call('stopAllTasksOfWorkload');
       return current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
+    },
+    async resizeStreamJob(input) {
+      call('resizeStreamJob');
+      const from = { src: 1, agg: 1, out: 1 };
+      const to = { ...from, ...input.parallelism };
+      return { replicas: Object.values(to).reduce((a, b) => a + b, 0), from, to };
+    },
+    async stopStreamJob() {
+      call('stopStreamJob');
+      return { stopped: current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: ['rt-9'] };
+    },
+    async streamRestorePoint() {
+      call('streamRestorePoint');
+      return { id: 41, generation: 1, triggeredAt: '2030-01-01T00:00:00.000Z', completedAt: '2030-01-01T00:00:01.000Z' };
     },
     async confirmRemoved(input) {
       call('confirmRemoved');
@@ -317,6 +342,22 @@ export const SCENARIOS: Scenario[] = [
       const result = await client.workflow.execute(stopTheWorldReplan, { taskQueue, workflowId, args: [{ workload, replicas: 3, reason: 'recorded' }] });
       assert.equal(result.generation, 2);
       assert.equal(result.stopped.length, 3);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A stream job: resized, stopped, restored from the last completed checkpoint in a new generation.
+    name: 'stop-the-world-replan-stream',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const result = (await client.workflow.execute(stopTheWorldReplan, {
+        taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded' }],
+      })) as StreamReplanOutcome;
+      assert.equal(result.restoredFrom, 41);
+      assert.deepEqual(result.parallelism.to, { src: 1, agg: 2, out: 1 });
+      assert.deepEqual(result.unreachable, ['rt-9']);
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
       return { workflowId };
     },

@@ -1,0 +1,85 @@
+// Stream job activities for the stop-the-world replan (DESIGN.md §4.5, §5 "stream"): resize a job's
+// operators in its definition, stop every subtask wherever it runs, and read the checkpoint the new
+// generation restores from.
+import { ApplicationFailure } from '@temporalio/activity';
+import { buildPlan } from '../domain/plan';
+import { scaleParallelism, subtaskCount, withParallelism } from '../domain/stream';
+import { describeIssues, StreamSpecSchema, type TaskStatus } from '../protocol';
+import { createPlanner } from './planning';
+import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
+
+export function streamActivities(deps: ActivityDeps) {
+  const { runtimes, registry, streamJobs } = deps.stores;
+  const { agents, now } = deps;
+  const { agentOf, requireWorkload } = lookups(deps);
+  const planner = createPlanner(deps.stores, now);
+
+  return {
+    /**
+     * Sets a stream job's operator parallelism in its definition: the given operators' (`parallelism`),
+     * or every operator scaled proportionally to a subtask count (`replicas`), or as it is. Answers
+     * the subtask count to place. A resulting spec the schema refuses fails non-retryably, naming why.
+     */
+    async resizeStreamJob(input: { workload: string; parallelism?: Record<string, number>; replicas?: number }) {
+      const workload = await requireWorkload(input.workload);
+      if (workload.kind !== 'stream') {
+        throw ApplicationFailure.create({ type: 'invalid-input', message: `${input.workload} is a ${workload.kind}, not a stream job`, nonRetryable: true });
+      }
+      const from = Object.fromEntries(workload.spec.operators.map((op) => [op.id, op.parallelism]));
+      const unknown = Object.keys(input.parallelism ?? {}).filter((id) => !(id in from));
+      if (unknown.length) {
+        throw ApplicationFailure.create({ type: 'invalid-input', message: `job ${input.workload} has no operator ${unknown.join(', ')} (operators: ${Object.keys(from).join(', ')})`, nonRetryable: true });
+      }
+      const wanted = input.parallelism ?? (input.replicas !== undefined ? scaleParallelism(workload.spec, input.replicas) : from);
+      const parsed = StreamSpecSchema.safeParse(withParallelism(workload.spec, wanted));
+      if (!parsed.success) {
+        throw ApplicationFailure.create({ type: 'invalid-input', message: `job ${input.workload} at ${JSON.stringify(wanted)}: ${describeIssues(parsed.error)}`, nonRetryable: true });
+      }
+      const spec = parsed.data;
+      const to = Object.fromEntries(spec.operators.map((op) => [op.id, op.parallelism]));
+      // A job runs whole or not at all: refuse a size the fleet's free slots cannot hold, before anything changes.
+      const trial = buildPlan({ workload, replicas: subtaskCount(spec), ...(await planner.snapshot()), nowMs: now(), newGeneration: true });
+      if (trial.unplaced) {
+        throw ApplicationFailure.create({
+          type: 'placement-unavailable', nonRetryable: true,
+          message: `job ${input.workload} at ${JSON.stringify(to)} needs ${subtaskCount(spec)} subtasks; ${trial.unplaced.missing} do not fit the eligible runtimes' free slots (nothing was changed)`,
+        });
+      }
+      if (JSON.stringify(to) !== JSON.stringify(from)) {
+        const { name: _name, revision: _revision, retired: _retired, ...definition } = workload;
+        await registry.putWorkload(input.workload, { ...definition, spec, replicas: subtaskCount(spec) });
+      }
+      return { replicas: subtaskCount(spec), from, to };
+    },
+
+    /**
+     * Stops every subtask of a stream job on every runtime that answers. A runtime that does not
+     * answer is listed, not waited for: its subtasks can commit nothing once the new generation
+     * starts (every commit checks the job's generation), and the replan places around it.
+     */
+    async stopStreamJob(input: { workload: string }): Promise<{ stopped: TaskRef[]; unreachable: string[] }> {
+      const stopped: TaskRef[] = [];
+      const unreachable: string[] = [];
+      for (const runtime of await runtimes.list()) {
+        heartbeat({ runtime: runtime.id });
+        if (runtime.status === 'LOST') continue;
+        try {
+          const agent = await agentOf(runtime.id);
+          const tasks: TaskStatus[] = await agents.listTasks(agent);
+          for (const task of tasks.filter((t) => t.workload === input.workload)) {
+            await agents.stopTask(agent, task.taskId, {});
+            stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+          }
+        } catch {
+          unreachable.push(runtime.id);
+        }
+      }
+      return { stopped, unreachable };
+    },
+
+    /** The newest completed checkpoint of a job: what its next generation restores from (null: none, it starts empty). */
+    async streamRestorePoint(input: { workload: string }) {
+      return streamJobs.lastCompletedCheckpoint(input.workload);
+    },
+  };
+}

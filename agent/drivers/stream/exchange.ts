@@ -1,0 +1,264 @@
+// Record exchange between stream subtasks over TCP (DESIGN.md §5 "stream"): one connection per
+// (upstream subtask, downstream subtask) pair, newline-delimited JSON arrays, so order within a
+// channel is the wire's order (a barrier never overtakes a record). Backpressure is TCP's own: a
+// writer waits for 'drain' when the socket's buffer is full, and a reader pauses its socket while
+// its queue is long or its channel is held for barrier alignment.
+//
+// A connection opens with one hello line naming the job, the generation, the upstream subtask and
+// the generation's exchange secret; anything else is dropped before a single record is read.
+import { once } from 'node:events';
+import net from 'node:net';
+import { timingSafeEqual } from 'node:crypto';
+
+/** A message on the wire: [0, ...record], [1, checkpointId] (barrier), [2, watermarkMs]. */
+export type WireMessage = readonly unknown[];
+export const RECORD = 0;
+export const BARRIER = 1;
+export const WATERMARK = 2;
+
+export interface Hello {
+  job: string;
+  generation: number;
+  /** the job-global index of the upstream subtask */
+  from: number;
+  secret: string;
+}
+
+/** Messages queued per input channel before its socket is paused. */
+const QUEUE_HIGH_WATER = 4096;
+/** A hello line longer than this is not a hello. */
+const MAX_HELLO_BYTES = 4096;
+
+const sameSecret = (a: string, b: string): boolean => {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+};
+
+/** Splits a byte stream into lines; a partial line waits for the rest. */
+class LineSplitter {
+  private rest = '';
+  push(chunk: string): string[] {
+    const text = this.rest + chunk;
+    const lines = text.split('\n');
+    this.rest = lines.pop() ?? '';
+    return lines;
+  }
+  get pending(): number {
+    return this.rest.length;
+  }
+}
+
+/** One upstream subtask's channel into this subtask. */
+export class InputChannel {
+  private queue: WireMessage[] = [];
+  private head = 0;
+  /** the barrier this channel delivered and is held at, until alignment releases it */
+  heldAt: number | null = null;
+  /** the newest watermark this channel delivered */
+  watermark = 0;
+  closed = false;
+
+  constructor(
+    readonly from: number,
+    private readonly socket: net.Socket,
+    private readonly wake: () => void,
+  ) {}
+
+  enqueue(message: WireMessage): void {
+    this.queue.push(message);
+    if (this.queued >= QUEUE_HIGH_WATER) this.socket.pause();
+  }
+
+  get queued(): number {
+    return this.queue.length - this.head;
+  }
+
+  /** The next message, unless the channel is held at a barrier. */
+  next(): WireMessage | undefined {
+    if (this.heldAt !== null || this.head >= this.queue.length) return undefined;
+    const message = this.queue[this.head++];
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    if (this.queued < QUEUE_HIGH_WATER / 2 && this.heldAt === null) this.socket.resume();
+    return message;
+  }
+
+  hold(checkpoint: number): void {
+    this.heldAt = checkpoint;
+  }
+
+  release(): void {
+    this.heldAt = null;
+    this.socket.resume();
+    this.wake();
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+export interface InputServerOptions {
+  host: string;
+  job: string;
+  generation: number;
+  secret: string;
+  /** the upstream subtasks this subtask takes input from */
+  expected: ReadonlySet<number>;
+  /** called when a message or a close arrives, so the processing loop wakes */
+  wake: () => void;
+  /** an expected channel closed before this subtask stopped */
+  onUnexpectedClose: (from: number, reason: string) => void;
+  log: (event: string, fields?: Record<string, unknown>) => void;
+}
+
+/** The listening side: accepts one authenticated channel per expected upstream subtask. */
+export class InputServer {
+  readonly channels = new Map<number, InputChannel>();
+  private readonly server: net.Server;
+  private stopping = false;
+
+  private constructor(private readonly options: InputServerOptions) {
+    this.server = net.createServer((socket) => this.accept(socket));
+    this.server.on('error', (error) => options.log('stream input server error', { error: error.message }));
+  }
+
+  static async listen(options: InputServerOptions): Promise<InputServer> {
+    const input = new InputServer(options);
+    input.server.listen(0, options.host);
+    await once(input.server, 'listening');
+    return input;
+  }
+
+  get port(): number {
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  /** Every expected upstream subtask has connected. */
+  get complete(): boolean {
+    return this.channels.size === this.options.expected.size;
+  }
+
+  private accept(socket: net.Socket): void {
+    socket.setEncoding('utf8');
+    socket.setNoDelay(true);
+    const lines = new LineSplitter();
+    let channel: InputChannel | null = null;
+    socket.on('data', (chunk: string) => {
+      const received = lines.push(chunk);
+      if (!channel) {
+        if (received.length === 0) {
+          if (lines.pending > MAX_HELLO_BYTES) socket.destroy();
+          return;
+        }
+        channel = this.admit(socket, received.shift()!);
+        if (!channel) return;
+      }
+      try {
+        for (const line of received) if (line) channel.enqueue(JSON.parse(line) as WireMessage);
+      } catch {
+        // An authenticated peer sent something that is not a message: the channel is unusable.
+        socket.destroy();
+      }
+      this.options.wake();
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      if (!channel || this.channels.get(channel.from) !== channel) return;
+      channel.closed = true;
+      this.options.wake();
+      if (!this.stopping) this.options.onUnexpectedClose(channel.from, 'the connection closed');
+    });
+  }
+
+  /** Checks the hello; a refused connection is closed and never becomes a channel. */
+  private admit(socket: net.Socket, line: string): InputChannel | null {
+    let hello: Partial<Hello>;
+    try {
+      hello = JSON.parse(line) as Partial<Hello>;
+    } catch {
+      socket.destroy();
+      return null;
+    }
+    const { job, generation, secret } = this.options;
+    const from = hello.from;
+    const refuse = (reason: string) => {
+      this.options.log('stream input refused', { reason, from: typeof from === 'number' ? from : null });
+      socket.destroy();
+      return null;
+    };
+    if (typeof hello.secret !== 'string' || !sameSecret(hello.secret, secret)) return refuse('wrong exchange secret');
+    if (hello.job !== job || hello.generation !== generation) return refuse(`hello for ${String(hello.job)} generation ${String(hello.generation)}`);
+    if (typeof from !== 'number' || !this.options.expected.has(from)) return refuse(`subtask ${String(from)} is not an input of this subtask`);
+    if (this.channels.has(from)) return refuse(`subtask ${from} is connected already`);
+    const channel = new InputChannel(from, socket, this.options.wake);
+    this.channels.set(from, channel);
+    return channel;
+  }
+
+  async close(): Promise<void> {
+    this.stopping = true;
+    for (const channel of this.channels.values()) channel.close();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** The sending side of one channel: buffered lines, written with TCP backpressure. */
+export class OutputChannel {
+  private buffered: string[] = [];
+  private failure: Error | null = null;
+  private closing = false;
+
+  private constructor(
+    readonly to: number,
+    private readonly socket: net.Socket,
+  ) {}
+
+  static async connect(to: number, host: string, port: number, hello: Hello, onBroken: (to: number, reason: string) => void): Promise<OutputChannel> {
+    const socket = net.connect({ host, port });
+    socket.setNoDelay(true);
+    await Promise.race([
+      once(socket, 'connect'),
+      once(socket, 'error').then(([error]) => {
+        throw error as Error;
+      }),
+    ]);
+    const output = new OutputChannel(to, socket);
+    socket.on('error', (error) => {
+      output.failure ??= error;
+    });
+    socket.on('close', () => {
+      if (!output.closing) onBroken(to, output.failure?.message ?? 'the connection closed');
+    });
+    socket.write(`${JSON.stringify(hello)}\n`);
+    return output;
+  }
+
+  push(message: WireMessage): void {
+    this.buffered.push(JSON.stringify(message));
+  }
+
+  get pending(): number {
+    return this.buffered.length;
+  }
+
+  /** Writes what is buffered; waits while the peer's window is full (backpressure). */
+  async flush(): Promise<void> {
+    if (this.failure) throw this.failure;
+    if (this.buffered.length === 0) return;
+    const text = `${this.buffered.join('\n')}\n`;
+    this.buffered = [];
+    if (!this.socket.write(text)) {
+      await Promise.race([once(this.socket, 'drain'), once(this.socket, 'close')]);
+      if (this.socket.destroyed) throw this.failure ?? new Error(`the channel to subtask ${this.to} closed`);
+    }
+  }
+
+  close(): void {
+    this.closing = true;
+    this.socket.destroy();
+  }
+}

@@ -1,0 +1,66 @@
+// The stream driver (DESIGN.md §5 "stream"): hosts a job's subtasks on this agent. Each subtask is
+// a StreamSubtask (subtask.ts); they share one small connection pool for snapshots and triggers.
+import type { Pool } from 'pg';
+import { createPool } from '../../../lib/pg';
+import { describeIssues, StreamSpecSchema, type StreamSpec } from '../../../protocol';
+import { subtaskCount } from '../../../domain/stream';
+import { sourceHasAppendedAt } from '../consumer-schema';
+import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../driver';
+import { probeTables } from '../table-probe';
+import { DEFAULT_STREAM_TUNING, StreamSubtask, type StreamTuning } from './subtask';
+
+const POOL_SIZE = 8;
+
+function parseStart(start: TaskStart): StreamSpec {
+  const parsed = StreamSpecSchema.safeParse(start.spec);
+  if (!parsed.success) throw new DriverError('invalid-spec', `stream spec: ${describeIssues(parsed.error)}`);
+  if (start.index >= subtaskCount(parsed.data)) {
+    throw new DriverError('invalid-spec', `subtask ${start.index} is outside the job's ${subtaskCount(parsed.data)} subtasks`);
+  }
+  return parsed.data;
+}
+
+export function createStreamDriver(ctx: DriverContext, tuning: Partial<StreamTuning> = {}): TaskDriver {
+  const subtasks = new Set<StreamSubtask>();
+  let pool: Pool | null = null;
+  const sharedPool = (): Pool => {
+    if (!ctx.databaseUrl) throw new DriverError('placement-unavailable', `runtime ${ctx.runtimeId} has no database URL; the stream driver needs PostgreSQL`);
+    pool ??= createPool(ctx.databaseUrl, { max: POOL_SIZE, connectTimeoutMs: 5_000, idleInTransactionTimeoutMs: 30_000 });
+    return pool;
+  };
+  const appendedAtKnown = new Map<string, boolean>();
+
+  return {
+    kind: 'stream',
+
+    async start(start: TaskStart): Promise<TaskHandle> {
+      const spec = parseStart(start);
+      const subtask = new StreamSubtask(
+        {
+          ctx, pool: sharedPool(), tuning: { ...DEFAULT_STREAM_TUNING, ...tuning },
+          sourceHasAppendedAt: async (source) => {
+            if (!appendedAtKnown.has(source)) appendedAtKnown.set(source, await sourceHasAppendedAt(sharedPool(), source));
+            return appendedAtKnown.get(source)!;
+          },
+        },
+        start, spec,
+      );
+      subtasks.add(subtask);
+      ctx.log('stream.started', { taskId: subtask.taskId, incarnation: subtask.incarnation, index: start.index, generation: start.generation });
+      return subtask;
+    },
+
+    async probe(spec: unknown) {
+      const parsed = StreamSpecSchema.safeParse(spec);
+      return probeTables(ctx, parsed.success ? parsed.data : { invalid: `invalid stream spec: ${describeIssues(parsed.error)}` });
+    },
+
+    async close(): Promise<void> {
+      await Promise.all([...subtasks].map((s) => s.drain().catch(() => null)));
+      subtasks.clear();
+      const closing = pool;
+      pool = null;
+      await closing?.end().catch(() => {});
+    },
+  };
+}

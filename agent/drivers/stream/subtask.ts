@@ -1,0 +1,476 @@
+// One stream subtask (DESIGN.md §5 "stream"): a source, a keyed-aggregate or a sink of a job,
+// running inside the agent, exchanging records with its peers over TCP (exchange.ts) and keeping
+// its checkpoints in PostgreSQL (job-state.ts).
+//
+// Checkpoints: the job's coordinator (the clock in the first sink subtask) assigns ids every
+// checkpointIntervalMs, one in flight at a time. A source injects barrier N between two batches:
+// it snapshots the offsets it has emitted, then sends N on every output. An aggregate or sink
+// holds each input at barrier N until every input delivered N (alignment); the aggregate then
+// snapshots its counts per key group and forwards N; the sink pre-commits its output for N, and
+// the last sink subtask to do so commits the checkpoint: sink rows and the completed mark in one
+// transaction. Because every subtask snapshots before it forwards a barrier, a sink aligned on N
+// knows every upstream snapshot of N is durable.
+//
+// Restore: every subtask of a generation starts from the newest completed checkpoint: sources seek
+// to its offsets, aggregates load the key groups they own now, sinks drop pre-commits of older
+// generations. A subtask cannot rejoin a dataflow that moved on without it: any failure (a peer's
+// channel closing, PostgreSQL refusing a snapshot) marks it failed, and the control plane replans
+// the job from the last completed checkpoint.
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import {
+  type CheckpointClockAnswer,
+  type CheckpointClockCommand,
+  type StreamSpec,
+  type TaskState,
+} from '../../../protocol';
+import { blockOf, keyGroupOf, keyGroupRange, ownerOfKeyGroup, sourcePartitions, subtaskAt, subtaskCount, type SubtaskIdentity } from '../../../domain/stream';
+import type { DrainReceipt, DriverContext, TaskHandle, TaskStart, TaskStatus } from '../driver';
+import { BARRIER, InputServer, OutputChannel, RECORD, WATERMARK, type WireMessage } from './exchange';
+import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
+
+export interface StreamTuning {
+  /** records read per partition per source batch */
+  batchPerPartition: number;
+  /** how often a source asks for new checkpoint triggers */
+  triggerPollMs: number;
+  /** a source's pause when its partitions have nothing new */
+  idlePollMs: number;
+  /** how long a subtask waits for its peers' addresses and channels before it fails */
+  wiringTimeoutMs: number;
+}
+
+export const DEFAULT_STREAM_TUNING: StreamTuning = { batchPerPartition: 500, triggerPollMs: 50, idlePollMs: 20, wiringTimeoutMs: 60_000 };
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+const LATENCY_SAMPLES = 256;
+const BACKLOG_REFRESH_MS = 1_000;
+
+export interface SubtaskDeps {
+  ctx: DriverContext;
+  pool: Pool;
+  tuning: StreamTuning;
+  /** whether the source table has `appended_at` (latency from append rather than from read) */
+  sourceHasAppendedAt: (source: string) => Promise<boolean>;
+}
+
+export class StreamSubtask implements TaskHandle {
+  readonly taskId: string;
+  readonly incarnation = randomUUID();
+  private readonly identity: SubtaskIdentity;
+  private readonly state: JobState;
+  private phase: TaskState = 'starting';
+  private detail: string | undefined;
+  private stopping = false;
+  private readonly running: Promise<void>;
+  private wakeLoop: (() => void) | null = null;
+
+  private input: InputServer | null = null;
+  /** outputs by the downstream subtask's job-global index */
+  private readonly outputs = new Map<number, OutputChannel>();
+  private secret = '';
+
+  private readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0 };
+  private readonly latencies: number[] = [];
+  private latencyCursor = 0;
+  private backlog = 0;
+  private errors = 0;
+
+  /** coordinator (first sink subtask) only */
+  private clock: { paused: boolean; lastTriggered: number; inFlight: number | null } = { paused: false, lastTriggered: 0, inFlight: null };
+
+  constructor(
+    private readonly deps: SubtaskDeps,
+    private readonly start: TaskStart,
+    private readonly spec: StreamSpec,
+  ) {
+    this.taskId = start.taskId;
+    this.identity = subtaskAt(spec, start.index);
+    this.state = createJobState(deps.pool, start.workload);
+    this.running = this.run();
+  }
+
+  private get isCoordinator(): boolean {
+    return this.identity.kind === 'sink' && this.identity.operatorIndex === 0;
+  }
+
+  private log(event: string, fields: Record<string, unknown> = {}): void {
+    this.deps.ctx.log(event, { workload: this.start.workload, taskId: this.taskId, subtask: this.identity.index, operator: this.identity.operator, generation: this.start.generation, ...fields });
+  }
+
+  private fail(reason: string): void {
+    if (this.stopping || this.phase === 'failed') return;
+    this.phase = 'failed';
+    this.detail = reason;
+    this.errors++;
+    this.log('stream subtask failed', { reason });
+    // Peers notice at once (their channels close) and fail too: the job is replanned as a whole.
+    this.closeChannels();
+    this.wake();
+  }
+
+  /** A wake that came while the loop was busy: the next idle() returns at once. */
+  private woken = false;
+
+  private wake = (): void => {
+    const wake = this.wakeLoop;
+    this.wakeLoop = null;
+    if (wake) wake();
+    else this.woken = true;
+  };
+
+  /** Waits for a wake (new input, a release, a stop) or the timeout, whichever is first. */
+  private idle(timeoutMs: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wakeLoop = null;
+        resolve();
+      }, timeoutMs);
+      this.wakeLoop = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  private get active(): boolean {
+    return !this.stopping && this.phase !== 'failed';
+  }
+
+  private async run(): Promise<void> {
+    try {
+      await this.state.ensureTables(this.spec.source, this.spec.sink);
+      this.secret = await this.state.joinGeneration(this.start.generation);
+      const restorePoint = await this.state.latestCompleted();
+      this.counters.restoredFrom = restorePoint?.id ?? 0;
+      await this.listenIfDownstream();
+      const entered = await this.state.enterDirectory({
+        generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, operatorIndex: this.identity.operatorIndex,
+        runtimeId: this.deps.ctx.runtimeId, taskId: this.taskId, incarnation: this.incarnation,
+        host: this.input ? (this.deps.ctx.dataHost ?? '127.0.0.1') : null, port: this.input?.port ?? null,
+      });
+      if (!entered) throw new Error(`subtask ${this.identity.index} ran in generation ${this.start.generation} before (an earlier incarnation); it cannot rejoin the running dataflow: the job must be replanned`);
+      await this.connectOutputs();
+      await this.awaitInputs();
+      if (!this.active) return;
+      this.phase = 'ready';
+      this.log('stream subtask ready', { restoredFrom: this.counters.restoredFrom, incarnation: this.incarnation });
+      if (this.identity.kind === 'source') await this.runSource(restorePoint);
+      else if (this.identity.kind === 'keyed-aggregate') await this.runAggregate(restorePoint);
+      else await Promise.all([this.runSink(), this.isCoordinator ? this.runClock() : Promise.resolve()]);
+    } catch (error) {
+      if (error instanceof SupersededError) this.fail(`superseded: ${error.message}`);
+      else this.fail(messageOf(error));
+    }
+  }
+
+  // -- wiring ----------------------------------------------------------------------------------
+
+  /** The upstream subtasks whose channels this subtask reads. */
+  private upstream(): number[] {
+    const kind = this.identity.kind === 'keyed-aggregate' ? 'source' : this.identity.kind === 'sink' ? 'keyed-aggregate' : null;
+    if (!kind) return [];
+    const block = blockOf(this.spec, kind);
+    return Array.from({ length: block.parallelism }, (_, i) => block.base + i);
+  }
+
+  /** The downstream operator's block, whose every subtask this one sends to. */
+  private downstreamBlock() {
+    if (this.identity.kind === 'source') return blockOf(this.spec, 'keyed-aggregate');
+    if (this.identity.kind === 'keyed-aggregate') return blockOf(this.spec, 'sink');
+    return null;
+  }
+
+  private async listenIfDownstream(): Promise<void> {
+    const expected = this.upstream();
+    if (expected.length === 0) return;
+    this.input = await InputServer.listen({
+      host: this.deps.ctx.dataBindHost ?? '127.0.0.1', job: this.start.workload, generation: this.start.generation, secret: this.secret,
+      expected: new Set(expected), wake: this.wake, log: (event, fields) => this.log(event, fields),
+      onUnexpectedClose: (from, reason) => this.fail(`input from subtask ${from} ended: ${reason}`),
+    });
+  }
+
+  private async connectOutputs(): Promise<void> {
+    const block = this.downstreamBlock();
+    if (!block) return;
+    const wanted = Array.from({ length: block.parallelism }, (_, i) => block.base + i);
+    const deadline = Date.now() + this.deps.tuning.wiringTimeoutMs;
+    for (;;) {
+      if (!this.active) return;
+      const addresses = await this.state.addresses(this.start.generation, wanted);
+      if (addresses.length === wanted.length) {
+        for (const address of addresses.sort((a, b) => a.subtask - b.subtask)) {
+          const hello = { job: this.start.workload, generation: this.start.generation, from: this.identity.index, secret: this.secret };
+          const output = await OutputChannel.connect(address.subtask, address.host, address.port, hello, (to, reason) => this.fail(`output to subtask ${to} broke: ${reason}`));
+          this.outputs.set(address.subtask, output);
+        }
+        return;
+      }
+      if (Date.now() > deadline) throw new Error(`downstream subtasks ${wanted.join(', ')} did not all listen within ${this.deps.tuning.wiringTimeoutMs} ms`);
+      await sleep(50);
+    }
+  }
+
+  private async awaitInputs(): Promise<void> {
+    if (!this.input) return;
+    const deadline = Date.now() + this.deps.tuning.wiringTimeoutMs;
+    while (this.active && !this.input.complete) {
+      if (Date.now() > deadline) throw new Error(`upstream subtasks did not all connect within ${this.deps.tuning.wiringTimeoutMs} ms`);
+      await this.idle(100);
+    }
+  }
+
+  private async flushOutputs(): Promise<void> {
+    await Promise.all([...this.outputs.values()].map((o) => o.flush()));
+  }
+
+  private broadcast(message: WireMessage): void {
+    for (const output of this.outputs.values()) output.push(message);
+  }
+
+  private ack(checkpoint: number): void {
+    this.counters.lastCheckpoint = checkpoint;
+    this.counters.checkpointsAcked++;
+  }
+
+  private sampleLatency(ms: number): void {
+    if (this.latencies.length < LATENCY_SAMPLES) this.latencies.push(ms);
+    else this.latencies[this.latencyCursor++ % LATENCY_SAMPLES] = ms;
+  }
+
+  // -- source ----------------------------------------------------------------------------------
+
+  private async runSource(restorePoint: CompletedCheckpoint | null): Promise<void> {
+    const partitions = sourcePartitions(this.identity.operatorIndex, this.identity.parallelism, this.spec.partitions);
+    const offsets = new Map<number, number>(partitions.map((p) => [p, -1]));
+    if (restorePoint) {
+      for (const state of await this.state.snapshotStates<{ offsets: Record<string, number> }>(restorePoint, 'source')) {
+        for (const [partition, offset] of Object.entries(state.offsets)) if (offsets.has(Number(partition))) offsets.set(Number(partition), offset);
+      }
+    }
+    const aggregate = blockOf(this.spec, 'keyed-aggregate');
+    const hasAppendedAt = await this.deps.sourceHasAppendedAt(this.spec.source);
+    let injected = restorePoint?.id ?? 0;
+    let lastTriggerPoll = 0;
+    let lastBacklog = 0;
+    while (this.active) {
+      const now = Date.now();
+      if (now - lastTriggerPoll >= this.deps.tuning.triggerPollMs) {
+        lastTriggerPoll = now;
+        for (const checkpoint of await this.state.triggeredAfter(this.start.generation, injected)) {
+          await this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'source', state: { offsets: Object.fromEntries(offsets) } });
+          this.broadcast([BARRIER, checkpoint]);
+          await this.flushOutputs();
+          injected = checkpoint;
+          this.ack(checkpoint);
+        }
+      }
+      if (now - lastBacklog >= BACKLOG_REFRESH_MS) {
+        lastBacklog = now;
+        const newest = await this.state.newestOffsets(this.spec.source, partitions);
+        this.backlog = partitions.reduce((sum, p) => sum + Math.max(0, (newest.get(p) ?? -1) - offsets.get(p)!), 0);
+      }
+      const records = await this.state.readAfter(this.spec.source, offsets, this.deps.tuning.batchPerPartition, hasAppendedAt);
+      if (!this.active) return;
+      let watermark = 0;
+      for (const record of records) {
+        const target = aggregate.base + ownerOfKeyGroup(keyGroupOf(record.key, this.spec.maxParallelism), aggregate.parallelism, this.spec.maxParallelism);
+        this.outputs.get(target)!.push([RECORD, record.key, record.at]);
+        offsets.set(record.partition, record.offset);
+        if (record.at > watermark) watermark = record.at;
+      }
+      this.counters.recordsRead += records.length;
+      this.counters.recordsIn += records.length;
+      this.counters.recordsOut += records.length;
+      if (watermark > this.counters.watermark) {
+        this.counters.watermark = watermark;
+        this.broadcast([WATERMARK, watermark]);
+      }
+      await this.flushOutputs();
+      if (records.length === 0) await this.idle(this.deps.tuning.idlePollMs);
+    }
+  }
+
+  // -- aligned inputs (aggregate and sink) -----------------------------------------------------
+
+  /**
+   * Takes messages from every input not held at a barrier; when every input is held at the same
+   * barrier, calls `aligned` and releases them all. Watermarks: the minimum over the inputs.
+   */
+  private async runAligned(handlers: { record: (message: WireMessage) => void; aligned: (checkpoint: number) => Promise<void> }): Promise<void> {
+    const input = this.input!;
+    const channels = [...input.channels.values()];
+    while (this.active) {
+      let taken = 0;
+      for (const channel of channels) {
+        for (let n = 0; n < 512; n++) {
+          const message = channel.next();
+          if (!message) break;
+          taken++;
+          if (message[0] === RECORD) handlers.record(message);
+          else if (message[0] === BARRIER) channel.hold(message[1] as number);
+          else if (message[0] === WATERMARK) channel.watermark = message[1] as number;
+        }
+      }
+      const watermark = Math.min(...channels.map((c) => c.watermark));
+      if (watermark > this.counters.watermark) {
+        this.counters.watermark = watermark;
+        this.broadcast([WATERMARK, watermark]);
+      }
+      const held = channels.map((c) => c.heldAt);
+      if (held.every((h) => h !== null)) {
+        const checkpoint = held[0]!;
+        if (held.some((h) => h !== checkpoint)) throw new Error(`inputs hold different barriers (${held.join(', ')}): the channels are out of step`);
+        await this.flushOutputs();
+        await handlers.aligned(checkpoint);
+        this.ack(checkpoint);
+        for (const channel of channels) channel.release();
+        taken++; // the released inputs may hold queued messages already
+      }
+      await this.flushOutputs();
+      this.backlog = channels.reduce((sum, c) => sum + c.queued, 0);
+      if (taken === 0) await this.idle(100);
+    }
+  }
+
+  private async runAggregate(restorePoint: CompletedCheckpoint | null): Promise<void> {
+    const { maxParallelism } = this.spec;
+    const owned = keyGroupRange(this.identity.operatorIndex, this.identity.parallelism, maxParallelism);
+    const counts = new Map<string, number>();
+    if (restorePoint) {
+      for (const state of await this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate')) {
+        for (const [group, keys] of Object.entries(state.groups)) {
+          if (Number(group) < owned.start || Number(group) >= owned.end) continue;
+          for (const [key, count] of Object.entries(keys)) counts.set(key, count);
+        }
+      }
+    }
+    const sink = blockOf(this.spec, 'sink');
+    await this.runAligned({
+      record: (message) => {
+        const key = message[1] as string;
+        const count = (counts.get(key) ?? 0) + 1;
+        counts.set(key, count);
+        const target = sink.base + ownerOfKeyGroup(keyGroupOf(key, maxParallelism), sink.parallelism, maxParallelism);
+        this.outputs.get(target)!.push([RECORD, key, count, message[2]]);
+        this.counters.recordsIn++;
+        this.counters.recordsOut++;
+      },
+      aligned: async (checkpoint) => {
+        const groups: Record<string, Record<string, number>> = {};
+        for (const [key, count] of counts) (groups[keyGroupOf(key, maxParallelism)] ??= {})[key] = count;
+        await this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state: { groups } });
+        this.broadcast([BARRIER, checkpoint]);
+      },
+    });
+  }
+
+  private async runSink(): Promise<void> {
+    await this.state.abortOlderPrecommits(this.start.generation);
+    let epoch = new Map<string, number>();
+    let oldestAt = Infinity;
+    const sinkBlock = blockOf(this.spec, 'sink');
+    await this.runAligned({
+      record: (message) => {
+        const key = message[1] as string;
+        const count = message[2] as number;
+        if (count > (epoch.get(key) ?? 0)) epoch.set(key, count);
+        const at = message[3] as number;
+        if (at < oldestAt) oldestAt = at;
+        this.counters.recordsIn++;
+      },
+      aligned: async (checkpoint) => {
+        const keys = [...epoch.keys()];
+        const outcome = await this.state.precommitAndMaybeComplete({
+          checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, sink: this.spec.sink,
+          sinkSubtasks: sinkBlock.parallelism, totalSubtasks: subtaskCount(this.spec), keys, counts: keys.map((k) => epoch.get(k)!),
+        });
+        this.counters.recordsOut += keys.length;
+        if (outcome === 'completed') this.counters.commits++;
+        // The oldest record of the epoch became visible now (or at the last sink's commit).
+        if (oldestAt !== Infinity) this.sampleLatency(Date.now() - oldestAt);
+        epoch = new Map();
+        oldestAt = Infinity;
+      },
+    });
+  }
+
+  // -- the checkpoint clock (coordinator) ------------------------------------------------------
+
+  private async runClock(): Promise<void> {
+    let lastTriggerAt = Date.now();
+    while (this.active) {
+      await sleep(Math.min(50, this.spec.checkpointIntervalMs));
+      if (!this.active) return;
+      try {
+        if (this.clock.inFlight !== null) {
+          if (await this.state.isCompleted(this.clock.inFlight)) this.clock.inFlight = null;
+          continue;
+        }
+        if (this.clock.paused || Date.now() - lastTriggerAt < this.spec.checkpointIntervalMs) continue;
+        const id = await this.state.trigger(this.start.generation);
+        if (id === null) throw new SupersededError(`job ${this.start.workload} moved past generation ${this.start.generation}`);
+        lastTriggerAt = Date.now();
+        this.clock.lastTriggered = id;
+        this.clock.inFlight = id;
+      } catch (error) {
+        if (error instanceof SupersededError) throw error;
+        // PostgreSQL away: no checkpoint now; the data keeps flowing and the clock tries again.
+        this.errors++;
+        this.log('checkpoint clock error', { error: messageOf(error) });
+      }
+    }
+  }
+
+  /** Pauses or resumes the checkpoint clock (the coordinator only): no trigger while paused. */
+  checkpointClock(command: CheckpointClockCommand): CheckpointClockAnswer {
+    if (!this.isCoordinator) throw new Error(`task ${this.taskId} is not its job's checkpoint coordinator (the first sink subtask is)`);
+    this.clock.paused = command.state === 'paused';
+    return { state: this.clock.paused ? 'paused' : 'running', lastTriggered: this.clock.lastTriggered, inFlight: this.clock.inFlight };
+  }
+
+  // -- lifecycle ---------------------------------------------------------------------------------
+
+  private closeChannels(): void {
+    for (const output of this.outputs.values()) output.close();
+    void this.input?.close();
+  }
+
+  status(): TaskStatus {
+    const sorted = [...this.latencies].sort((a, b) => a - b);
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+    const counts: Record<string, number> = { ...this.counters, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
+    return {
+      taskId: this.taskId,
+      workload: this.start.workload,
+      incarnation: this.incarnation,
+      state: this.phase,
+      counts,
+      ...(sorted.length ? { latencyMs: { p50: at(0.5), p95: at(0.95) } } : {}),
+      backlog: this.backlog,
+      errors: this.errors,
+      generation: this.start.generation,
+      ...(this.detail ? { detail: this.detail } : {}),
+    };
+  }
+
+  /**
+   * Stops the subtask: its output since the last completed checkpoint is dropped, not flushed: the
+   * replan that follows restores from that checkpoint, and replays it exactly once.
+   */
+  async drain(): Promise<DrainReceipt> {
+    const startedAt = Date.now();
+    this.stopping = true;
+    this.closeChannels();
+    this.wake();
+    await this.running.catch(() => {});
+    if (this.phase !== 'failed') this.phase = 'stopped';
+    return { taskId: this.taskId, incarnation: this.incarnation, inFlight: 0, durationMs: Date.now() - startedAt };
+  }
+}

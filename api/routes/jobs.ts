@@ -1,0 +1,98 @@
+// Stream job routes (DESIGN.md §6): GET /v1/jobs/:job, what a job runs right now. Operators from the
+// workload's spec; subtasks from its placement joined with the task reports of the runtimes'
+// heartbeats; checkpoints from the stream tables; the running operation from Temporal.
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { subtaskAt } from '../../domain/stream';
+import { PHASE_KEY, type Assignment, type StreamSpec, type TaskReport } from '../../protocol';
+import { JobParamsSchema, STREAM_COUNTERS, type StreamJobView } from '../../protocol/stream';
+import type { ApiDeps } from '../deps';
+import { ApiError } from '../../http/errors';
+import { defineRoute, ok } from '../../http/route';
+
+/** The operations on a job, in the order one is shown when several run (scale:<job> is a retire or an applied plan; a stream scale runs as replan:<job>). */
+export const jobOperationIds = (job: string) => [`rescale:${job}`, `replan:${job}`, `scale:${job}`];
+
+/** How long the view waits on Temporal before it answers "running operation unknown" (null). */
+const TEMPORAL_WAIT_MS = 2_000;
+
+type RunningOperation = StreamJobView['runningOperation'];
+
+/** The first running operation on the job; null when none runs or Temporal does not answer in time. */
+async function runningOperationOf(deps: ApiDeps, job: string): Promise<RunningOperation> {
+  const lookUp = async (): Promise<RunningOperation> => {
+    const client = await deps.temporal.client();
+    const described = await Promise.all(jobOperationIds(job).map((workflowId) =>
+      client.workflow.getHandle(workflowId).describe().catch((error: unknown) => {
+        if (error instanceof WorkflowNotFoundError) return null;
+        throw error;
+      }),
+    ));
+    const running = described.find((d) => d?.status.name === 'RUNNING');
+    return running ? { workflowId: running.workflowId, kind: running.type, phase: running.typedSearchAttributes.get(PHASE_KEY) ?? null } : null;
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const giveUp = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), TEMPORAL_WAIT_MS);
+  });
+  try {
+    return await Promise.race([lookUp().catch(() => null), giveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const counter = (report: TaskReport | undefined, name: keyof typeof STREAM_COUNTERS): number | null => report?.counts[STREAM_COUNTERS[name]] ?? null;
+
+/** One subtask row: its identity from the spec, its figures from its latest task report. */
+function subtaskView(spec: StreamSpec, assignment: Assignment, report: TaskReport | undefined): StreamJobView['subtasks'][number] {
+  let operator = '?';
+  let index = -1; // placed under a spec the job no longer has (a replan not yet applied)
+  try {
+    const identity = subtaskAt(spec, assignment.index);
+    operator = identity.operator;
+    index = identity.operatorIndex;
+  } catch {
+    // keep the placeholders
+  }
+  return {
+    operator, index, subtask: assignment.index, runtimeId: assignment.runtimeId, taskId: assignment.taskId,
+    incarnation: report?.incarnation ?? null, state: report?.state ?? null,
+    recordsIn: counter(report, 'recordsIn'), recordsOut: counter(report, 'recordsOut'), recordsRead: counter(report, 'recordsRead'),
+    lastCheckpoint: counter(report, 'lastCheckpoint'), backlog: report?.backlog ?? null, latencyMs: report?.latencyMs ?? null,
+  };
+}
+
+export async function streamJobView(deps: ApiDeps, job: string): Promise<StreamJobView> {
+  const workload = await deps.registry.getWorkload(job);
+  if (!workload) throw new ApiError('not-found', `no workload ${job}`);
+  if (workload.kind !== 'stream') throw new ApiError('unsupported-kind', `${job} is a ${workload.kind} workload, not a stream job`, { kind: workload.kind });
+  const [placement, runtimes, lastCompletedCheckpoint, checkpointInFlight, runningOperation] = await Promise.all([
+    deps.registry.getPlacement(job),
+    deps.runtimes.list(),
+    deps.streamJobs.lastCompletedCheckpoint(job),
+    deps.streamJobs.checkpointInFlight(job),
+    runningOperationOf(deps, job),
+  ]);
+  const reportOf = new Map(runtimes.flatMap((r) => r.tasks.map((t) => [`${r.id}/${t.taskId}`, t] as const)));
+  const assignments = [...(placement?.assignments ?? [])].sort((a, b) => a.index - b.index);
+  return {
+    job,
+    generation: placement?.generation ?? null,
+    operators: workload.spec.operators.map(({ id, kind, parallelism }) => ({ id, kind, parallelism })),
+    subtasks: assignments.map((a) => subtaskView(workload.spec, a, reportOf.get(`${a.runtimeId}/${a.taskId}`))),
+    lastCompletedCheckpoint,
+    checkpointInFlight,
+    runningOperation,
+  };
+}
+
+export function jobRoutes(deps: ApiDeps) {
+  return [
+    defineRoute({
+      method: 'GET', path: '/v1/jobs/:job', access: 'viewer',
+      summary: 'a stream job: operators, subtasks with their counters, last completed checkpoint, running operation',
+      params: JobParamsSchema,
+      handler: async ({ params }) => ok(await streamJobView(deps, params.job)),
+    }),
+  ];
+}

@@ -1,0 +1,77 @@
+// Stream jobs across boundaries (DESIGN.md §5 "stream", §6): the counters a subtask reports, the
+// checkpoint-clock command of the agent protocol, and the job view of GET /v1/jobs/:job.
+import { z } from 'zod';
+import { WorkloadName } from './workload';
+
+/**
+ * The counters a stream subtask reports in its task report's `counts` (numbers only, so they
+ * travel in heartbeats unchanged). The operator and operator index follow from the task's
+ * assignment index and the job's spec (domain/stream.ts subtaskAt).
+ */
+export const STREAM_COUNTERS = {
+  /** records this subtask took in (sources: records read in this incarnation, re-reads included) */
+  recordsIn: 'recordsIn',
+  /** records this subtask emitted downstream (sinks: rows pre-committed) */
+  recordsOut: 'recordsOut',
+  /** sources: every record read, including re-reads after a restore */
+  recordsRead: 'recordsRead',
+  /** the newest checkpoint id this subtask snapshotted and acknowledged */
+  lastCheckpoint: 'lastCheckpoint',
+  /** how many checkpoints this subtask acknowledged in this incarnation */
+  checkpointsAcked: 'checkpointsAcked',
+  /** the checkpoint this incarnation restored from (0 = none: it started empty) */
+  restoredFrom: 'restoredFrom',
+  /** the job's placement generation this subtask runs in */
+  generation: 'generation',
+  /** the event-time watermark this subtask has passed on, in epoch ms (0 = none yet) */
+  watermark: 'watermark',
+  /** sinks: checkpoints this subtask's job committed while it ran */
+  commits: 'commits',
+} as const;
+
+/** POST /v1/tasks/:taskId/checkpoint-clock on the agent hosting a job's coordinator (its first sink subtask). */
+export const CheckpointClockBodySchema = z.strictObject({ state: z.enum(['paused', 'running']) });
+export type CheckpointClockCommand = z.infer<typeof CheckpointClockBodySchema>;
+export const CheckpointClockAnswerSchema = z.object({
+  state: z.enum(['paused', 'running']),
+  /** the newest checkpoint id the coordinator triggered (0 = none yet) */
+  lastTriggered: z.number(),
+  /** a triggered checkpoint not completed yet, if any */
+  inFlight: z.number().nullable(),
+});
+export type CheckpointClockAnswer = z.infer<typeof CheckpointClockAnswerSchema>;
+
+export const JobParamsSchema = z.object({ job: WorkloadName });
+
+export const StreamSubtaskViewSchema = z.object({
+  operator: z.string(),
+  /** index within the operator */
+  index: z.int(),
+  /** job-global index */
+  subtask: z.int(),
+  runtimeId: z.string(),
+  taskId: z.string(),
+  incarnation: z.string().nullable(),
+  state: z.string().nullable(),
+  recordsIn: z.number().nullable(),
+  recordsOut: z.number().nullable(),
+  recordsRead: z.number().nullable(),
+  lastCheckpoint: z.number().nullable(),
+  backlog: z.number().nullable(),
+  latencyMs: z.object({ p50: z.number(), p95: z.number() }).nullable(),
+});
+
+export const CheckpointViewSchema = z.object({ id: z.number(), generation: z.int(), triggeredAt: z.string(), completedAt: z.string().nullable() });
+
+/** GET /v1/jobs/:job */
+export const StreamJobViewSchema = z.object({
+  job: z.string(),
+  generation: z.int().nullable(),
+  operators: z.array(z.object({ id: z.string(), kind: z.string(), parallelism: z.int() })),
+  subtasks: z.array(StreamSubtaskViewSchema),
+  lastCompletedCheckpoint: CheckpointViewSchema.nullable(),
+  checkpointInFlight: CheckpointViewSchema.nullable(),
+  /** the running operation on the job (replan:<job>, rescale:<job>), if any */
+  runningOperation: z.object({ workflowId: z.string(), kind: z.string(), phase: z.string().nullable() }).nullable(),
+});
+export type StreamJobView = z.infer<typeof StreamJobViewSchema>;
