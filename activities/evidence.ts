@@ -39,7 +39,7 @@ export function evidenceActivities(deps: ActivityDeps) {
       return { eligible, probes };
     },
 
-    /** A snapshot of every task of the workload (from its agents) and, for consumers, the sink audit. */
+    /** A snapshot of every task of the workload (from its agents) and, for consumers and stream jobs, the sink audit. */
     async captureEvidence(input: { workload: string }): Promise<EvidenceSnapshot> {
       const workload = await requireWorkload(input.workload);
       const placement = await registry.getPlacement(input.workload);
@@ -51,7 +51,8 @@ export function evidenceActivities(deps: ActivityDeps) {
         const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).catch(() => null);
         tasks.push({
           taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
-          processed: status?.counts.processed ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
+          // a stream subtask's work is the records it took in
+          processed: status?.counts.processed ?? status?.counts.recordsIn ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
           ownedPartitions: status?.partitions?.length ?? 0, inFlight: status?.counts.inFlight ?? 0, ratePerSec: status?.counts.ratePerSec ?? 0,
         });
         rate += status?.counts.ratePerSec ?? 0;
@@ -71,6 +72,15 @@ export function evidenceActivities(deps: ActivityDeps) {
         snapshot.sink = {
           sourceCount: audit.sourceCount, sinkCount: audit.sinkCount, missing: audit.missing,
           duplicates: audit.duplicates, extra: audit.extra, orderViolations: audit.orderViolations,
+        };
+      }
+      if (workload.kind === 'stream') {
+        // Per-key counts: a lost or doubled record shows as the sink's total against the source rows the checkpoint covers.
+        const audit = await sinkAudit.streamCheckpoint({ job: workload.name, source: workload.spec.source, sink: workload.spec.sink });
+        const surplus = audit.sinkTotal - audit.coveredSourceRows;
+        snapshot.sink = {
+          sourceCount: audit.coveredSourceRows, sinkCount: audit.sinkTotal, missing: Math.max(0, -surplus),
+          duplicates: Math.max(0, surplus), extra: audit.rowsAboveCheckpoint, orderViolations: 0,
         };
       }
       return snapshot;

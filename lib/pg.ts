@@ -13,6 +13,8 @@ export interface PoolOptions {
    * a frozen client (SIGSTOP) then releases its row locks instead of holding them forever; none when unset
    */
   idleInTransactionTimeoutMs?: number;
+  /** names the process in pg_stat_activity, so an operator sees who holds which connection */
+  applicationName?: string;
 }
 
 export function createPool(connectionString: string, options: PoolOptions = {}): Pool {
@@ -23,6 +25,7 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
     ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs, statement_timeout: options.queryTimeoutMs } : {}),
     ...(options.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs } : {}),
+    ...(options.applicationName ? { application_name: options.applicationName } : {}),
   });
   // An idle client losing its server (e.g. PostgreSQL restarting) must not crash the process.
   pool.on('error', () => {});

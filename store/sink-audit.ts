@@ -128,6 +128,9 @@ async function auditTables(client: PoolClient, source: string, sink: string): Pr
 
 export function createSinkAuditStore(db: Pool) {
   return {
+    /** A stream job's sink against its last completed checkpoint (auditStreamCheckpoint). */
+    streamCheckpoint: (options: { job: string; source: string; sink: string }) => auditStreamCheckpoint(db, options),
+
     /** The exactly-once audit of a source table against its sink table, per partition and in total. */
     async exactlyOnce(options: { source: string; sink: string }): Promise<SinkAudit> {
       const source = quoteIdentifier(options.source);

@@ -2,6 +2,7 @@
 import { ApplicationFailure, executeChild, patched, proxyActivities, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
+import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
 import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../protocol';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
@@ -9,6 +10,7 @@ import { failureMessage, parseInput, profiles, trackOperation } from './operatio
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
+const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
 export const ReplanInputSchema = z.object({
   workload: WorkloadName,
@@ -71,6 +73,8 @@ export interface StreamReplanOutcome extends PlacementOutcome {
   parallelism: { from: Record<string, number>; to: Record<string, number> };
   /** runtimes that did not answer the stop and got no subtask */
   unreachable: string[];
+  /** before the stop against after the converge: a lost or doubled record is counted here */
+  comparison: EvidenceComparison;
 }
 
 /**
@@ -91,6 +95,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       { summary: `set the parallelism of ${input.workload} (${size})` }, [{ workload: input.workload, parallelism: input.parallelism, replicas }],
     );
     parallelism = { from: resized.from, to: resized.to };
+    const baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
     op.enter('stopping-the-world');
     const stop = await long.stopStreamJob.executeWithOptions({ summary: `stop the world: every subtask of ${input.workload}` }, [{ workload: input.workload }]);
     const restorePoint = await store.streamRestorePoint.executeWithOptions({ summary: `find the last completed checkpoint of ${input.workload}` }, [{ workload: input.workload }]);
@@ -108,13 +113,15 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     }
     const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
     const restoredFrom = restorePoint?.id ?? null;
+    const after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+    const comparison = compareEvidence(baseline, after, { expectedTasks: plan.target.length });
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} from checkpoint ${restoredFrom ?? 'none'}` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: subtotal(resized.from), toReplicas: plan.target.length,
       reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism },
-      planId: plan.id, workflowId, runId, outcome: 'completed',
+      planId: plan.id, workflowId, runId, outcome: 'completed', evidence: { verdict: comparison.verdict, reasons: comparison.reasons, conservation: comparison.conservation },
     }]);
     op.enter('done');
-    return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism, unreachable: stop.unreachable };
+    return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism, unreachable: stop.unreachable, comparison };
   } catch (error) {
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: parallelism ? subtotal(parallelism.from) : 0, toReplicas: null,

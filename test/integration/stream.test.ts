@@ -6,6 +6,7 @@ import { runLoad } from '../../store/source-feed';
 import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
 import { createStreamJobStore } from '../../store/stream-jobs';
 import { STREAM_CHECKPOINTS_TABLE } from '../../protocol/stream-tables';
+import { STREAM_APPLICATION_NAME } from '../../agent/drivers/stream';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
@@ -124,6 +125,36 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     await stack.waitFor('a checkpoint after the resume', async () => (await newestCheckpoint()) > atPause);
   });
 
+  test("static stability: PostgreSQL dropping every subtask's connection, again and again, stops no subtask and loses nothing", async () => {
+    const before = await tasksOf(stack, job);
+    const errorsBefore = sum(before.map((t) => ({ counts: { errors: t.errors } })), 'errors');
+    const controller = new AbortController();
+    const loading = runLoad({ databaseUrl: stack.databaseUrl, source: tables.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs: 5_000, keySpace: 500, signal: controller.signal });
+    let terminated = 0;
+    const errorsNow = async () => sum((await tasksOf(stack, job)).map((t) => ({ counts: { errors: t.errors } })), 'errors');
+    try {
+      // Until some subtask's database step was cut off mid-query (an idle connection just reconnects).
+      await stack.waitFor('a subtask database step cut off by a dropped connection', async () => {
+        const { rows } = await stack.db.query(
+          `select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = current_database() and application_name like $1`,
+          [`${STREAM_APPLICATION_NAME}:%`],
+        );
+        terminated += rows[0].n;
+        return (await errorsNow()) > errorsBefore;
+      }, { timeoutMs: 30_000, intervalMs: 100 });
+    } finally {
+      controller.abort();
+      await loading;
+    }
+    expect(terminated).toBeGreaterThan(0);
+    await awaitCheckpointCovering(job, tables);
+    const after = await tasksOf(stack, job);
+    // The same incarnations, all ready: nothing restarted; their database steps failed and were retried.
+    expect(after.map((t) => `${t.taskId}/${t.incarnation}/${t.state}`).sort()).toEqual(before.map((t) => `${t.taskId}/${t.incarnation}/ready`).sort());
+    const total = await written(tables);
+    expect(await auditStreamSink(stack.db, tables)).toMatchObject({ sourceRows: total, sinkTotal: total, mismatchedKeys: 0, exact: true });
+  });
+
   test('a stop-the-world replan of the aggregate 2 → 3 under load: exactly-once, sources resume from the checkpoint', async () => {
     const before = await tasksOf(stack, job);
     const readBefore = sum(before.filter((t) => t.counts.subtask < 2), 'recordsRead');
@@ -154,6 +185,8 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
 
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${job}&kind=replan`, { role: 'viewer' })).body;
     expect(ledger.events[0]).toMatchObject({ kind: 'replan', outcome: 'completed', inputs: { restoredFrom: outcome.restoredFrom, parallelism: outcome.parallelism } });
+    // The evidence before the stop and after the converge counted nothing lost or doubled.
+    expect(outcome.comparison).toMatchObject({ verdict: 'pass', conservation: { duplicates: 0, extra: 0 } });
   });
 
   test('SIGKILL of the agent hosting an aggregate subtask: the job replans from the last completed checkpoint, exactly-once', async () => {

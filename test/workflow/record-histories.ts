@@ -358,6 +358,7 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(result.restoredFrom, 41);
       assert.deepEqual(result.parallelism.to, { src: 1, agg: 2, out: 1 });
       assert.deepEqual(result.unreachable, ['rt-9']);
+      assert.equal(result.comparison.verdict, 'pass');
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
       return { workflowId };
     },

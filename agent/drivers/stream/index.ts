@@ -10,6 +10,8 @@ import { probeTables } from '../table-probe';
 import { DEFAULT_STREAM_TUNING, StreamSubtask, type StreamTuning } from './subtask';
 
 const POOL_SIZE = 8;
+/** The stream driver's connections in pg_stat_activity: `scalegate-stream:<runtime id>`. */
+export const STREAM_APPLICATION_NAME = 'scalegate-stream';
 
 function parseStart(start: TaskStart): StreamSpec {
   const parsed = StreamSpecSchema.safeParse(start.spec);
@@ -25,7 +27,7 @@ export function createStreamDriver(ctx: DriverContext, tuning: Partial<StreamTun
   let pool: Pool | null = null;
   const sharedPool = (): Pool => {
     if (!ctx.databaseUrl) throw new DriverError('placement-unavailable', `runtime ${ctx.runtimeId} has no database URL; the stream driver needs PostgreSQL`);
-    pool ??= createPool(ctx.databaseUrl, { max: POOL_SIZE, connectTimeoutMs: 5_000, idleInTransactionTimeoutMs: 30_000 });
+    pool ??= createPool(ctx.databaseUrl, { max: POOL_SIZE, connectTimeoutMs: 5_000, idleInTransactionTimeoutMs: 30_000, applicationName: `${STREAM_APPLICATION_NAME}:${ctx.runtimeId}` });
     return pool;
   };
   const appendedAtKnown = new Map<string, boolean>();

@@ -144,16 +144,16 @@ export class StreamSubtask implements TaskHandle {
 
   private async run(): Promise<void> {
     try {
-      await this.state.ensureTables(this.spec.source, this.spec.sink);
-      this.secret = await this.state.joinGeneration(this.start.generation);
-      const restorePoint = await this.state.latestCompleted();
+      await this.durably('create the tables', () => this.state.ensureTables(this.spec.source, this.spec.sink));
+      this.secret = await this.durably('join the generation', () => this.state.joinGeneration(this.start.generation));
+      const restorePoint = await this.durably('find the restore point', () => this.state.latestCompleted());
       this.counters.restoredFrom = restorePoint?.id ?? 0;
       await this.listenIfDownstream();
-      const entered = await this.state.enterDirectory({
+      const entered = await this.durably('enter the directory', () => this.state.enterDirectory({
         generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, operatorIndex: this.identity.operatorIndex,
         runtimeId: this.deps.ctx.runtimeId, taskId: this.taskId, incarnation: this.incarnation,
         host: this.input ? (this.deps.ctx.dataHost ?? '127.0.0.1') : null, port: this.input?.port ?? null,
-      });
+      }));
       if (!entered) throw new Error(`subtask ${this.identity.index} ran in generation ${this.start.generation} before (an earlier incarnation); it cannot rejoin the running dataflow: the job must be replanned`);
       await this.connectOutputs();
       await this.awaitInputs();
@@ -166,6 +166,24 @@ export class StreamSubtask implements TaskHandle {
     } catch (error) {
       if (error instanceof SupersededError) this.fail(`superseded: ${error.message}`);
       else this.fail(messageOf(error));
+    }
+  }
+
+  /**
+   * Runs a PostgreSQL step until it succeeds (static stability: a database outage stalls the job,
+   * it never stops it). The dataflow waits meanwhile, which upstream feels as backpressure. Only a
+   * superseded generation, or this subtask stopping, ends the wait.
+   */
+  private async durably<T>(what: string, step: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await step();
+      } catch (error) {
+        if (error instanceof SupersededError || !this.active) throw error;
+        this.errors++;
+        if (attempt === 1 || attempt % 10 === 0) this.log('stream database step failed; retrying', { what, attempt, error: messageOf(error) });
+        await sleep(Math.min(2_000, 50 * 2 ** Math.min(attempt, 6)));
+      }
     }
   }
 
@@ -203,7 +221,7 @@ export class StreamSubtask implements TaskHandle {
     const deadline = Date.now() + this.deps.tuning.wiringTimeoutMs;
     for (;;) {
       if (!this.active) return;
-      const addresses = await this.state.addresses(this.start.generation, wanted);
+      const addresses = await this.durably('read the directory', () => this.state.addresses(this.start.generation, wanted));
       if (addresses.length === wanted.length) {
         for (const address of addresses.sort((a, b) => a.subtask - b.subtask)) {
           const hello = { job: this.start.workload, generation: this.start.generation, from: this.identity.index, secret: this.secret };
@@ -250,12 +268,12 @@ export class StreamSubtask implements TaskHandle {
     const partitions = sourcePartitions(this.identity.operatorIndex, this.identity.parallelism, this.spec.partitions);
     const offsets = new Map<number, number>(partitions.map((p) => [p, -1]));
     if (restorePoint) {
-      for (const state of await this.state.snapshotStates<{ offsets: Record<string, number> }>(restorePoint, 'source')) {
+      for (const state of await this.durably('load source offsets', () => this.state.snapshotStates<{ offsets: Record<string, number> }>(restorePoint, 'source'))) {
         for (const [partition, offset] of Object.entries(state.offsets)) if (offsets.has(Number(partition))) offsets.set(Number(partition), offset);
       }
     }
     const aggregate = blockOf(this.spec, 'keyed-aggregate');
-    const hasAppendedAt = await this.deps.sourceHasAppendedAt(this.spec.source);
+    const hasAppendedAt = await this.durably('inspect the source table', () => this.deps.sourceHasAppendedAt(this.spec.source));
     let injected = restorePoint?.id ?? 0;
     let lastTriggerPoll = 0;
     let lastBacklog = 0;
@@ -263,8 +281,9 @@ export class StreamSubtask implements TaskHandle {
       const now = Date.now();
       if (now - lastTriggerPoll >= this.deps.tuning.triggerPollMs) {
         lastTriggerPoll = now;
-        for (const checkpoint of await this.state.triggeredAfter(this.start.generation, injected)) {
-          await this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'source', state: { offsets: Object.fromEntries(offsets) } });
+        for (const checkpoint of await this.durably('read checkpoint triggers', () => this.state.triggeredAfter(this.start.generation, injected))) {
+          const state = { offsets: Object.fromEntries(offsets) };
+          await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'source', state }));
           this.broadcast([BARRIER, checkpoint]);
           await this.flushOutputs();
           injected = checkpoint;
@@ -273,10 +292,10 @@ export class StreamSubtask implements TaskHandle {
       }
       if (now - lastBacklog >= BACKLOG_REFRESH_MS) {
         lastBacklog = now;
-        const newest = await this.state.newestOffsets(this.spec.source, partitions);
+        const newest = await this.durably('read the backlog', () => this.state.newestOffsets(this.spec.source, partitions));
         this.backlog = partitions.reduce((sum, p) => sum + Math.max(0, (newest.get(p) ?? -1) - offsets.get(p)!), 0);
       }
-      const records = await this.state.readAfter(this.spec.source, offsets, this.deps.tuning.batchPerPartition, hasAppendedAt);
+      const records = await this.durably('read the source', () => this.state.readAfter(this.spec.source, offsets, this.deps.tuning.batchPerPartition, hasAppendedAt));
       if (!this.active) return;
       let watermark = 0;
       for (const record of records) {
@@ -344,7 +363,7 @@ export class StreamSubtask implements TaskHandle {
     const owned = keyGroupRange(this.identity.operatorIndex, this.identity.parallelism, maxParallelism);
     const counts = new Map<string, number>();
     if (restorePoint) {
-      for (const state of await this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate')) {
+      for (const state of await this.durably('load key groups', () => this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate'))) {
         for (const [group, keys] of Object.entries(state.groups)) {
           if (Number(group) < owned.start || Number(group) >= owned.end) continue;
           for (const [key, count] of Object.entries(keys)) counts.set(key, count);
@@ -365,14 +384,14 @@ export class StreamSubtask implements TaskHandle {
       aligned: async (checkpoint) => {
         const groups: Record<string, Record<string, number>> = {};
         for (const [key, count] of counts) (groups[keyGroupOf(key, maxParallelism)] ??= {})[key] = count;
-        await this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state: { groups } });
+        await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state: { groups } }));
         this.broadcast([BARRIER, checkpoint]);
       },
     });
   }
 
   private async runSink(): Promise<void> {
-    await this.state.abortOlderPrecommits(this.start.generation);
+    await this.durably('abort older pre-commits', () => this.state.abortOlderPrecommits(this.start.generation));
     let epoch = new Map<string, number>();
     let oldestAt = Infinity;
     const sinkBlock = blockOf(this.spec, 'sink');
@@ -387,10 +406,10 @@ export class StreamSubtask implements TaskHandle {
       },
       aligned: async (checkpoint) => {
         const keys = [...epoch.keys()];
-        const outcome = await this.state.precommitAndMaybeComplete({
+        const outcome = await this.durably(`pre-commit checkpoint ${checkpoint}`, () => this.state.precommitAndMaybeComplete({
           checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, sink: this.spec.sink,
           sinkSubtasks: sinkBlock.parallelism, totalSubtasks: subtaskCount(this.spec), keys, counts: keys.map((k) => epoch.get(k)!),
-        });
+        }));
         this.counters.recordsOut += keys.length;
         if (outcome === 'completed') this.counters.commits++;
         // The oldest record of the epoch became visible now (or at the last sink's commit).
