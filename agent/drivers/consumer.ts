@@ -4,8 +4,8 @@
 // transaction, so a record is in the sink exactly once whoever processes it, and only the current
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
 import { randomUUID } from 'node:crypto';
-import { Client, Pool, type PoolClient } from 'pg';
-import { ConsumerSpecSchema, describeIssues, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
+import { Pool, type PoolClient } from 'pg';
+import { ConsumerSpecSchema, describeIssues, type ConsumerSpec, type DrainOptions } from '../../protocol';
 import { createPool } from '../../lib/pg';
 import {
   OFFSETS_TABLE,
