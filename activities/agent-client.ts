@@ -7,8 +7,14 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { z } from 'zod';
 import {
   isRetryable,
+  CheckpointClockAnswerSchema,
+  CutoverAnswerSchema,
   ProbeAnswerSchema,
   StopAnswerSchema,
+  type CheckpointClockAnswer,
+  type CheckpointClockCommand,
+  type CutoverAnswer,
+  type CutoverCommand,
   TaskListSchema,
   TaskStatusSchema,
   type DrainOptions,
@@ -71,6 +77,10 @@ export function createAgentClient(timeoutMs = 30_000) {
     /** null when the agent does not host the task */
     taskStatus: (agent: AgentTarget, taskId: string): Promise<TaskStatus | null> => call(agent, 'GET', task(taskId), TaskStatusSchema),
     listTasks: async (agent: AgentTarget): Promise<TaskStatus[]> => required(await call(agent, 'GET', '/v1/tasks', TaskListSchema), 'task list').tasks,
+    checkpointClock: async (agent: AgentTarget, taskId: string, command: CheckpointClockCommand): Promise<CheckpointClockAnswer> =>
+      required(await call(agent, 'POST', `${task(taskId)}/checkpoint-clock`, CheckpointClockAnswerSchema, command), `checkpoint clock of ${taskId}`),
+    armCutover: async (agent: AgentTarget, taskId: string, command: CutoverCommand): Promise<CutoverAnswer> =>
+      required(await call(agent, 'POST', `${task(taskId)}/cutover`, CutoverAnswerSchema, command), `cutover of ${taskId}`),
     probe: async (agent: AgentTarget, kind: WorkloadKind, spec: unknown): Promise<ProbeAnswer> =>
       required(await call(agent, 'POST', '/v1/probe', ProbeAnswerSchema, { kind, spec }), 'probe'),
   };

@@ -8,11 +8,13 @@ import { placementActivities } from './placement';
 import type { ActivityDeps } from './ports';
 import { reconcileActivities } from './reconcile';
 import { recoveryActivities } from './recovery';
+import { rescaleActivities } from './rescale';
 import { streamActivities } from './stream';
 import { taskActivities } from './tasks';
 
 export type { ActivityDeps, ActivityStores, TaskRef } from './ports';
 export type { ReconcilePassResult } from './reconcile';
+export type { RescalePlan } from './rescale';
 export type { MarkedLost, PreparedRecovery, RecoveryItem, SweepPassResult } from './recovery';
 
 export function createActivities(deps: ActivityDeps) {
@@ -25,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     ...reconcileActivities(deps),
     ...recoveryActivities(deps),
     ...streamActivities(deps),
+    ...rescaleActivities(deps),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

@@ -45,7 +45,8 @@ export function streamActivities(deps: ActivityDeps) {
           message: `job ${input.workload} at ${JSON.stringify(to)} needs ${subtaskCount(spec)} subtasks; ${trial.unplaced.missing} do not fit the eligible runtimes' free slots (nothing was changed)`,
         });
       }
-      if (JSON.stringify(to) !== JSON.stringify(from)) {
+      // Written also when only the layout changes: a hot rescale's appended indices start from 0 again.
+      if (JSON.stringify(spec) !== JSON.stringify(workload.spec)) {
         const { name: _name, revision: _revision, retired: _retired, ...definition } = workload;
         await registry.putWorkload(input.workload, { ...definition, spec, replicas: subtaskCount(spec) });
       }

@@ -12,13 +12,14 @@ export function taskActivities(deps: ActivityDeps) {
 
   return {
     /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
-    async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[] }) {
+    async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[]; joinAt?: number }) {
       const statuses: TaskStatus[] = [];
       for (const assignment of input.assignments) {
         heartbeat({ started: statuses.length });
         const status = await agents.startTask(await agentOf(assignment.runtimeId), assignment.taskId, {
           workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
           placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
+          ...(input.joinAt !== undefined ? { joinAt: input.joinAt } : {}),
         });
         statuses.push(status);
       }

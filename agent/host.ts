@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type CheckpointClockAnswer, type CheckpointClockCommand, type DrainOptions, type WorkloadKind } from '../protocol';
+import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type CheckpointClockAnswer, type CheckpointClockCommand, type CutoverAnswer, type CutoverCommand, type DrainOptions, type WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 import { writePrivateFileSync } from './state-files';
 
@@ -362,12 +362,22 @@ export class TaskHost {
   }
 
   /** Pauses or resumes a stream job's checkpoint clock on the task that runs it (its coordinator). */
-  checkpointClock(taskId: string, command: CheckpointClockCommand): CheckpointClockAnswer | null {
+  async checkpointClock(taskId: string, command: CheckpointClockCommand): Promise<CheckpointClockAnswer | null> {
     const hosted = this.tasks.get(taskId);
     if (!hosted) return null;
     if (!hosted.handle.checkpointClock) throw new DriverError('conflict', `task ${taskId} is a ${hosted.start.kind} task: it has no checkpoint clock`);
+    return hosted.handle.checkpointClock(command).catch((error: unknown) => {
+      throw new DriverError('conflict', messageOf(error));
+    });
+  }
+
+  /** Arms a stream subtask for a hot rescale's cutover at a checkpoint barrier. */
+  armCutover(taskId: string, command: CutoverCommand): CutoverAnswer | null {
+    const hosted = this.tasks.get(taskId);
+    if (!hosted) return null;
+    if (!hosted.handle.armCutover) throw new DriverError('conflict', `task ${taskId} is a ${hosted.start.kind} task: it takes no cutover`);
     try {
-      return hosted.handle.checkpointClock(command);
+      return hosted.handle.armCutover(command);
     } catch (error) {
       throw new DriverError('conflict', messageOf(error));
     }

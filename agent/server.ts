@@ -4,7 +4,7 @@
 import Fastify from 'fastify';
 import { ApiError, installErrorHandling } from '../http/errors';
 import { defineRoute, ok, registerRoutes, type RuntimeAccess } from '../http/route';
-import { CheckpointClockBodySchema, DrainQuerySchema, ProbeBodySchema, TaskParamsSchema, TaskStartBodySchema, type StopAnswer } from '../protocol';
+import { CheckpointClockBodySchema, CutoverBodySchema, DrainQuerySchema, ProbeBodySchema, TaskParamsSchema, TaskStartBodySchema, type StopAnswer } from '../protocol';
 import type { TaskHost } from './host';
 
 export interface AgentServerOptions {
@@ -69,7 +69,17 @@ export function buildAgentServer(options: AgentServerOptions) {
       summary: "pause or resume a stream job's checkpoint clock (on its coordinator, the first sink subtask)",
       params: TaskParamsSchema, body: CheckpointClockBodySchema,
       handler: async ({ params, body }) => {
-        const answer = host.checkpointClock(params.taskId, body);
+        const answer = await host.checkpointClock(params.taskId, body);
+        if (!answer) throw new ApiError('not-found', `no task ${params.taskId} here`);
+        return ok(answer);
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/tasks/:taskId/cutover', access: 'runtime', runtime: self,
+      summary: 'arm a stream subtask for a hot rescale at checkpoint barrier C (idempotent for the same C)',
+      params: TaskParamsSchema, body: CutoverBodySchema,
+      handler: async ({ params, body }) => {
+        const answer = host.armCutover(params.taskId, body);
         if (!answer) throw new ApiError('not-found', `no task ${params.taskId} here`);
         return ok(answer);
       },

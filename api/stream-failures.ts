@@ -7,6 +7,12 @@ import { ApiError } from '../http/errors';
 import type { ApiDeps } from './deps';
 import { startOperation } from './operations';
 
+async function isRunning(deps: ApiDeps, workflowId: string): Promise<boolean> {
+  const client = await deps.temporal.client();
+  const description = await client.workflow.getHandle(workflowId).describe().catch(() => null);
+  return description?.status.name === 'RUNNING';
+}
+
 /** Starts the replan of every stream job with a failed subtask of its current placement on this runtime. */
 export async function replanJobsWithFailedSubtasks(deps: ApiDeps, runtimeId: string, tasks: readonly TaskReport[]): Promise<string[]> {
   const failed = tasks.filter((t) => t.state === 'failed');
@@ -18,6 +24,8 @@ export async function replanJobsWithFailedSubtasks(deps: ApiDeps, runtimeId: str
     // Only subtasks of the current generation: an old one reporting its end is no news.
     const current = failed.filter((t) => t.workload === name && placement?.assignments.some((a) => a.taskId === t.taskId && a.runtimeId === runtimeId));
     if (current.length === 0) continue;
+    // A hot rescale running on the job owns its failures: its abort path replans it.
+    if (await isRunning(deps, `rescale:${name}`)) continue;
     try {
       const operation = await startOperation(deps, {
         workflow: stopTheWorldReplan, workflowId: `replan:${name}`,

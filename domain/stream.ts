@@ -26,12 +26,41 @@ export interface SubtaskIdentity {
 
 /** Every operator's block of job-global indices, in spec order. */
 export function operatorBlocks(spec: Pick<StreamSpec, 'operators'>): OperatorBlock[] {
-  let base = 0;
+  let next = 0;
   return spec.operators.map((op) => {
-    const block = { id: op.id, kind: op.kind, parallelism: op.parallelism, base };
-    base += op.parallelism;
+    // An explicit base (after a hot rescale) wins; otherwise contiguous blocks in spec order.
+    const block = { id: op.id, kind: op.kind, parallelism: op.parallelism, base: op.base ?? next };
+    next = block.base + op.parallelism;
     return block;
   });
+}
+
+/** Every job-global subtask index of the layout, ascending. */
+export function subtaskIndices(spec: Pick<StreamSpec, 'operators'>): number[] {
+  return operatorBlocks(spec).flatMap((b) => Array.from({ length: b.parallelism }, (_, i) => b.base + i)).sort((a, b) => a - b);
+}
+
+/** The job-global indices of one operator's subtasks. */
+export function indicesOf(block: OperatorBlock): number[] {
+  return Array.from({ length: block.parallelism }, (_, i) => block.base + i);
+}
+
+/**
+ * The layout after a hot rescale of one operator (append-only identity): every operator keeps its
+ * block, recorded as an explicit base, and the rescaled one takes fresh indices past every index in use.
+ */
+export function appendRescaled(spec: StreamSpec, operator: string, parallelism: number): StreamSpec {
+  const blocks = operatorBlocks(spec);
+  const next = Math.max(...blocks.map((b) => b.base + b.parallelism));
+  return {
+    ...spec,
+    operators: spec.operators.map((op, i) => (op.id === operator ? { ...op, parallelism, base: next } : { ...op, base: blocks[i].base })),
+  };
+}
+
+/** The spec laid out contiguously again (a stop-the-world replan starts a new generation so). */
+export function contiguousLayout(spec: StreamSpec): StreamSpec {
+  return { ...spec, operators: spec.operators.map(({ base: _base, ...op }) => op) };
 }
 
 /** How many subtasks the job runs: what placement places (its `replicas`). */
@@ -104,9 +133,9 @@ export function scaleParallelism(spec: StreamSpec, replicas: number): Record<str
   return scaled;
 }
 
-/** The spec with some operators' parallelism replaced. */
+/** The spec with some operators' parallelism replaced, laid out contiguously (a new generation). */
 export function withParallelism(spec: StreamSpec, parallelism: Readonly<Record<string, number>>): StreamSpec {
-  return { ...spec, operators: spec.operators.map((op) => ({ ...op, parallelism: parallelism[op.id] ?? op.parallelism })) };
+  return contiguousLayout({ ...spec, operators: spec.operators.map((op) => ({ ...op, parallelism: parallelism[op.id] ?? op.parallelism })) });
 }
 
 /** The expected operator chain of a runnable job. */

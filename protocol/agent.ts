@@ -22,6 +22,8 @@ export const TaskStartBodySchema = z.object({
   spec: z.unknown(),
   /** consumer: the partitions this replica owns */
   partitions: z.array(z.int().min(0)).optional(),
+  /** stream: a subtask a hot rescale adds joins after this checkpoint, restoring its state from it */
+  joinAt: z.int().min(1).optional(),
 });
 export type TaskStartBody = z.infer<typeof TaskStartBodySchema>;
 /** What a driver is handed: the body plus the task id from the path. */
@@ -48,6 +50,8 @@ export const DrainReceiptSchema = z.object({
   releasedPartitions: z.array(z.int()).optional(),
   /** process: true when the grace period ran out and SIGKILL was sent */
   forced: z.boolean().optional(),
+  /** the task's counters at its end (stream subtasks: what a retired subtask took in, and after its cutover barrier) */
+  counts: z.record(z.string(), z.number()).optional(),
   durationMs: z.number(),
 });
 export type DrainReceipt = z.infer<typeof DrainReceiptSchema>;

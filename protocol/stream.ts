@@ -30,7 +30,11 @@ export const STREAM_COUNTERS = {
 } as const;
 
 /** POST /v1/tasks/:taskId/checkpoint-clock on the agent hosting a job's coordinator (its first sink subtask). */
-export const CheckpointClockBodySchema = z.strictObject({ state: z.enum(['paused', 'running']) });
+export const CheckpointClockBodySchema = z.strictObject({
+  state: z.enum(['paused', 'running']),
+  /** trigger this checkpoint id now, while the clock stays paused (a hot rescale's cutover barrier C) */
+  trigger: z.int().min(1).optional(),
+});
 export type CheckpointClockCommand = z.infer<typeof CheckpointClockBodySchema>;
 export const CheckpointClockAnswerSchema = z.object({
   state: z.enum(['paused', 'running']),
@@ -75,3 +79,28 @@ export const StreamJobViewSchema = z.object({
   runningOperation: z.object({ workflowId: z.string(), kind: z.string(), phase: z.string().nullable() }).nullable(),
 });
 export type StreamJobView = z.infer<typeof StreamJobViewSchema>;
+
+/**
+ * POST /v1/tasks/:taskId/cutover: arms a subtask for a hot rescale at checkpoint C (the reference's
+ * rules 2-4). `spec` is the job's layout after the rescale. What the subtask does follows from its
+ * place: upstream of the rescaled operator it holds that edge after barrier C and moves to the new
+ * peers; a subtask of the rescaled operator ends at C; downstream of it swaps its inputs at C.
+ */
+export const CutoverBodySchema = z.strictObject({
+  checkpoint: z.int().min(1),
+  operator: z.string().min(1).max(63),
+  spec: z.unknown(),
+});
+export type CutoverCommand = z.infer<typeof CutoverBodySchema>;
+export const CutoverAnswerSchema = z.object({
+  role: z.enum(['upstream', 'retiring', 'downstream', 'unaffected']),
+  checkpoint: z.number(),
+});
+export type CutoverAnswer = z.infer<typeof CutoverAnswerSchema>;
+
+export const OperatorParamsSchema = z.object({ job: WorkloadName, op: z.string().min(1).max(63).regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'operator ids are DNS labels') });
+/** POST /v1/jobs/:job/operators/:op/rescale */
+export const RescaleRequestSchema = z.strictObject({
+  parallelism: z.int().min(1).max(32768),
+  reason: z.string().min(1).max(500).optional(),
+});

@@ -124,6 +124,13 @@ export const StreamSpecSchema = z
           id: OperatorId,
           kind: z.enum(STREAM_OPERATOR_CHAIN),
           parallelism: z.int().min(1).max(32768),
+          /**
+           * The job-global index of the operator's subtask 0. Absent: operators take contiguous blocks
+           * in spec order. A hot rescale appends the rescaled operator's new subtasks past every index
+           * in use (append-only identity) and records where here; a stop-the-world replan lays the job
+           * out contiguously again.
+           */
+          base: z.int().min(0).max(1_000_000).optional(),
         }),
       )
       .min(1)
@@ -141,6 +148,14 @@ export const StreamSpecSchema = z
       ids.add(op.id);
       if (op.parallelism > spec.maxParallelism) {
         ctx.addIssue({ code: 'custom', path: ['operators', i, 'parallelism'], message: `parallelism ${op.parallelism} of "${op.id}" is above maxParallelism ${spec.maxParallelism}` });
+      }
+      const base = op.base;
+      if (base !== undefined) {
+        const overlapping = spec.operators.find((other, j) => j !== i && other.base !== undefined && other.base < base + op.parallelism && base < other.base + other.parallelism);
+        if (overlapping) ctx.addIssue({ code: 'custom', path: ['operators', i, 'base'], message: `the subtask indices of "${op.id}" overlap those of "${overlapping.id}"` });
+      }
+      if (spec.operators.some((other) => other.base !== undefined) && base === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['operators', i, 'base'], message: 'either every operator names its base or none does' });
       }
       if (op.kind === 'source' && op.parallelism > spec.partitions) {
         ctx.addIssue({ code: 'custom', path: ['operators', i, 'parallelism'], message: `source parallelism ${op.parallelism} is above the ${spec.partitions} partitions it reads` });

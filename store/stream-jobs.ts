@@ -54,6 +54,12 @@ const CHECKPOINT_OFFSETS_SQL = `
  */
 export function streamJobReads(q: Queryable) {
   return {
+    /** The id the job's next checkpoint takes (ids grow across generations). */
+    async nextCheckpointId(job: string): Promise<number> {
+      const { rows } = await q.query<{ id: string }>(`select coalesce(max(id), 0) + 1 as id from ${STREAM_CHECKPOINTS_TABLE} where job = $1`, [job]);
+      return Number(rows[0].id);
+    },
+
     async lastCompletedCheckpoint(job: string): Promise<StreamCheckpoint | null> {
       const { rows } = await q.query<CheckpointRow>(
         `select ${CHECKPOINT_COLUMNS} from ${STREAM_CHECKPOINTS_TABLE}
@@ -119,6 +125,8 @@ export function createStreamJobStore(db: Pool) {
   return {
     /** The newest completed checkpoint: where a replan restores from. */
     lastCompletedCheckpoint: (job: string) => orNothing(reads.lastCompletedCheckpoint(job), null),
+    /** The id the job's next checkpoint takes (1 before the first). */
+    nextCheckpointId: (job: string) => orNothing(reads.nextCheckpointId(job), 1),
     /** The newest triggered checkpoint above the last completed one (see streamJobReads). */
     checkpointInFlight: (job: string) => orNothing(reads.checkpointInFlight(job), null),
     /** The job's placement generation as its subtasks fence on it. */

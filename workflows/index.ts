@@ -4,6 +4,7 @@ export { autoscaler } from './autoscaler';
 export { leaseSweeper } from './lease-sweeper';
 export { ping } from './ping';
 export { reconcile } from './reconcile';
+export { rescaleOperator } from './rescale-operator';
 export { recoverRuntime } from './recover-runtime';
 export { retireWorkload } from './retire-workload';
 export { scaleIn } from './scale-in';

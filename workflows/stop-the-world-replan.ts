@@ -135,11 +135,12 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
 const subtotal = (parallelism: Record<string, number>) => Object.values(parallelism).reduce((sum, n) => sum + n, 0);
 
 /** Runs the replan as a child (id replan:<workload>) and waits for it. */
-export function compensate(workload: string, replicas: Plan['replicas'], reason: string, convergeTimeoutMs?: number) {
+export function compensate(workload: string, replicas: Plan['replicas'] | undefined, reason: string, convergeTimeoutMs?: number, parallelism?: Record<string, number>) {
+  const size = parallelism ? JSON.stringify(parallelism) : String(replicas);
   return executeChild(stopTheWorldReplan, {
     workflowId: `replan:${workload}`,
-    args: [{ workload, replicas, reason, cause: workflowInfo().workflowId, convergeTimeoutMs }],
-    staticSummary: `replan ${workload} → ${replicas} (${reason.slice(0, 80)})`,
+    args: [{ workload, replicas, reason, cause: workflowInfo().workflowId, convergeTimeoutMs, ...(parallelism ? { parallelism } : {}) }],
+    staticSummary: `replan ${workload} → ${size} (${reason.slice(0, 80)})`,
     workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
   });
 }

@@ -1,6 +1,6 @@
 // The one interface every task driver (process, consumer, stream) implements. The agent's task host
 // only talks to drivers through it.
-import { CodedError, type CheckpointClockAnswer, type CheckpointClockCommand, type DrainOptions, type DrainReceipt, type ErrorCode, type ProbeAnswer, type TaskStart, type TaskStatus, type WorkloadKind } from '../../protocol';
+import { CodedError, type CheckpointClockAnswer, type CheckpointClockCommand, type CutoverAnswer, type CutoverCommand, type DrainOptions, type DrainReceipt, type ErrorCode, type ProbeAnswer, type TaskStart, type TaskStatus, type WorkloadKind } from '../../protocol';
 
 export type { DrainReceipt, TaskStart, TaskStatus } from '../../protocol';
 
@@ -12,8 +12,10 @@ export interface TaskHandle {
   update?(start: TaskStart): Promise<void>;
   /** Stop taking work, finish in-flight, commit, release, stop. */
   drain(options: DrainOptions): Promise<DrainReceipt>;
-  /** Stream coordinators: pause or resume the job's checkpoint clock. */
-  checkpointClock?(command: CheckpointClockCommand): CheckpointClockAnswer;
+  /** Stream coordinators: pause or resume the job's checkpoint clock, or trigger one checkpoint. */
+  checkpointClock?(command: CheckpointClockCommand): Promise<CheckpointClockAnswer>;
+  /** Stream subtasks: arm for a hot rescale's cutover at a checkpoint barrier. */
+  armCutover?(command: CutoverCommand): CutoverAnswer;
 }
 
 export interface DriverContext {

@@ -4,7 +4,9 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { subtaskAt } from '../../domain/stream';
 import { PHASE_KEY, type Assignment, type StreamSpec, type TaskReport } from '../../protocol';
-import { JobParamsSchema, STREAM_COUNTERS, type StreamJobView } from '../../protocol/stream';
+import { JobParamsSchema, OperatorParamsSchema, RescaleRequestSchema, STREAM_COUNTERS, type StreamJobView } from '../../protocol/stream';
+import { rescaleOperator } from '../../workflows/rescale-operator';
+import { startOperation } from '../operations';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
 import { defineRoute, ok } from '../../http/route';
@@ -93,6 +95,31 @@ export function jobRoutes(deps: ApiDeps) {
       summary: 'a stream job: operators, subtasks with their counters, last completed checkpoint, running operation',
       params: JobParamsSchema,
       handler: async ({ params }) => ok(await streamJobView(deps, params.job)),
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/jobs/:job/operators/:op/rescale', access: 'operator',
+      summary: 'rescale one operator: hot at a checkpoint barrier when eligible (integer factor, keyed aggregate), else the stop-the-world replan; rescale:<job>, 409 while an operation on the job runs',
+      params: OperatorParamsSchema, body: RescaleRequestSchema,
+      handler: async ({ params, body }) => {
+        const workload = await deps.registry.getWorkload(params.job);
+        if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${params.job}`);
+        if (workload.kind !== 'stream') throw new ApiError('unsupported-kind', `${params.job} is a ${workload.kind}, not a stream job: scale it with POST /v1/workloads/${params.job}/scale`);
+        const operator = workload.spec.operators.find((o) => o.id === params.op);
+        if (!operator) throw new ApiError('not-found', `job ${params.job} has no operator ${params.op} (operators: ${workload.spec.operators.map((o) => o.id).join(', ')})`);
+        if (body.parallelism > workload.spec.maxParallelism) {
+          throw new ApiError('validation-failed', `parallelism ${body.parallelism} is above the job's maxParallelism ${workload.spec.maxParallelism}`, { issues: [{ path: 'body.parallelism', message: 'above maxParallelism' }] });
+        }
+        if (body.parallelism === operator.parallelism) throw new ApiError('conflict', `${params.op} already runs ${operator.parallelism} subtasks`, { current: operator.parallelism });
+        // One operation per job: a replan or a scale running on it refuses the rescale too.
+        const running = await runningOperationOf(deps, params.job);
+        if (running) throw new ApiError('operation-in-progress', `${running.workflowId} is running on ${params.job}`, { workflowId: running.workflowId });
+        const started = await startOperation(deps, {
+          workflow: rescaleOperator, workflowId: `rescale:${params.job}`,
+          input: { job: params.job, operator: params.op, parallelism: body.parallelism, reason: body.reason ?? 'requested via API' },
+          summary: `rescale ${params.job}/${params.op} ${operator.parallelism} → ${body.parallelism}`,
+        });
+        return ok(started, 202);
+      },
     }),
   ];
 }

@@ -3,6 +3,7 @@ import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from 
 import { abortSignal, approveUpdate, scaleOut, statusQuery } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
 import { recoverRuntime } from '../../workflows/recover-runtime';
+import { rescaleOperator } from '../../workflows/rescale-operator';
 import { stopTheWorldReplan } from '../../workflows/stop-the-world-replan';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
@@ -11,7 +12,7 @@ import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
-const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, recoverRuntime.name];
+const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, recoverRuntime.name, rescaleOperator.name];
 
 /** The innermost cause's message: "Activity task failed" says less than the activity's own failure. */
 function rootCauseMessage(error: Error): string {
@@ -23,6 +24,8 @@ function rootCauseMessage(error: Error): string {
 /** The workflow's own outcome → the API's status words (DESIGN.md §6). */
 const STATUS_OF_OUTCOME: Record<string, string> = {
   running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', failed: 'failed',
+  // a rescale that could not cut over hot and went to the stop-the-world replan, as asked
+  replanned: 'completed',
 };
 
 export function operationRoutes(deps: ApiDeps) {

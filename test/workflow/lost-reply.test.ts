@@ -46,6 +46,12 @@ function readyAgents(): AgentClient {
     taskStatus: async (_agent, taskId) => status(taskId),
     listTasks: async () => [],
     probe: async () => ({ source: { ok: true, detail: 'fake' }, destination: { ok: true, detail: 'fake' } }),
+    checkpointClock: async () => {
+      throw new Error('no stream job here');
+    },
+    armCutover: async () => {
+      throw new Error('no stream job here');
+    },
   };
 }
 

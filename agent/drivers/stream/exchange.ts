@@ -58,6 +58,8 @@ export class InputChannel {
   /** the newest watermark this channel delivered */
   watermark = 0;
   closed = false;
+  /** the newest barrier that arrived on this channel (queued or taken) */
+  lastBarrierReceived = 0;
 
   constructor(
     readonly from: number,
@@ -67,6 +69,7 @@ export class InputChannel {
 
   enqueue(message: WireMessage): void {
     this.queue.push(message);
+    if (message[0] === BARRIER) this.lastBarrierReceived = message[1] as number;
     if (this.queued >= QUEUE_HIGH_WATER) this.socket.pause();
   }
 
@@ -106,12 +109,12 @@ export interface InputServerOptions {
   job: string;
   generation: number;
   secret: string;
-  /** the upstream subtasks this subtask takes input from */
-  expected: ReadonlySet<number>;
+  /** the upstream subtasks this subtask takes input from (a hot rescale adds to it: expect()) */
+  expected: Set<number>;
   /** called when a message or a close arrives, so the processing loop wakes */
   wake: () => void;
-  /** an expected channel closed before this subtask stopped */
-  onUnexpectedClose: (from: number, reason: string) => void;
+  /** an expected channel closed before this subtask stopped; `lastBarrier` is the newest barrier it delivered */
+  onClose: (from: number, lastBarrier: number) => void;
   log: (event: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -137,9 +140,19 @@ export class InputServer {
     return (this.server.address() as net.AddressInfo).port;
   }
 
-  /** Every expected upstream subtask has connected. */
-  get complete(): boolean {
-    return this.channels.size === this.options.expected.size;
+  /** Every one of these upstream subtasks has connected. */
+  connected(upstream: readonly number[]): boolean {
+    return upstream.every((from) => this.channels.has(from));
+  }
+
+  /** Admits channels from more upstream subtasks (a hot rescale's new peers). */
+  expect(upstream: readonly number[]): void {
+    for (const from of upstream) this.options.expected.add(from);
+  }
+
+  /** Forgets a channel that ended (after the barrier it was meant to end with). */
+  forget(from: number): void {
+    this.channels.delete(from);
   }
 
   private accept(socket: net.Socket): void {
@@ -170,7 +183,7 @@ export class InputServer {
       if (!channel || this.channels.get(channel.from) !== channel) return;
       channel.closed = true;
       this.options.wake();
-      if (!this.stopping) this.options.onUnexpectedClose(channel.from, 'the connection closed');
+      if (!this.stopping) this.options.onClose(channel.from, channel.lastBarrierReceived);
     });
   }
 
@@ -260,5 +273,12 @@ export class OutputChannel {
   close(): void {
     this.closing = true;
     this.socket.destroy();
+  }
+
+  /** Ends the channel after everything written so far arrived (a barrier then the close: rule 4's Close). */
+  async end(): Promise<void> {
+    await this.flush();
+    this.closing = true;
+    await new Promise<void>((resolve) => this.socket.end(resolve));
   }
 }

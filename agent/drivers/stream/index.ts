@@ -3,7 +3,7 @@
 import type { Pool } from 'pg';
 import { createPool } from '../../../lib/pg';
 import { describeIssues, StreamSpecSchema, type StreamSpec } from '../../../protocol';
-import { subtaskCount } from '../../../domain/stream';
+import { subtaskIndices } from '../../../domain/stream';
 import { sourceHasAppendedAt } from '../consumer-schema';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../driver';
 import { probeTables } from '../table-probe';
@@ -16,8 +16,8 @@ export const STREAM_APPLICATION_NAME = 'scalegate-stream';
 function parseStart(start: TaskStart): StreamSpec {
   const parsed = StreamSpecSchema.safeParse(start.spec);
   if (!parsed.success) throw new DriverError('invalid-spec', `stream spec: ${describeIssues(parsed.error)}`);
-  if (start.index >= subtaskCount(parsed.data)) {
-    throw new DriverError('invalid-spec', `subtask ${start.index} is outside the job's ${subtaskCount(parsed.data)} subtasks`);
+  if (!subtaskIndices(parsed.data).includes(start.index)) {
+    throw new DriverError('invalid-spec', `subtask ${start.index} is not one of the job's subtasks (${subtaskIndices(parsed.data).join(', ')})`);
   }
   return parsed.data;
 }

@@ -107,13 +107,19 @@ export function createJobState(pool: Pool, job: string) {
     },
 
     /** The coordinator: the next checkpoint id, in the current generation only. */
-    async trigger(generation: number): Promise<number | null> {
+    /**
+     * The coordinator: the next checkpoint id, in the current generation only. `explicitId` (a hot
+     * rescale's cutover barrier C, assigned by the control plane) must be exactly the next id.
+     */
+    async trigger(generation: number, explicitId?: number): Promise<number | null> {
       const { rows } = await pool.query<{ id: string }>(
         `insert into ${STREAM_CHECKPOINTS_TABLE} (job, id, generation, state)
-           select $1, coalesce((select max(id) from ${STREAM_CHECKPOINTS_TABLE} where job = $1), 0) + 1, $2, 'triggered'
+           select $1, n.id, $2, 'triggered'
+             from (select coalesce(max(id), 0) + 1 as id from ${STREAM_CHECKPOINTS_TABLE} where job = $1) n
             where exists (select 1 from ${STREAM_JOBS_TABLE} where job = $1 and generation = $2)
+              and ($3::bigint is null or n.id = $3)
          returning id`,
-        [job, generation],
+        [job, generation, explicitId ?? null],
       );
       return rows.length ? Number(rows[0].id) : null;
     },

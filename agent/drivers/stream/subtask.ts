@@ -19,12 +19,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
+  describeIssues,
+  StreamSpecSchema,
+  type CutoverAnswer,
+  type CutoverCommand,
   type CheckpointClockAnswer,
   type CheckpointClockCommand,
   type StreamSpec,
   type TaskState,
 } from '../../../protocol';
-import { blockOf, keyGroupOf, keyGroupRange, ownerOfKeyGroup, sourcePartitions, subtaskAt, subtaskCount, type SubtaskIdentity } from '../../../domain/stream';
+import { blockOf, indicesOf, keyGroupOf, keyGroupRange, operatorBlocks, ownerOfKeyGroup, sourcePartitions, subtaskAt, subtaskCount, type SubtaskIdentity } from '../../../domain/stream';
 import type { DrainReceipt, DriverContext, TaskHandle, TaskStart, TaskStatus } from '../driver';
 import { BARRIER, InputServer, OutputChannel, RECORD, WATERMARK, type WireMessage } from './exchange';
 import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
@@ -71,7 +75,9 @@ export class StreamSubtask implements TaskHandle {
   private readonly outputs = new Map<number, OutputChannel>();
   private secret = '';
 
-  private readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0 };
+  private readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0 };
+  /** upstream of a cutover: the barrier C this subtask holds the rescaled edge at, until the new peers listen */
+  private holding: number | null = null;
   private readonly latencies: number[] = [];
   private latencyCursor = 0;
   private backlog = 0;
@@ -80,11 +86,26 @@ export class StreamSubtask implements TaskHandle {
   /** coordinator (first sink subtask) only */
   private clock: { paused: boolean; lastTriggered: number; inFlight: number | null } = { paused: false, lastTriggered: 0, inFlight: null };
 
+  /**
+   * A hot rescale this subtask is armed for: at checkpoint C the job's layout becomes `spec`
+   * (upstream: hold the rescaled edge after barrier C, then move to the new peers; retiring: end at
+   * C; downstream: swap the input set at C). Null when none is.
+   */
+  private cutover: { checkpoint: number; operator: string; spec: StreamSpec; role: CutoverAnswer['role'] } | null = null;
+  /** the layout before the armed cutover: the one whose old subtasks' inputs may end with barrier C */
+  private layoutBefore: StreamSpec;
+  /** the layout this subtask routes and aligns by: the spec, or the armed cutover's from C on */
+  private spec: StreamSpec;
+  /** a retiring subtask ended at C: nothing more is emitted or taken */
+  private ended = false;
+
   constructor(
     private readonly deps: SubtaskDeps,
     private readonly start: TaskStart,
-    private readonly spec: StreamSpec,
+    spec: StreamSpec,
   ) {
+    this.spec = spec;
+    this.layoutBefore = spec;
     this.taskId = start.taskId;
     this.identity = subtaskAt(spec, start.index);
     this.state = createJobState(deps.pool, start.workload);
@@ -100,7 +121,7 @@ export class StreamSubtask implements TaskHandle {
   }
 
   private fail(reason: string): void {
-    if (this.stopping || this.phase === 'failed') return;
+    if (this.stopping || this.ended || this.phase === 'failed') return;
     this.phase = 'failed';
     this.detail = reason;
     this.errors++;
@@ -146,9 +167,12 @@ export class StreamSubtask implements TaskHandle {
     try {
       await this.durably('create the tables', () => this.state.ensureTables(this.spec.source, this.spec.sink));
       this.secret = await this.durably('join the generation', () => this.state.joinGeneration(this.start.generation));
-      const restorePoint = await this.durably('find the restore point', () => this.state.latestCompleted());
-      this.counters.restoredFrom = restorePoint?.id ?? 0;
       await this.listenIfDownstream();
+      // A subtask a hot rescale adds restores from the cutover checkpoint C, once C completed.
+      const restorePoint = this.start.joinAt !== undefined
+        ? await this.awaitCompleted(this.start.joinAt)
+        : await this.durably('find the restore point', () => this.state.latestCompleted());
+      this.counters.restoredFrom = restorePoint?.id ?? 0;
       const entered = await this.durably('enter the directory', () => this.state.enterDirectory({
         generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, operatorIndex: this.identity.operatorIndex,
         runtimeId: this.deps.ctx.runtimeId, taskId: this.taskId, incarnation: this.incarnation,
@@ -210,14 +234,30 @@ export class StreamSubtask implements TaskHandle {
     this.input = await InputServer.listen({
       host: this.deps.ctx.dataBindHost ?? '127.0.0.1', job: this.start.workload, generation: this.start.generation, secret: this.secret,
       expected: new Set(expected), wake: this.wake, log: (event, fields) => this.log(event, fields),
-      onUnexpectedClose: (from, reason) => this.fail(`input from subtask ${from} ended: ${reason}`),
+      onClose: (from, lastBarrier) => {
+        // Inputs end after the cutover barrier C by design: a retiring subtask's (rule 2) and, downstream,
+        // the rescaled operator's old subtasks' (rule 4). Any other end is a failure.
+        const cutover = this.cutover;
+        const endedWithC = cutover !== null && lastBarrier >= cutover.checkpoint;
+        if (endedWithC && (cutover.role === 'retiring' || subtaskAt(this.layoutBefore, from).operator === cutover.operator)) return;
+        this.fail(`input from subtask ${from} ended (after barrier ${lastBarrier})`);
+      },
     });
+  }
+
+  /** Waits (durably) until checkpoint `id` completed; answers it as a restore point. */
+  private async awaitCompleted(id: number): Promise<CompletedCheckpoint | null> {
+    while (this.active) {
+      if (await this.durably(`await checkpoint ${id}`, () => this.state.isCompleted(id))) return { id, generation: this.start.generation };
+      await this.idle(50);
+    }
+    return null;
   }
 
   private async connectOutputs(): Promise<void> {
     const block = this.downstreamBlock();
     if (!block) return;
-    const wanted = Array.from({ length: block.parallelism }, (_, i) => block.base + i);
+    const wanted = Array.from({ length: block.parallelism }, (_, i) => block.base + i).filter((to) => !this.outputs.has(to));
     const deadline = Date.now() + this.deps.tuning.wiringTimeoutMs;
     for (;;) {
       if (!this.active) return;
@@ -238,7 +278,7 @@ export class StreamSubtask implements TaskHandle {
   private async awaitInputs(): Promise<void> {
     if (!this.input) return;
     const deadline = Date.now() + this.deps.tuning.wiringTimeoutMs;
-    while (this.active && !this.input.complete) {
+    while (this.active && !this.input.connected(this.upstream())) {
       if (Date.now() > deadline) throw new Error(`upstream subtasks did not all connect within ${this.deps.tuning.wiringTimeoutMs} ms`);
       await this.idle(100);
     }
@@ -272,7 +312,7 @@ export class StreamSubtask implements TaskHandle {
         for (const [partition, offset] of Object.entries(state.offsets)) if (offsets.has(Number(partition))) offsets.set(Number(partition), offset);
       }
     }
-    const aggregate = blockOf(this.spec, 'keyed-aggregate');
+    let aggregate = blockOf(this.spec, 'keyed-aggregate');
     const hasAppendedAt = await this.durably('inspect the source table', () => this.deps.sourceHasAppendedAt(this.spec.source));
     let injected = restorePoint?.id ?? 0;
     let lastTriggerPoll = 0;
@@ -288,6 +328,10 @@ export class StreamSubtask implements TaskHandle {
           await this.flushOutputs();
           injected = checkpoint;
           this.ack(checkpoint);
+          if (this.cutover?.role === 'upstream' && checkpoint === this.cutover.checkpoint) {
+            await this.holdThenMoveToNewPeers();
+            aggregate = blockOf(this.spec, 'keyed-aggregate');
+          }
         }
       }
       if (now - lastBacklog >= BACKLOG_REFRESH_MS) {
@@ -316,6 +360,56 @@ export class StreamSubtask implements TaskHandle {
     }
   }
 
+  /**
+   * Rule 3: after forwarding barrier C into the rescaled edge, that edge holds (nothing more is read
+   * or emitted) until C completed and the new subtasks listen; then it moves to them and re-emits
+   * the current watermark, so downstream time resumes at once. The old channels end with barrier C.
+   */
+  private async holdThenMoveToNewPeers(): Promise<void> {
+    const cutover = this.cutover!;
+    const heldAt = Date.now();
+    // The old channels end with barrier C (written, then closed).
+    await Promise.all([...this.outputs.values()].map((output) => output.end()));
+    this.outputs.clear();
+    this.holding = cutover.checkpoint;
+    await this.awaitCompleted(cutover.checkpoint);
+    this.spec = cutover.spec;
+    await this.connectOutputs();
+    this.broadcast([WATERMARK, this.counters.watermark]);
+    await this.flushOutputs();
+    this.holding = null;
+    this.counters.cutovers++;
+    this.counters.heldMs += Date.now() - heldAt;
+    this.log('stream cutover: moved to the new peers', { checkpoint: cutover.checkpoint, heldMs: Date.now() - heldAt, peers: [...this.outputs.keys()] });
+  }
+
+  /** Arms this subtask for a hot rescale at checkpoint C (idempotent for the same C). */
+  armCutover(command: CutoverCommand): CutoverAnswer {
+    const parsed = StreamSpecSchema.safeParse(command.spec);
+    if (!parsed.success) throw new Error(`cutover spec: ${describeIssues(parsed.error)}`);
+    if (this.cutover) {
+      if (this.cutover.checkpoint === command.checkpoint && this.cutover.operator === command.operator) return { role: this.cutover.role, checkpoint: command.checkpoint };
+      // An earlier cutover that has not passed yet holds; one that passed is history.
+      if (this.counters.lastCheckpoint <= this.cutover.checkpoint || this.holding !== null) throw new Error(`armed for a cutover at checkpoint ${this.cutover.checkpoint} already`);
+    }
+    if (this.phase !== 'ready') throw new Error(`subtask ${this.identity.index} is ${this.phase}, not ready: it cannot take part in a cutover`);
+    if (this.counters.lastCheckpoint >= command.checkpoint) throw new Error(`checkpoint ${command.checkpoint} has passed here (at ${this.counters.lastCheckpoint})`);
+    const spec = parsed.data;
+    const rescaled = operatorBlocks(spec).find((b) => b.id === command.operator);
+    if (!rescaled) throw new Error(`the cutover spec has no operator ${command.operator}`);
+    const role: CutoverAnswer['role'] =
+      this.identity.operator === command.operator ? 'retiring'
+        : this.downstreamBlock()?.id === command.operator ? 'upstream'
+          : this.upstream().some((from) => subtaskAt(this.spec, from).operator === command.operator) ? 'downstream'
+            : 'unaffected';
+    // Downstream admits the new subtasks' channels from now on (they connect once C completed).
+    if (role === 'downstream') this.input!.expect(indicesOf(rescaled));
+    this.layoutBefore = this.spec;
+    this.cutover = { checkpoint: command.checkpoint, operator: command.operator, spec, role };
+    this.log('stream cutover armed', { checkpoint: command.checkpoint, role, rescaled: command.operator });
+    return { role, checkpoint: command.checkpoint };
+  }
+
   // -- aligned inputs (aggregate and sink) -----------------------------------------------------
 
   /**
@@ -324,10 +418,17 @@ export class StreamSubtask implements TaskHandle {
    */
   private async runAligned(handlers: { record: (message: WireMessage) => void; aligned: (checkpoint: number) => Promise<void> }): Promise<void> {
     const input = this.input!;
-    const channels = [...input.channels.values()];
     while (this.active) {
+      // The members: the upstream subtasks of the current layout (a cutover swaps them at C).
+      const members = this.upstream();
+      for (const [from, channel] of input.channels) {
+        // An input of the old layout that ended after barrier C, with nothing left to take, is gone (rule 4).
+        if (channel.closed && channel.queued === 0 && channel.heldAt === null && !members.includes(from)) input.forget(from);
+      }
+      const channels = members.map((from) => input.channels.get(from));
       let taken = 0;
       for (const channel of channels) {
+        if (!channel) continue;
         for (let n = 0; n < 512; n++) {
           const message = channel.next();
           if (!message) break;
@@ -337,25 +438,45 @@ export class StreamSubtask implements TaskHandle {
           else if (message[0] === WATERMARK) channel.watermark = message[1] as number;
         }
       }
-      const watermark = Math.min(...channels.map((c) => c.watermark));
+      const watermark = Math.min(...channels.map((c) => c?.watermark ?? 0));
       if (watermark > this.counters.watermark) {
         this.counters.watermark = watermark;
         this.broadcast([WATERMARK, watermark]);
       }
-      const held = channels.map((c) => c.heldAt);
+      const held = channels.map((c) => c?.heldAt ?? null);
       if (held.every((h) => h !== null)) {
         const checkpoint = held[0]!;
         if (held.some((h) => h !== checkpoint)) throw new Error(`inputs hold different barriers (${held.join(', ')}): the channels are out of step`);
         await this.flushOutputs();
         await handlers.aligned(checkpoint);
         this.ack(checkpoint);
-        for (const channel of channels) channel.release();
+        if (this.cutover && checkpoint === this.cutover.checkpoint) {
+          if (this.cutover.role === 'retiring') {
+            await this.endAtCutover();
+            return;
+          }
+          // Downstream: the new layout's inputs are the members from C+1 on; the old ones end with C (hold-open until they connect).
+          this.spec = this.cutover.spec;
+          this.counters.cutovers++;
+        }
+        for (const channel of channels) channel!.release();
         taken++; // the released inputs may hold queued messages already
       }
       await this.flushOutputs();
-      this.backlog = channels.reduce((sum, c) => sum + c.queued, 0);
+      this.backlog = [...input.channels.values()].reduce((sum, c) => sum + c.queued, 0);
       if (taken === 0) await this.idle(100);
     }
+  }
+
+  /** Rule 2: a retiring subtask processed through barrier C, snapshotted, forwarded it: it emits nothing more. */
+  private async endAtCutover(): Promise<void> {
+    this.ended = true;
+    // Barrier C was forwarded (buffered by `aligned`): it reaches downstream before the close.
+    await Promise.all([...this.outputs.values()].map((output) => output.end()));
+    this.outputs.clear();
+    this.phase = 'draining';
+    this.detail = `ended at cutover checkpoint ${this.cutover!.checkpoint}; waiting to be stopped`;
+    this.log('stream cutover: retired at the barrier', { checkpoint: this.cutover!.checkpoint });
   }
 
   private async runAggregate(restorePoint: CompletedCheckpoint | null): Promise<void> {
@@ -447,10 +568,20 @@ export class StreamSubtask implements TaskHandle {
     }
   }
 
-  /** Pauses or resumes the checkpoint clock (the coordinator only): no trigger while paused. */
-  checkpointClock(command: CheckpointClockCommand): CheckpointClockAnswer {
+  /**
+   * Pauses or resumes the checkpoint clock (the coordinator only): no trigger while paused. `trigger`
+   * triggers that checkpoint id now, paused or not: a hot rescale's cutover barrier C (rule 1).
+   */
+  async checkpointClock(command: CheckpointClockCommand): Promise<CheckpointClockAnswer> {
     if (!this.isCoordinator) throw new Error(`task ${this.taskId} is not its job's checkpoint coordinator (the first sink subtask is)`);
     this.clock.paused = command.state === 'paused';
+    if (command.trigger !== undefined && this.clock.lastTriggered !== command.trigger) {
+      if (this.clock.inFlight !== null) throw new Error(`checkpoint ${this.clock.inFlight} is in flight; trigger ${command.trigger} once it completed`);
+      const id = await this.state.trigger(this.start.generation, command.trigger);
+      if (id === null) throw new Error(`checkpoint ${command.trigger} is not the job's next checkpoint id in generation ${this.start.generation}`);
+      this.clock.lastTriggered = id;
+      this.clock.inFlight = id;
+    }
     return { state: this.clock.paused ? 'paused' : 'running', lastTriggered: this.clock.lastTriggered, inFlight: this.clock.inFlight };
   }
 
@@ -465,6 +596,9 @@ export class StreamSubtask implements TaskHandle {
     const sorted = [...this.latencies].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
     const counts: Record<string, number> = { ...this.counters, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
+    if (this.holding !== null) counts.holdingAt = this.holding;
+    // Held window proof: a retired subtask's inputs carry nothing after barrier C (upstream held the edge).
+    if (this.ended && this.input) counts.receivedAfterCutover = [...this.input.channels.values()].reduce((sum, c) => sum + c.queued, 0);
     return {
       taskId: this.taskId,
       workload: this.start.workload,
@@ -485,11 +619,12 @@ export class StreamSubtask implements TaskHandle {
    */
   async drain(): Promise<DrainReceipt> {
     const startedAt = Date.now();
+    const counts = this.status().counts;
     this.stopping = true;
     this.closeChannels();
     this.wake();
     await this.running.catch(() => {});
     if (this.phase !== 'failed') this.phase = 'stopped';
-    return { taskId: this.taskId, incarnation: this.incarnation, inFlight: 0, durationMs: Date.now() - startedAt };
+    return { taskId: this.taskId, incarnation: this.incarnation, inFlight: 0, durationMs: Date.now() - startedAt, counts };
   }
 }

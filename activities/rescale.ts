@@ -1,0 +1,163 @@
+// Hot rescale activities (DESIGN.md §4.3, reference/hot-rescale-at-a-barrier.txt): decide, write the
+// appended layout, arm the affected subtasks, trigger and await the cutover barrier C, then retire
+// the old subtasks. Each is safe to retry after it took effect.
+import { ApplicationFailure } from '@temporalio/activity';
+import { placeAppended, rescaleEligibility } from '../domain/rescale';
+import { eligibleRuntimes } from '../domain/placement';
+import { appendRescaled, blockOf, indicesOf, subtaskCount } from '../domain/stream';
+import type { Assignment, CutoverAnswer, StreamSpec, Workload } from '../protocol';
+import { heartbeat, idempotencyKey, lookups, type ActivityDeps, type TaskRef } from './ports';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export type RescalePlan =
+  | { hot: false; reason: string; from: number | null; to: number }
+  | {
+      hot: true;
+      from: number;
+      to: number;
+      /** the cutover barrier: the last checkpoint of the old layout */
+      checkpoint: number;
+      /** the layout from C+1 on (append-only indices) */
+      spec: StreamSpec;
+      generation: number;
+      registryRevision: number;
+      placementFence: number;
+      coordinator: TaskRef;
+      added: Assignment[];
+      retiring: Assignment[];
+      /** every other subtask of the job: armed too (each finds its own role) */
+      others: Assignment[];
+    };
+
+const nonRetryable = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
+
+export function rescaleActivities(deps: ActivityDeps) {
+  const { registry, runtimes, streamJobs } = deps.stores;
+  const { agents, now } = deps;
+  const { agentOf, requireWorkload } = lookups(deps);
+
+  const requireJob = async (job: string): Promise<Extract<Workload, { kind: 'stream' }>> => {
+    const workload = await requireWorkload(job);
+    if (workload.kind !== 'stream') throw nonRetryable('invalid-input', `${job} is a ${workload.kind}, not a stream job`);
+    return workload;
+  };
+
+  return {
+    /**
+     * Hot or not, and for hot: the cutover checkpoint C, the new layout and where the new subtasks
+     * run. Pauses the checkpoint clock and waits until no checkpoint is in flight (rule 5), so C is
+     * the job's next checkpoint id. Writes nothing else.
+     */
+    async planRescale(input: { job: string; operator: string; parallelism: number; pauseTimeoutMs: number }): Promise<RescalePlan> {
+      const job = await requireJob(input.job);
+      const eligibility = rescaleEligibility(job.spec, input.operator, input.parallelism);
+      if (!eligibility.hot) return { hot: false, reason: eligibility.reason, from: eligibility.from, to: input.parallelism };
+      const placement = await registry.getPlacement(input.job);
+      const byIndex = new Map((placement?.assignments ?? []).map((a) => [a.index, a]));
+      const indices = (spec: StreamSpec, kind: Parameters<typeof blockOf>[1]) => indicesOf(blockOf(spec, kind));
+      const every = [...indices(job.spec, 'source'), ...indices(job.spec, 'keyed-aggregate'), ...indices(job.spec, 'sink')];
+      if (!placement || every.some((i) => !byIndex.has(i))) return { hot: false, reason: `job ${input.job} is not fully placed: only a running job cuts over hot`, from: eligibility.from, to: input.parallelism };
+
+      const spec = appendRescaled(job.spec, input.operator, input.parallelism);
+      const [fleet, placements] = await Promise.all([runtimes.list(), registry.listPlacements()]);
+      const usedSlots: Record<string, number> = {};
+      for (const p of placements) for (const a of p.assignments) usedSlots[a.runtimeId] = (usedSlots[a.runtimeId] ?? 0) + 1;
+      const jobSubtasks: Record<string, number> = {};
+      for (const a of placement.assignments) jobSubtasks[a.runtimeId] = (jobSubtasks[a.runtimeId] ?? 0) + 1;
+      const placed = placeAppended({
+        job: input.job, indices: indicesOf(blockOf(spec, 'keyed-aggregate')), generation: placement.generation,
+        runtimes: eligibleRuntimes(fleet, job, now()), usedSlots, jobSubtasks,
+      });
+      if (placed.missing.length) {
+        return { hot: false, reason: `no free slot for ${placed.missing.length} of the ${input.parallelism} new subtasks next to the running ones`, from: eligibility.from, to: input.parallelism };
+      }
+
+      const coordinator = byIndex.get(blockOf(job.spec, 'sink').base)!;
+      const clockOf = async (state: 'paused' | 'running') => agents.checkpointClock(await agentOf(coordinator.runtimeId), coordinator.taskId, { state });
+      const deadline = now() + input.pauseTimeoutMs;
+      for (;;) {
+        const clock = await clockOf('paused');
+        heartbeat({ pausing: coordinator.taskId, inFlight: clock.inFlight });
+        if (clock.inFlight === null) break;
+        if (now() > deadline) {
+          // Nothing changed: the clock runs on as before.
+          await clockOf('running').catch(() => undefined);
+          throw nonRetryable('cutover-deadline', `checkpoint ${clock.inFlight} of ${input.job} did not complete within ${input.pauseTimeoutMs} ms after the clock paused`);
+        }
+        await sleep(50);
+      }
+      const retiringIndices = new Set(indices(job.spec, 'keyed-aggregate'));
+      return {
+        hot: true, from: eligibility.from, to: input.parallelism, checkpoint: await streamJobs.nextCheckpointId(input.job), spec,
+        generation: placement.generation, registryRevision: job.revision, placementFence: placement.fence,
+        coordinator: { runtimeId: coordinator.runtimeId, taskId: coordinator.taskId }, added: placed.assignments,
+        retiring: placement.assignments.filter((a) => retiringIndices.has(a.index)),
+        others: placement.assignments.filter((a) => !retiringIndices.has(a.index)),
+      };
+    },
+
+    /**
+     * Writes the appended layout: the spec with explicit bases (replicas = its subtask count) and
+     * the placement with the new subtasks next to the old ones, fenced. A retry finds its own write.
+     */
+    async commitRescaleLayout(input: { job: string; plan: Extract<RescalePlan, { hot: true }> }) {
+      const { plan } = input;
+      const job = await requireJob(input.job);
+      let revision = job.revision;
+      if (JSON.stringify(job.spec) !== JSON.stringify(plan.spec)) {
+        if (job.revision !== plan.registryRevision) throw nonRetryable('stale-plan', `job ${input.job} changed (revision ${plan.registryRevision} → ${job.revision}) since the rescale was planned`);
+        const { name: _name, revision: _revision, retired: _retired, ...definition } = job;
+        revision = (await registry.putWorkload(input.job, { ...definition, spec: plan.spec, replicas: subtaskCount(plan.spec) })).revision;
+      }
+      const placement = await registry.commitPlacement(
+        input.job, { registryRevision: revision, placementFence: plan.placementFence }, [...plan.retiring, ...plan.others, ...plan.added],
+        { generation: plan.generation, writer: idempotencyKey() ?? 'rescale', planId: `rescale:${input.job}:${plan.checkpoint}:add` },
+      );
+      return { placementFence: placement.fence, registryRevision: revision };
+    },
+
+    /** Arms every subtask of the job for the cutover at C; answers each one's role. A refusal fails non-retryably. */
+    async armCutover(input: { checkpoint: number; operator: string; spec: StreamSpec; tasks: TaskRef[] }) {
+      const roles: (TaskRef & { role: CutoverAnswer['role'] })[] = [];
+      for (const task of input.tasks) {
+        heartbeat({ arming: task.taskId });
+        const answer = await agents.armCutover(await agentOf(task.runtimeId), task.taskId, { checkpoint: input.checkpoint, operator: input.operator, spec: input.spec });
+        roles.push({ ...task, role: answer.role });
+      }
+      return roles;
+    },
+
+    /** The coordinator triggers C now, with the clock still paused (rule 1: C assigned explicitly). */
+    async triggerCutover(input: { coordinator: TaskRef; checkpoint: number }) {
+      return agents.checkpointClock(await agentOf(input.coordinator.runtimeId), input.coordinator.taskId, { state: 'paused', trigger: input.checkpoint });
+    },
+
+    /** Waits until checkpoint C completed (the old layout drained through it and the sink committed it). */
+    async awaitCheckpoint(input: { job: string; checkpoint: number; timeoutMs: number }) {
+      const deadline = now() + input.timeoutMs;
+      for (;;) {
+        const completed = await streamJobs.lastCompletedCheckpoint(input.job);
+        heartbeat({ awaiting: input.checkpoint, completed: completed?.id ?? null });
+        if (completed && completed.id >= input.checkpoint) return completed;
+        if (now() > deadline) throw nonRetryable('cutover-deadline', `checkpoint ${input.checkpoint} of ${input.job} did not complete within ${input.timeoutMs} ms`);
+        await sleep(50);
+      }
+    },
+
+    /** The final layout: the placement without the retired subtasks (fenced; a retry finds its own write). */
+    async retireFromLayout(input: { job: string; plan: Extract<RescalePlan, { hot: true }>; registryRevision: number; placementFence: number }) {
+      const { plan } = input;
+      const placement = await registry.commitPlacement(
+        input.job, { registryRevision: input.registryRevision, placementFence: input.placementFence }, [...plan.others, ...plan.added],
+        { generation: plan.generation, writer: idempotencyKey() ?? 'rescale', planId: `rescale:${input.job}:${plan.checkpoint}:retire` },
+      );
+      return { placementFence: placement.fence };
+    },
+
+    /** Resumes the checkpoint clock: C+1 is the first checkpoint of the new layout. */
+    async setCheckpointClock(input: { coordinator: TaskRef; state: 'paused' | 'running' }) {
+      return agents.checkpointClock(await agentOf(input.coordinator.runtimeId), input.coordinator.taskId, { state: input.state });
+    },
+  };
+}

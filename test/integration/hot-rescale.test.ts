@@ -1,0 +1,174 @@
+// HotRescale (issue 11, reference/hot-rescale-at-a-barrier.txt) on real agent processes under load:
+// the keyed aggregate rescales 2 → 4 → 2 at a checkpoint barrier without stopping the job (no
+// source re-reads, every other subtask keeps its incarnation, the sink's commits go on), nothing
+// crosses the rescaled edge between barrier C and the release, a SIGKILL mid-window falls back to
+// the stop-the-world replan, and a non-integer factor goes to that replan directly, saying why.
+// Exactly-once is proved by counting every key against its source rows.
+import { runLoad } from '../../store/source-feed';
+import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
+import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
+import { startStack, type Stack } from '../support/stack';
+import { defineWorkload, tasksOf } from '../support/workloads';
+
+const AGENTS = ['hr-a', 'hr-b', 'hr-c'];
+const PARTITIONS = 4;
+const JOB = 'hot';
+const TABLES = { source: 'hot_in', sink: 'hot_out' };
+const CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' };
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack({ leaseTtlMs: 3000, agents: AGENTS.map((id) => ({ id, slots: 8 })) });
+  await defineWorkload(stack, JOB, {
+    kind: 'stream', selector: {}, contract: CONTRACT,
+    spec: {
+      ...TABLES, partitions: PARTITIONS, checkpointIntervalMs: 300, maxParallelism: 64,
+      operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],
+    },
+  }, 5);
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const sum = (tasks: any[], counter: string) => tasks.reduce((total, t) => total + (t.counts[counter] ?? 0), 0);
+const written = async () => (await stack.db.query<{ n: number }>(`select count(*)::int as n from ${TABLES.source}`)).rows[0].n;
+
+/** The job's subtasks as the agents run them, with their operator from GET /v1/jobs/:job. */
+async function subtasks(): Promise<any[]> {
+  const view = (await stack.api('GET', `/v1/jobs/${JOB}`, { role: 'viewer' })).body;
+  const running = await tasksOf(stack, JOB);
+  return view.subtasks.map((s: any) => ({ ...s, task: running.find((t) => t.taskId === s.taskId) }));
+}
+
+/** Waits until a completed checkpoint covers every record written so far, then audits every key. */
+async function expectExactlyOnce(): Promise<number> {
+  const total = await written();
+  await stack.waitFor(`a completed checkpoint covering all ${total} records`, async () => {
+    const audit = await auditStreamCheckpoint(stack.db, { job: JOB, ...TABLES });
+    return audit.coveredSourceRows === total;
+  }, 90_000);
+  expect(await auditStreamSink(stack.db, TABLES)).toMatchObject({ sourceRows: total, sinkTotal: total, mismatchedKeys: 0, extraKeys: 0, exact: true });
+  return total;
+}
+
+/** Runs `during` with the load generator writing, and waits for the load to end. */
+async function underLoad<T>(during: () => Promise<T>, durationMs = 6_000): Promise<T> {
+  const loading = runLoad({ databaseUrl: stack.databaseUrl, source: TABLES.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs, keySpace: 400 });
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // records are flowing when the rescale starts
+    return await during();
+  } finally {
+    await loading;
+  }
+}
+
+async function rescaleViaApi(parallelism: number): Promise<{ status: RescaleStatus; secondRequest: { status: number; body: any } }> {
+  const started = await stack.api('POST', `/v1/jobs/${JOB}/operators/agg/rescale`, { body: { parallelism } });
+  expect(started).toMatchObject({ status: 202, body: { workflowId: `rescale:${JOB}`, kind: 'rescaleOperator' } });
+  const secondRequest = await stack.api('POST', `/v1/jobs/${JOB}/operators/agg/rescale`, { body: { parallelism } });
+  const status = (await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result()) as RescaleStatus;
+  return { status, secondRequest };
+}
+
+describe('HotRescale', () => {
+  /** records the aggregates retired by earlier cutovers took in (the sources' counters span every cutover) */
+  let intoEarlierAggregates = 0;
+
+  test.each([
+    [2, 4],
+    [4, 2],
+  ])('aggregate %i → %i under load: exactly-once, non-stopping, nothing across the rescaled edge in the held window', async (from, to) => {
+    await expectExactlyOnce();
+    const before = await subtasks();
+    expect(before.filter((s) => s.operator === 'agg')).toHaveLength(from);
+    const outside = before.filter((s) => s.operator !== 'agg').map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort();
+    const sinkBefore = before.find((s) => s.operator === 'out').task;
+
+    const { status, secondRequest } = await underLoad(() => rescaleViaApi(to));
+    // One rescale per job at a time: the second request was refused with the running workflow's id.
+    expect(secondRequest).toMatchObject({ status: 409, body: { error: 'operation-in-progress', workflowId: `rescale:${JOB}` } });
+    expect(status).toMatchObject({ outcome: 'completed', hot: true, phase: 'complete', from, to, compensation: null });
+    expect(status.added).toHaveLength(to);
+    expect(status.retired).toHaveLength(from);
+    const total = await expectExactlyOnce();
+
+    const after = await subtasks();
+    const aggregates = after.filter((s) => s.operator === 'agg');
+    expect(aggregates).toHaveLength(to);
+    // Append-only identity: the new subtasks took fresh indices and restored from barrier C.
+    expect(aggregates.every((s) => s.task.state === 'ready' && s.task.counts.restoredFrom === status.checkpoint)).toBe(true);
+    expect(aggregates.map((s) => s.taskId).sort()).toEqual([...status.added].sort());
+    // Everything outside the aggregate kept running: same incarnations, and the sink's commits went on.
+    expect(after.filter((s) => s.operator !== 'agg').map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort()).toEqual(outside);
+    const sinkAfter = after.find((s) => s.operator === 'out').task;
+    expect(sinkAfter.counts.commits).toBeGreaterThan(sinkBefore.counts.commits);
+    expect(sinkAfter.counts.lastCheckpoint).toBeGreaterThan(status.checkpoint!);
+    // No source re-read a record: every record offered was read exactly once by the running sources.
+    const sources = after.filter((s) => s.operator === 'src').map((s) => s.task);
+    expect(sum(sources, 'recordsRead')).toBe(total);
+    expect(sources.every((s) => s.counts.cutovers >= 1)).toBe(true);
+    // The held window: nothing reached the old subtasks after barrier C, and the edge conserved every record:
+    // what the old subtasks took in up to C plus what the new ones took in since is what the sources emitted.
+    const retired = Object.values(status.retiredCounts);
+    expect(retired).toHaveLength(from);
+    expect(retired.map((c) => c.receivedAfterCutover)).toEqual(retired.map(() => 0));
+    const intoRetired = retired.reduce((n, c) => n + c.recordsIn, 0);
+    expect(intoEarlierAggregates + intoRetired + sum(aggregates.map((s) => s.task), 'recordsIn')).toBe(sum(sources, 'recordsOut'));
+    intoEarlierAggregates += intoRetired;
+
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale`, { role: 'viewer' })).body.events[0];
+    expect(ledger).toMatchObject({ kind: 'rescale', outcome: 'completed', fromReplicas: from, toReplicas: to, inputs: { operator: 'agg', hot: true, checkpoint: status.checkpoint } });
+  });
+
+  test('3 → 4 is not an integer factor: the stop-the-world replan, exactly-once, and the reason', async () => {
+    // 4 → 3 first: not an integer factor either.
+    for (const [from, to] of [[2, 3], [3, 4]]) {
+      const { status } = await underLoad(() => rescaleViaApi(to), 4_000);
+      expect(status).toMatchObject({ outcome: 'replanned', hot: false, from, to });
+      expect(status.reason).toMatch(/not an integer factor/);
+      expect(status.compensation?.outcome?.parallelism.to).toMatchObject({ agg: to });
+      await expectExactlyOnce();
+      const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
+      expect(operation).toMatchObject({ kind: 'rescaleOperator', status: 'completed' });
+    }
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale`, { role: 'viewer' })).body.events[0];
+    expect(ledger).toMatchObject({ outcome: 'replanned', inputs: { hot: false, why: expect.stringMatching(/not an integer factor/) } });
+  });
+
+  test('SIGKILL of the agent hosting a new subtask mid-window: replan from the last completed checkpoint, compensated, exactly-once', async () => {
+    const before = await subtasks();
+    const from = before.filter((s) => s.operator === 'agg').length;
+    const start = () => stack.temporal.workflow.start(rescaleOperator, {
+      taskQueue: stack.taskQueue, workflowId: `rescale:${JOB}`, args: [{ job: JOB, operator: 'agg', parallelism: from * 2, reason: 'test: kill mid-window', stepTimeoutMs: 10_000 }],
+    });
+    let handle!: Awaited<ReturnType<typeof start>>;
+    const killed = await underLoad(async () => {
+      handle = await start();
+      // The window is open once the new subtasks are deployed: kill the agent that hosts one of them.
+      const victim = await stack.waitFor('a new subtask deployed', async () => {
+        const status = await handle.query(rescaleStatusQuery).catch(() => null);
+        if (!status?.added.length) return null;
+        const deployed = (await tasksOf(stack, JOB)).find((t) => status.added.includes(t.taskId));
+        return deployed ? (deployed.runtimeId as string) : null;
+      }, { timeoutMs: 30_000, intervalMs: 5 });
+      stack.agents[victim].process.kill('SIGKILL');
+      return victim;
+    });
+    const status = (await handle.result()) as RescaleStatus;
+    expect(status).toMatchObject({ outcome: 'compensated', hot: true, phase: 'aborted' });
+    expect(status.compensation?.reason).toMatch(/the cutover failed/);
+    expect(status.compensation?.outcome?.restoredFrom).toBeGreaterThan(0);
+    expect(status.compensation?.outcome?.parallelism.to).toMatchObject({ agg: from * 2 });
+    const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
+    expect(operation.status).toBe('compensated');
+    const running = await stack.waitFor('the job running again without the killed agent', async () => {
+      const tasks = await tasksOf(stack, JOB);
+      return tasks.length === 2 + from * 2 + 1 && tasks.every((t) => t.state === 'ready' && t.runtimeId !== killed) ? tasks : null;
+    }, 90_000);
+    expect(new Set(running.map((t) => t.generation)).size).toBe(1);
+    await expectExactlyOnce();
+  });
+});
+

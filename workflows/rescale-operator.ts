@@ -1,0 +1,173 @@
+// rescaleOperator (DESIGN.md §4.3, reference/hot-rescale-at-a-barrier.txt): one operator of a
+// stream job to a new parallelism, hot, at a checkpoint barrier C: Preparing → Draining →
+// CuttingOver → Complete, or Aborted. The clock pauses so C is the last checkpoint of the old
+// layout and C+1 the first of the new; new subtasks take appended indices and restore from C's key
+// groups; upstream holds the rescaled edge after barrier C; downstream swaps its inputs at C; the
+// old subtasks end at C and are stopped. Everything else keeps running. A request that cannot cut
+// over hot, and every abort, go to the stop-the-world replan from the last completed checkpoint at
+// the requested parallelism: hot when possible, correct always.
+import { CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { z } from 'zod';
+import type { Activities, RescalePlan } from '../activities';
+import { WorkloadName } from '../protocol';
+import { formatDuration, failureMessage, parseInput, profiles, runtimesOf, trackOperation } from './operation';
+import { abortSignal } from './scale-operation';
+import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
+
+export { abortSignal } from './scale-operation';
+
+const store = proxyActivities<Activities>(profiles.storeWrite);
+const agentCalls = proxyActivities<Activities>(profiles.agentCall);
+const long = proxyActivities<Activities>(profiles.longDrain);
+
+export const RescaleInputSchema = z.strictObject({
+  job: WorkloadName,
+  operator: z.string().min(1).max(63),
+  parallelism: z.int().min(1).max(32768),
+  reason: z.string().min(1).max(500).default('requested'),
+  /** how long each step of the window may take (the pause, barrier C, the new subtasks ready) */
+  stepTimeoutMs: z.int().min(1000).max(600_000).default(60_000),
+});
+export type RescaleInput = z.input<typeof RescaleInputSchema>;
+
+export type RescaleOutcome = 'running' | 'completed' | 'replanned' | 'compensated' | 'failed';
+
+export interface RescaleStatus {
+  kind: 'rescaleOperator';
+  job: string;
+  operator: string;
+  from: number | null;
+  to: number;
+  phase: string;
+  outcome: RescaleOutcome;
+  /** hot: cut over at a barrier; false: the stop-the-world replan, and why */
+  hot: boolean | null;
+  reason: string | null;
+  /** the cutover barrier: the last checkpoint of the old layout */
+  checkpoint: number | null;
+  added: string[];
+  retired: string[];
+  /** the retired subtasks' counters at their end: records taken in, and after barrier C (the held window: 0) */
+  retiredCounts: Record<string, Record<string, number>>;
+  compensation: { reason: string; outcome: StreamReplanOutcome | null } | null;
+  error: string | null;
+}
+
+export const rescaleStatusQuery = defineQuery<RescaleStatus>('status');
+
+export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
+  const input = parseInput(RescaleInputSchema, rawInput, 'rescaleOperator');
+  const { workflowId, runId } = workflowInfo();
+  const status: RescaleStatus = {
+    kind: 'rescaleOperator', job: input.job, operator: input.operator, from: null, to: input.parallelism, phase: 'preparing', outcome: 'running',
+    hot: null, reason: null, checkpoint: null, added: [], retired: [], retiredCounts: {}, compensation: null, error: null,
+  };
+  setHandler(rescaleStatusQuery, () => status);
+  const op = trackOperation('rescale', input.job, `rescale ${input.job}/${input.operator} → ${input.parallelism}`);
+  const enter = (phase: string) => {
+    status.phase = phase;
+    op.enter(phase);
+  };
+  let abortReason: string | null = null;
+  setHandler(abortSignal, (args) => {
+    abortReason = args?.reason ?? 'aborted by an operator';
+  });
+  const ledger = (outcome: string, inputs: Record<string, unknown>, evidence?: unknown) =>
+    store.appendLedger.executeWithOptions({ summary: `ledger: rescale ${input.job}/${input.operator} ${outcome}` }, [{
+      kind: 'rescale', workload: input.job, fromReplicas: status.from, toReplicas: input.parallelism, reason: input.reason,
+      inputs: { operator: input.operator, hot: status.hot, checkpoint: status.checkpoint, ...inputs }, workflowId, runId, outcome, evidence,
+    }]);
+  /** Every path that does not cut over ends here: the replan at the requested parallelism. */
+  const replan = async (reason: string, outcome: 'replanned' | 'compensated') => {
+    status.compensation = { reason, outcome: null };
+    status.compensation.outcome = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism })) as StreamReplanOutcome;
+    status.outcome = outcome;
+    await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome.restoredFrom });
+    return status;
+  };
+
+  // Preparing: eligibility, capacity, the clock paused with nothing in flight, C assigned.
+  let plan: RescalePlan;
+  try {
+    plan = await long.planRescale.executeWithOptions(
+      { summary: `prepare: can ${input.job}/${input.operator} cut over hot? pause the clock` },
+      [{ job: input.job, operator: input.operator, parallelism: input.parallelism, pauseTimeoutMs: input.stepTimeoutMs }],
+    );
+  } catch (error) {
+    status.outcome = 'failed';
+    status.error = failureMessage(error);
+    enter('aborted');
+    await ledger('failed', {}, { error: status.error });
+    throw error;
+  }
+  status.from = plan.from;
+  if (!plan.hot) {
+    status.hot = false;
+    status.reason = plan.reason;
+    enter('stop-the-world');
+    await replan(`not hot: ${plan.reason}`, 'replanned');
+    enter('complete');
+    return status;
+  }
+  status.hot = true;
+  status.checkpoint = plan.checkpoint;
+  status.added = plan.added.map((a) => a.taskId);
+  status.retired = plan.retiring.map((a) => a.taskId);
+  const refs = (assignments: { runtimeId: string; taskId: string }[]) => assignments.map(({ runtimeId, taskId }) => ({ runtimeId, taskId }));
+
+  try {
+    await CancellationScope.cancellable(async () => {
+      const scope = CancellationScope.current();
+      void condition(() => abortReason !== null).then(() => scope.cancel());
+      const layout = await store.commitRescaleLayout.executeWithOptions(
+        { summary: `write the layout: ${plan.added.length} new subtask(s) of ${input.operator} appended, C = ${plan.checkpoint}` }, [{ job: input.job, plan }],
+      );
+
+      // Draining: new subtasks deployed (they restore from C once it completed), every subtask armed, C triggered and completed.
+      enter('draining');
+      await long.startTasks.executeWithOptions(
+        { summary: `deploy ${plan.added.length} new ${input.operator} subtask(s) on ${runtimesOf(plan.added)}, joining after checkpoint ${plan.checkpoint}` },
+        [{ workload: input.job, kind: 'stream', spec: plan.spec, placementFence: layout.placementFence, generation: plan.generation, assignments: plan.added, joinAt: plan.checkpoint }],
+      );
+      await agentCalls.armCutover.executeWithOptions(
+        { summary: `arm ${plan.others.length + plan.retiring.length} subtask(s) for the cutover at checkpoint ${plan.checkpoint}` },
+        [{ checkpoint: plan.checkpoint, operator: input.operator, spec: plan.spec, tasks: refs([...plan.others, ...plan.retiring]) }],
+      );
+      await agentCalls.triggerCutover.executeWithOptions({ summary: `trigger barrier C = ${plan.checkpoint}` }, [{ coordinator: plan.coordinator, checkpoint: plan.checkpoint }]);
+      await long.awaitCheckpoint.executeWithOptions(
+        { summary: `await checkpoint ${plan.checkpoint} completed (timeout ${formatDuration(input.stepTimeoutMs)})` },
+        [{ job: input.job, checkpoint: plan.checkpoint, timeoutMs: input.stepTimeoutMs }],
+      );
+
+      // CuttingOver: the new subtasks restored from C and wired in; the old ones stopped; the clock resumes at C+1.
+      enter('cutting-over');
+      await long.awaitTasksReady.executeWithOptions(
+        { summary: `await ${plan.added.length} new subtask(s) ready (timeout ${formatDuration(input.stepTimeoutMs)})` },
+        [{ tasks: refs(plan.added), timeoutMs: input.stepTimeoutMs }],
+      );
+      const final = await store.retireFromLayout.executeWithOptions(
+        { summary: `write the layout without the ${plan.retiring.length} retired subtask(s)` },
+        [{ job: input.job, plan, registryRevision: layout.registryRevision, placementFence: layout.placementFence }],
+      );
+      const stopped = await long.stopTasks.executeWithOptions(
+        { summary: `stop ${plan.retiring.length} retired subtask(s) on ${runtimesOf(plan.retiring)}` }, [{ tasks: refs(plan.retiring), placementFence: final.placementFence }],
+      );
+      for (const receipt of stopped) {
+        const counts = (receipt.receipt as { counts?: Record<string, number> } | undefined)?.counts;
+        if (counts) status.retiredCounts[receipt.taskId] = counts;
+      }
+      await agentCalls.setCheckpointClock.executeWithOptions({ summary: `resume the checkpoint clock (C+1 = ${plan.checkpoint + 1} is the first of the new layout)` }, [{ coordinator: plan.coordinator, state: 'running' }]);
+    });
+  } catch (error) {
+    if (isCancellation(error) && abortReason === null) throw error; // the workflow itself was cancelled
+    const reason = abortReason ?? `the cutover failed: ${failureMessage(error)}`;
+    status.error = abortReason === null ? failureMessage(error) : null;
+    enter('aborted');
+    await replan(reason, 'compensated');
+    return status;
+  }
+  status.outcome = 'completed';
+  enter('complete');
+  await ledger('completed', { added: status.added, retired: status.retired });
+  return status;
+}
