@@ -9,7 +9,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import type { z } from 'zod';
-import { describeIssues, LedgerQuerySchema, PlanRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
+import { describeIssues, LedgerQuerySchema, PlanRequestSchema, RescaleRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
 import { fields, labels, relative, runtimesOf, section, table } from './format';
 
@@ -33,6 +33,9 @@ const USAGE = `usage: scalegate <command> [options]
   ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
   jobs <job>                                 a stream job: operators, subtasks with their counters,
                                              last completed checkpoint, running operation
+  rescale <job> <operator> <parallelism> [--reason TEXT]
+                                             rescale one operator: hot at a checkpoint barrier when it
+                                             can (integer factor, keyed aggregate), else stop-the-world
   tiers show <tier>                          policy, latest observations, last decision, running operation
   tiers policy <tier> -f FILE                set a tier's autoscaler policy (YAML or JSON)
   tiers signal <tier> [--qps N] [--active-users N] [--cpu-utilization F] [--queue-depth N] [--at ISO]
@@ -366,6 +369,12 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       }
       if (sub === 'abort') return show(await call('POST', `/v1/operations/${id}/abort`, 'operator', {}), () => `abort requested for ${a}: it stops, and a change already made is compensated by the replan`);
       break;
+    }
+    case 'rescale': {
+      const [operator, parallelism] = [a, positionals[3]];
+      const request = body(RescaleRequestSchema, { parallelism: numberArg(need(parallelism, 'the parallelism: rescale <job> <operator> <parallelism>')), reason: values.reason });
+      const path = `/v1/jobs/${enc(need(sub, 'the job: rescale <job> <operator> <parallelism>'))}/operators/${enc(need(operator, 'the operator'))}/rescale`;
+      return show(await call('POST', path, 'operator', request), (s) => renderStarted('rescaling', s));
     }
     case 'jobs':
       return show(await call('GET', `/v1/jobs/${enc(need(sub, 'the job: jobs <job>'))}`, 'viewer'), renderJob);

@@ -4,6 +4,8 @@
 // crosses the rescaled edge between barrier C and the release, a SIGKILL mid-window falls back to
 // the stop-the-world replan, and a non-integer factor goes to that replan directly, saying why.
 // Exactly-once is proved by counting every key against its source rows.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
 import { runLoad } from '../../store/source-feed';
 import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
@@ -72,6 +74,15 @@ async function rescaleViaApi(parallelism: number): Promise<{ status: RescaleStat
   return { status, secondRequest };
 }
 
+/** The scalegate CLI as a person runs it; never throws. */
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [path.resolve(__dirname, '../../cli/bin.js'), ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, SCALEGATE_API_URL: stack.apiUrl, SCALEGATE_OPERATOR_TOKEN: stack.tokens.operator, SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer },
+    }, (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
 describe('HotRescale', () => {
   /** records the aggregates retired by earlier cutovers took in (the sources' counters span every cutover) */
   let intoEarlierAggregates = 0;
@@ -123,9 +134,20 @@ describe('HotRescale', () => {
   });
 
   test('3 → 4 is not an integer factor: the stop-the-world replan, exactly-once, and the reason', async () => {
-    // 4 → 3 first: not an integer factor either.
+    // A typo gets the server's message and a non-zero exit, and changes nothing.
+    const typo = await cli(['rescale', JOB, 'aggr', '4']);
+    expect(typo.code).not.toBe(0);
+    expect(typo.stderr).toMatch(/has no operator aggr/);
+    // 2 → 3 first (through the CLI): not an integer factor either.
+    const viaCli = async () => {
+      const run = await cli(['rescale', JOB, 'agg', '3', '--reason', 'test via the CLI', '--json']);
+      expect(run.code).toBe(0);
+      const started = JSON.parse(run.stdout);
+      expect(started).toMatchObject({ workflowId: `rescale:${JOB}`, kind: 'rescaleOperator' });
+      return { status: (await stack.temporal.workflow.getHandle(started.workflowId, started.runId).result()) as RescaleStatus };
+    };
     for (const [from, to] of [[2, 3], [3, 4]]) {
-      const { status } = await underLoad(() => rescaleViaApi(to), 4_000);
+      const { status } = await underLoad(() => (to === 3 ? viaCli() : rescaleViaApi(to)), 4_000);
       expect(status).toMatchObject({ outcome: 'replanned', hot: false, from, to });
       expect(status.reason).toMatch(/not an integer factor/);
       expect(status.compensation?.outcome?.parallelism.to).toMatchObject({ agg: to });

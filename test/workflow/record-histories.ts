@@ -11,9 +11,10 @@ import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { WorkloadRecovery } from '../../domain/recovery';
-import { UNKNOWN_CONTRACT } from '../../protocol';
+import { UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
+import { rescaleOperator, type RescaleStatus } from '../../workflows/rescale-operator';
 import { observeSignal } from '../../workflows/autoscaler';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
@@ -168,6 +169,40 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async stopAllTasksOfWorkload() {
       call('stopAllTasksOfWorkload');
       return current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
+    },
+    async planRescale(input) {
+      call('planRescale');
+      if (input.parallelism % 2 !== 0) return { hot: false, reason: `2 → ${input.parallelism} is not an integer factor`, from: 2, to: input.parallelism };
+      const added = Array.from({ length: input.parallelism }, (_, i) => assignment(name, 5 + i, 1));
+      return {
+        hot: true, from: 2, to: input.parallelism, checkpoint: 42, spec: (definition as unknown as { spec: StreamSpec }).spec, generation: 1, registryRevision: definition.revision,
+        placementFence: fence, coordinator: { runtimeId: 'rt-0', taskId: `${name}-4-g1` }, added,
+        retiring: current.filter((a) => a.index === 2 || a.index === 3), others: current.filter((a) => a.index !== 2 && a.index !== 3),
+      };
+    },
+    async commitRescaleLayout() {
+      call('commitRescaleLayout');
+      return { placementFence: ++fence, registryRevision: definition.revision + 1 };
+    },
+    async armCutover(input) {
+      call('armCutover');
+      return input.tasks.map((t) => ({ ...t, role: 'unaffected' as const }));
+    },
+    async triggerCutover(input) {
+      call('triggerCutover');
+      return { state: 'paused' as const, lastTriggered: input.checkpoint, inFlight: input.checkpoint };
+    },
+    async awaitCheckpoint(input) {
+      call('awaitCheckpoint');
+      return { id: input.checkpoint, generation: 1, triggeredAt: '2030-01-01T00:00:00.000Z', completedAt: '2030-01-01T00:00:01.000Z' };
+    },
+    async retireFromLayout() {
+      call('retireFromLayout');
+      return { placementFence: ++fence };
+    },
+    async setCheckpointClock(input) {
+      call('setCheckpointClock');
+      return { state: input.state, lastTriggered: 42, inFlight: null };
     },
     async resizeStreamJob(input) {
       call('resizeStreamJob');
@@ -360,6 +395,32 @@ export const SCENARIOS: Scenario[] = [
       assert.deepEqual(result.unreachable, ['rt-9']);
       assert.equal(result.comparison.verdict, 'pass');
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A hot rescale 2 → 4 of the aggregate: prepared, drained through barrier C = 42, cut over.
+    name: 'rescale-operator',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const status = (await client.workflow.execute(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] })) as RescaleStatus;
+      assert.equal(status.outcome, 'completed');
+      assert.equal(status.checkpoint, 42);
+      assert.deepEqual(ledgerOutcomes(fakes), ['rescale:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // 2 → 3 is not an integer factor: straight to the stop-the-world replan child, saying why.
+    name: 'rescale-operator-not-hot',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const status = (await client.workflow.execute(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 3 }] })) as RescaleStatus;
+      assert.equal(status.outcome, 'replanned');
+      assert.match(status.reason ?? '', /not an integer factor/);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:replanned']);
       return { workflowId };
     },
   },
