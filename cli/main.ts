@@ -13,7 +13,7 @@ import { describeIssues, LedgerQuerySchema, PlanRequestSchema, RescaleRequestSch
 import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
 import { fields, labels, relative, runtimesOf, section, table } from './format';
 
-const USAGE = `usage: scalegate <command> [options]
+export const USAGE = `usage: scalegate <command> [options]
 
   state                                      runtimes, workloads, placements, unplaced, operations
   workloads list                             the workloads (from the state)

@@ -1,5 +1,6 @@
 // The embedded default behind `npm start`: Temporal dev server + Web UI, PostgreSQL, the API, the
-// orchestrator worker and three agents labelled zone=a/b/c, then the URLs and tokens. The API,
+// orchestrator worker and three agents labelled zone=a/b/c, then the URLs and tokens; with --demo
+// (or SCALEGATE_DEMO=1) also the demo workloads, their load generators and a tier (embedded/demo.ts). The API,
 // worker and agents are supervised: one that crashes is restarted with backoff, same id and state
 // folder, and the rest keeps running. Ctrl-C or SIGTERM stops all of it, children first, leaving
 // no process and no port behind.
@@ -14,6 +15,7 @@ import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
 import { supervise, type Supervised } from './supervisor';
 import { startTemporalDevServer, waitForTemporal } from './temporal-server';
+import { DEMO_FEEDS, DEMO_TIER, demoTour, installDemo } from './demo';
 
 const port = z.coerce.number().int().min(1).max(65535);
 const StartConfigSchema = z.object({
@@ -31,10 +33,14 @@ const StartConfigSchema = z.object({
   /** first agent port; the three agents take this and the next two */
   SCALEGATE_AGENT_BASE_PORT: port.default(7401),
   SCALEGATE_LEASE_TTL_MS: z.coerce.number().int().min(300).default(45_000),
+  /** tasks each embedded agent takes (stream subtasks share a runtime up to this) */
+  SCALEGATE_AGENT_SLOTS: z.coerce.number().int().min(1).max(1024).default(8),
   /** one token per role; generated (and kept in the state folder) when unset */
   SCALEGATE_OPERATOR_TOKEN: z.string().optional(),
   SCALEGATE_AGENT_TOKEN: z.string().optional(),
   SCALEGATE_VIEWER_TOKEN: z.string().optional(),
+  /** `1`: define the demo (embedded/demo.ts) once the stack is up; `npm start -- --demo` sets it */
+  SCALEGATE_DEMO: z.enum(['0', '1']).default('0'),
 });
 
 const say = (line: string) => console.log(`[scalegate] ${line}`);
@@ -67,8 +73,9 @@ function resolveTokens(home: string, env: z.infer<typeof StartConfigSchema>) {
 /** Replaced by startEmbeddedStack() once there is something to stop. */
 let shutdown = async (_reason: string, code: number): Promise<void> => process.exit(code);
 
-export async function startEmbeddedStack(): Promise<void> {
+export async function startEmbeddedStack(argv: readonly string[] = []): Promise<void> {
   const config = StartConfigSchema.parse(process.env);
+  const demo = argv.includes('--demo') || config.SCALEGATE_DEMO === '1';
   const home = path.resolve(config.SCALEGATE_HOME);
   const logs = path.join(home, 'logs');
   fs.mkdirSync(logs, { recursive: true });
@@ -137,14 +144,15 @@ export async function startEmbeddedStack(): Promise<void> {
   // token; the worker needs none (it calls agents with their own credentials); an agent holds only
   // the registration token, and the database URL for its consumer driver.
   for (const name of ['SCALEGATE_OPERATOR_TOKEN', 'SCALEGATE_AGENT_TOKEN', 'SCALEGATE_VIEWER_TOKEN', 'DATABASE_URL']) delete common[name];
-  const envOf: Record<'api' | 'worker' | 'agent', NodeJS.ProcessEnv> = {
+  const envOf: Record<'api' | 'worker' | 'agent' | 'loadgen', NodeJS.ProcessEnv> = {
+    loadgen: { ...common, DATABASE_URL: databaseUrl },
     api: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer },
     worker: { ...common, DATABASE_URL: databaseUrl },
     agent: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_AGENT_TOKEN: tokens.agent },
   };
   const output = (name: string, line: string) => console.log(`[${name}] ${line}`);
   const launch = (name: string, entry: string, args: string[] = []) => {
-    const env = envOf[name === 'api' || name === 'worker' ? name : 'agent'];
+    const env = envOf[name === 'api' || name === 'worker' ? name : name.startsWith('loadgen') ? 'loadgen' : 'agent'];
     const service = supervise({
       name, log: say,
       start: () => spawnService({ name, entry, args, env, output, logFile: path.join(logs, `${name}.log`) }),
@@ -158,10 +166,20 @@ export async function startEmbeddedStack(): Promise<void> {
   await waitForHttp(`${apiUrl}/healthz`, 60_000);
   for (const [i, zone] of ['a', 'b', 'c'].entries()) {
     const agentPort = config.SCALEGATE_AGENT_BASE_PORT + i;
-    launch(`agent-${zone}`, 'agent/main.ts', ['--id', `agent-${zone}`, '--port', String(agentPort), '--labels', `zone=${zone}`,
+    // 8 slots each: room for the demo's stream job to hold its old and new subtasks during a hot rescale.
+    launch(`agent-${zone}`, 'agent/main.ts', ['--id', `agent-${zone}`, '--port', String(agentPort), '--labels', `zone=${zone}`, '--slots', String(config.SCALEGATE_AGENT_SLOTS),
       '--state-dir', path.join(home, 'agents', `agent-${zone}`), '--api', apiUrl]);
   }
   await waitForHttp(`${apiUrl}/readyz`, 120_000);
+  let tour: string[] = [];
+  if (demo) {
+    const defined = await installDemo(apiUrl, tokens.operator);
+    for (const feed of DEMO_FEEDS) {
+      launch(feed.name, 'scripts/loadgen.ts', ['--source', feed.source, '--partitions', String(feed.partitions), '--rate', String(feed.ratePerSec)]);
+    }
+    say(`demo defined: ${defined.join(', ')}, tier ${DEMO_TIER}; fed by ${DEMO_FEEDS.map((f) => f.name).join(', ')}`);
+    tour = ['', ...demoTour(apiUrl)];
+  }
 
   console.log(
     [
@@ -171,13 +189,14 @@ export async function startEmbeddedStack(): Promise<void> {
       `  Temporal       ${temporalAddress}   (namespace default, task queue scalegate)`,
       `  Web UI         ${uiUrl}`,
       `  PostgreSQL     ${databaseUrl}`,
-      `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c)`,
+      `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c, ${config.SCALEGATE_AGENT_SLOTS} slots each)`,
       `  tokens         operator=${tokens.operator}`,
       `                 viewer=${tokens.viewer}`,
       `                 agent=${tokens.agent}`,
       `  state          ${home} (logs in ${logs}; tokens in ${path.join(home, 'tokens.json')})`,
       '',
       `  try: curl -s -H "Authorization: Bearer ${tokens.viewer}" ${apiUrl}/v1/state`,
+      ...tour,
       'Ctrl-C stops everything.',
       '',
     ].join('\n'),
@@ -188,7 +207,7 @@ export async function startEmbeddedStack(): Promise<void> {
 export function runEmbeddedStack(): void {
   process.once('SIGINT', () => void shutdown('SIGINT', 0));
   process.once('SIGTERM', () => void shutdown('SIGTERM', 0));
-  startEmbeddedStack().catch((error) => {
+  startEmbeddedStack(process.argv.slice(2)).catch((error) => {
     console.error(`[scalegate] failed to start: ${error instanceof Error ? error.message : String(error)}`);
     void shutdown('start failed', 1);
   });
