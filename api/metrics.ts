@@ -15,6 +15,7 @@
 // scalegate_metrics_source_up{source} to 0; a scrape never fails because of one.
 import type { Client } from '@temporalio/client';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { LedgerStats } from '../store/ledger';
 
 /** Workflow type → the kind the ledger writes for it, the one label every operation metric uses. */
 export const OPERATION_KINDS = {
@@ -23,14 +24,15 @@ export const OPERATION_KINDS = {
   applyPlan: 'apply',
   stopTheWorldReplan: 'replan',
   retireWorkload: 'retire',
+  rescaleOperator: 'rescale',
 } as const;
 const KINDS = Object.values(OPERATION_KINDS);
 /** the workflows that converge (await new tasks ready) */
-const CONVERGING_TYPES = ['scaleOut', 'scaleIn', 'applyPlan', 'stopTheWorldReplan'];
+const CONVERGING_TYPES = ['scaleOut', 'scaleIn', 'applyPlan', 'stopTheWorldReplan', 'rescaleOperator'];
 
 export interface MetricSources {
   taskQueue: string;
-  ledgerStats(): Promise<{ byOutcome: { kind: string; outcome: string; count: number }[]; gateFailures: { gate: string; count: number }[] }>;
+  ledgerStats(): Promise<LedgerStats>;
   reconcileMarker(): Promise<{ passes: number; skips: number }>;
   unplaced(): Promise<{ workload: string; reason: string }[]>;
   runtimes(): Promise<{ status: string }[]>;
@@ -108,6 +110,7 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
   const unplaced = new Gauge({ name: 'scalegate_unplaced_workloads', help: 'workloads with unplaced replicas, by reason', labelNames: ['reason'] as const, registers: [registry] });
   const runtimes = new Gauge({ name: 'scalegate_runtimes', help: 'runtimes by status', labelNames: ['status'] as const, registers: [registry] });
   const leaseExpirations = new Counter({ name: 'scalegate_lease_expirations_total', help: 'runtimes this API declared LOST because their lease ran out', registers: [registry] });
+  const autoscaleDecisions = new Counter({ name: 'scalegate_autoscaler_decisions_total', help: 'autoscaler decisions, by decision (ledger rows of kind autoscale: scale-out, scale-in, no-change: <why>)', labelNames: ['decision'] as const, registers: [registry] });
   const recoveries = new Counter({ name: 'scalegate_recoveries_total', help: 'runtime recoveries, by outcome (ledger rows of kind recover)', labelNames: ['outcome'] as const, registers: [registry] });
   const sourceUp = new Gauge({ name: 'scalegate_metrics_source_up', help: 'whether the last scrape could read a source (postgres, temporal)', labelNames: ['source'] as const, registers: [registry] });
   leaseExpirations.inc(0);
@@ -129,6 +132,7 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
     setCounter(compensated, outcomes(['compensated']));
     setCounter(ledgerEvents, stats.byOutcome.map((r) => ({ labels: { kind: r.kind, outcome: r.outcome }, value: r.count })));
     setCounter(gateFailures, stats.gateFailures.map((r) => ({ labels: { gate: r.gate }, value: r.count })));
+    setCounter(autoscaleDecisions, stats.autoscaleDecisions.map((r) => ({ labels: { decision: r.decision }, value: r.count })));
     setCounter(recoveries, stats.byOutcome.filter((r) => r.kind === 'recover').map((r) => ({ labels: { outcome: r.outcome }, value: r.count })));
     setCounter(passes, [{ labels: {}, value: marker.passes }]);
     setCounter(skips, [{ labels: {}, value: marker.skips }]);

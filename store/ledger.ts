@@ -23,6 +23,13 @@ export interface LedgerRow extends LedgerEntry {
   at: string;
 }
 
+/** What /metrics reads from the ledger. */
+export interface LedgerStats {
+  byOutcome: { kind: string; outcome: string; count: number }[];
+  gateFailures: { gate: string; count: number }[];
+  autoscaleDecisions: { decision: string; count: number }[];
+}
+
 export function createLedgerStore(db: Pool) {
   return {
     async append(entry: LedgerEntry): Promise<number | null> {
@@ -46,8 +53,8 @@ export function createLedgerStore(db: Pool) {
      * Counts for /metrics, read at scrape time: rows per kind and outcome, and failed gate rows by
      * gate (from the `inputs.gates` every scale-out row carries).
      */
-    async stats(): Promise<{ byOutcome: { kind: string; outcome: string; count: number }[]; gateFailures: { gate: string; count: number }[] }> {
-      const [byOutcome, gateFailures] = await Promise.all([
+    async stats(): Promise<LedgerStats> {
+      const [byOutcome, gateFailures, autoscaleDecisions] = await Promise.all([
         db.query<{ kind: string; outcome: string; n: string }>(
           `select kind, coalesce(outcome, 'none') as outcome, count(*) as n from ledger group by 1, 2`,
         ),
@@ -58,10 +65,15 @@ export function createLedgerStore(db: Pool) {
             where g->>'passed' = 'false'
             group by 1`,
         ),
+        // The autoscaler's decision labels are a fixed set (workflows/autoscaler.ts), so they make a bounded label.
+        db.query<{ decision: string; n: string }>(
+          `select inputs->>'decision' as decision, count(*) as n from ledger where kind = 'autoscale' and inputs ? 'decision' group by 1`,
+        ),
       ]);
       return {
         byOutcome: byOutcome.rows.map((r) => ({ kind: r.kind, outcome: r.outcome, count: Number(r.n) })),
         gateFailures: gateFailures.rows.map((r) => ({ gate: r.gate, count: Number(r.n) })),
+        autoscaleDecisions: autoscaleDecisions.rows.map((r) => ({ decision: r.decision, count: Number(r.n) })),
       };
     },
 

@@ -57,6 +57,11 @@ test('the demo defines a service, a fed consumer, a fed stream job and a tier, a
     return events.find((e: any) => e.inputs?.desiredPerSignal?.some((d: any) => d.signal === 'qps' && d.desired === 5)) ?? null;
   });
   expect(decision).toMatchObject({ kind: 'autoscale' });
+
+  // /metrics counts the rescale among the operations and the autoscaler's decisions by what they decided.
+  const metrics = await fetch(`${stack.apiUrl}/metrics`).then((r) => r.text());
+  expect(metrics).toMatch(/^scalegate_operations_completed_total\{kind="rescale"\} 1$/m);
+  expect(metrics).toMatch(new RegExp(`^scalegate_autoscaler_decisions_total\\{decision="${decision.inputs.decision}"\\} [1-9]`, 'm'));
 });
 
 test('every command of the printed quick tour is one the CLI knows', () => {

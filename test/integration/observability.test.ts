@@ -163,7 +163,7 @@ describe('/metrics rendering', () => {
     const metrics = createMetrics({ processMetrics: false });
     const sources: MetricSources = {
       taskQueue: 'q',
-      ledgerStats: async () => ({ byOutcome: [{ kind: 'odd"kind\\with\nnewline', outcome: 'completed', count: 2 }], gateFailures: [] }),
+      ledgerStats: async () => ({ byOutcome: [{ kind: 'odd"kind\\with\nnewline', outcome: 'completed', count: 2 }], gateFailures: [], autoscaleDecisions: [] }),
       reconcileMarker: async () => ({ passes: 0, skips: 0 }),
       unplaced: async () => [],
       runtimes: async () => [],
