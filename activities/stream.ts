@@ -58,8 +58,8 @@ export function streamActivities(deps: ActivityDeps) {
      * answer is listed, not waited for: its subtasks can commit nothing once the new generation
      * starts (every commit checks the job's generation), and the replan places around it.
      */
-    async stopStreamJob(input: { workload: string }): Promise<{ stopped: TaskRef[]; unreachable: string[] }> {
-      const stopped: TaskRef[] = [];
+    async stopStreamJob(input: { workload: string }): Promise<{ stopped: (TaskRef & { counts?: Record<string, number> })[]; unreachable: string[] }> {
+      const stopped: (TaskRef & { counts?: Record<string, number> })[] = [];
       const unreachable: string[] = [];
       for (const runtime of await runtimes.list()) {
         heartbeat({ runtime: runtime.id });
@@ -68,8 +68,9 @@ export function streamActivities(deps: ActivityDeps) {
           const agent = await agentOf(runtime.id);
           const tasks: TaskStatus[] = await agents.listTasks(agent);
           for (const task of tasks.filter((t) => t.workload === input.workload)) {
-            await agents.stopTask(agent, task.taskId, {});
-            stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+            const answer = await agents.stopTask(agent, task.taskId, {});
+            // the subtask's counters at its end: what the sources had read when the world stopped
+            stopped.push({ runtimeId: runtime.id, taskId: task.taskId, ...(answer.receipt?.counts ? { counts: answer.receipt.counts } : {}) });
           }
         } catch {
           unreachable.push(runtime.id);

@@ -27,6 +27,11 @@ export const STREAM_COUNTERS = {
   watermark: 'watermark',
   /** sinks: checkpoints this subtask's job committed while it ran */
   commits: 'commits',
+  /** sources: the records up to the offsets read so far (per partition, offset + 1) */
+  readPosition: 'readPosition',
+  /** hot rescales this subtask took part in, and how long it held the rescaled edge (upstream) */
+  cutovers: 'cutovers',
+  heldMs: 'heldMs',
 } as const;
 
 /** POST /v1/tasks/:taskId/checkpoint-clock on the agent hosting a job's coordinator (its first sink subtask). */

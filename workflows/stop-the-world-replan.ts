@@ -75,6 +75,8 @@ export interface StreamReplanOutcome extends PlacementOutcome {
   unreachable: string[];
   /** before the stop against after the converge: a lost or doubled record is counted here */
   comparison: EvidenceComparison;
+  /** what the stopped sources had read (their recordsRead at the stop): the records after restoredFrom among them are read again */
+  recordsReadBeforeStop: number;
 }
 
 /**
@@ -113,15 +115,16 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     }
     const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
     const restoredFrom = restorePoint?.id ?? null;
+    const recordsReadBeforeStop = stop.stopped.reduce((sum, t) => sum + (t.counts?.recordsRead ?? 0), 0);
     const after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
     const comparison = compareEvidence(baseline, after, { expectedTasks: plan.target.length });
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} from checkpoint ${restoredFrom ?? 'none'}` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: subtotal(resized.from), toReplicas: plan.target.length,
-      reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism },
+      reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism, recordsReadBeforeStop },
       planId: plan.id, workflowId, runId, outcome: 'completed', evidence: { verdict: comparison.verdict, reasons: comparison.reasons, conservation: comparison.conservation },
     }]);
     op.enter('done');
-    return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism, unreachable: stop.unreachable, comparison };
+    return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism, unreachable: stop.unreachable, comparison, recordsReadBeforeStop };
   } catch (error) {
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: parallelism ? subtotal(parallelism.from) : 0, toReplicas: null,

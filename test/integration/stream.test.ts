@@ -181,6 +181,8 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     // The new sources read exactly the records after the checkpoint: nothing before it again.
     const readAfter = sum((await tasksOf(stack, job)).filter((t) => t.counts.subtask < 2), 'recordsRead');
     expect(readAfter).toBe(total - restoredOffsetsCover);
+    // The stopped sources had read at least up to the checkpoint: what they read beyond it is what the restore re-read.
+    expect(outcome.recordsReadBeforeStop).toBeGreaterThanOrEqual(restoredOffsetsCover);
     expect(readBefore).toBeGreaterThan(0);
 
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${job}&kind=replan`, { role: 'viewer' })).body;

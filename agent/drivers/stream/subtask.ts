@@ -75,7 +75,7 @@ export class StreamSubtask implements TaskHandle {
   private readonly outputs = new Map<number, OutputChannel>();
   private secret = '';
 
-  private readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0 };
+  private readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0, readPosition: 0 };
   /** upstream of a cutover: the barrier C this subtask holds the rescaled edge at, until the new peers listen */
   private holding: number | null = null;
   private readonly latencies: number[] = [];
@@ -349,6 +349,8 @@ export class StreamSubtask implements TaskHandle {
         if (record.at > watermark) watermark = record.at;
       }
       this.counters.recordsRead += records.length;
+      // records up to the read offsets (offsets start at 0 per partition): with recordsRead, what a restore re-read
+      this.counters.readPosition = [...offsets.values()].reduce((sum, offset) => sum + offset + 1, 0);
       this.counters.recordsIn += records.length;
       this.counters.recordsOut += records.length;
       if (watermark > this.counters.watermark) {
