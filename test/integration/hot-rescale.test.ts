@@ -111,6 +111,8 @@ describe('HotRescale', () => {
     // Append-only identity: the new subtasks took fresh indices and restored from barrier C.
     expect(aggregates.every((s) => s.task.state === 'ready' && s.task.counts.restoredFrom === status.checkpoint)).toBe(true);
     expect(aggregates.map((s) => s.taskId).sort()).toEqual([...status.added].sort());
+    // On release the sources re-emitted their watermark into the new channels: downstream time resumed.
+    expect(aggregates.every((s) => s.task.counts.watermark > 0)).toBe(true);
     // Everything outside the aggregate kept running: same incarnations, and the sink's commits went on.
     expect(after.filter((s) => s.operator !== 'agg').map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort()).toEqual(outside);
     const sinkAfter = after.find((s) => s.operator === 'out').task;

@@ -76,6 +76,13 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     const running = await tasksOf(stack, job);
     expect(sum(running.filter((t) => t.counts.subtask < 2), 'recordsRead')).toBe(20_000);
     expect(sum(running.filter((t) => t.counts.subtask >= 2 && t.counts.subtask < 4), 'recordsIn')).toBe(20_000);
+    // Watermarks flowed with the records, source to sink: each is an append time, and none runs ahead of its inputs.
+    const newestAppend = Number((await stack.db.query(`select (extract(epoch from max(appended_at)) * 1000)::bigint as at from ${tables.source}`)).rows[0].at);
+    const watermark = (subtask: number) => running.find((t) => t.counts.subtask === subtask).counts.watermark as number;
+    expect(watermark(4)).toBeGreaterThan(0);
+    expect(watermark(4)).toBeLessThanOrEqual(Math.min(watermark(2), watermark(3)));
+    expect(Math.min(watermark(2), watermark(3))).toBeLessThanOrEqual(Math.max(watermark(0), watermark(1)));
+    expect(Math.max(watermark(0), watermark(1))).toBeLessThanOrEqual(newestAppend);
 
     const view = (await stack.api('GET', `/v1/jobs/${job}`, { role: 'viewer' })).body;
     expect(view.operators.map((o: any) => `${o.id}:${o.parallelism}`)).toEqual(['src:2', 'agg:2', 'out:1']);
