@@ -1,12 +1,35 @@
-// Ledger activities: the append-only scale events every workflow writes.
-import type { LedgerEntry } from '../store/ledger';
-import { idempotencyKey, type ActivityDeps } from './ports';
+// Ledger activities: the append-only scale events every workflow writes, and waiting for one.
+import { ApplicationFailure } from '@temporalio/activity';
+import type { LedgerEntry, LedgerRow } from '../store/ledger';
+import { heartbeat, idempotencyKey, type ActivityDeps } from './ports';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function ledgerActivities(deps: ActivityDeps) {
   return {
     /** Appends one row; a retried activity writes it once (keyed by workflow, run and activity id). */
     async appendLedger(entry: LedgerEntry): Promise<number | null> {
       return deps.stores.ledger.append({ ...entry, idempotencyKey: entry.idempotencyKey ?? idempotencyKey() });
+    },
+
+    /**
+     * Waits for the row an operation that someone else started writes at its end (e.g. the replan
+     * a recovery started while a rescale wanted to start it): the newest row of that kind for the
+     * workload written at or after `sinceIso`, with an outcome.
+     */
+    async awaitLedgerRow(input: { workload: string; kind: string; sinceIso: string; timeoutMs: number }): Promise<LedgerRow> {
+      const deadline = deps.now() + input.timeoutMs;
+      const since = Date.parse(input.sinceIso);
+      for (;;) {
+        const rows = await deps.stores.ledger.list({ workload: input.workload, kind: input.kind, limit: 5 });
+        const row = rows.find((r) => Date.parse(r.at) >= since && r.outcome);
+        heartbeat({ waitingFor: `${input.kind} of ${input.workload}`, found: row?.id ?? null });
+        if (row) return row;
+        if (deps.now() > deadline) {
+          throw ApplicationFailure.create({ type: 'converge-deadline', message: `no ${input.kind} row for ${input.workload} within ${input.timeoutMs} ms`, nonRetryable: true });
+        }
+        await sleep(250);
+      }
     },
   };
 }

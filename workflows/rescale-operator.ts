@@ -6,7 +6,8 @@
 // old subtasks end at C and are stopped. Everything else keeps running. A request that cannot cut
 // over hot, and every abort, go to the stop-the-world replan from the last completed checkpoint at
 // the requested parallelism: hot when possible, correct always.
-import { CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
 import { WorkloadName } from '../protocol';
@@ -49,7 +50,13 @@ export interface RescaleStatus {
   retired: string[];
   /** the retired subtasks' counters at their end: records taken in, and after barrier C (the held window: 0) */
   retiredCounts: Record<string, Record<string, number>>;
-  compensation: { reason: string; outcome: StreamReplanOutcome | null } | null;
+  compensation: {
+    reason: string;
+    /** what the replan did: its restore point, parallelism and generation */
+    outcome: { restoredFrom: number | null; parallelism: StreamReplanOutcome['parallelism'] | null; generation: number | null } | null;
+    /** set when a replan of the job was already running and this rescale waited for it instead */
+    joined: string | null;
+  } | null;
   error: string | null;
 }
 
@@ -77,12 +84,31 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
       kind: 'rescale', workload: input.job, fromReplicas: status.from, toReplicas: input.parallelism, reason: input.reason,
       inputs: { operator: input.operator, hot: status.hot, checkpoint: status.checkpoint, ...inputs }, workflowId, runId, outcome, evidence,
     }]);
-  /** Every path that does not cut over ends here: the replan at the requested parallelism. */
+  /**
+   * Every path that does not cut over ends here: the replan at the requested parallelism. When a
+   * replan of the job already runs (a recovery of a lost agent, or a failed subtask's report,
+   * started it: the layout written already asks for the requested parallelism), this one joins it
+   * and waits for its ledger row.
+   */
   const replan = async (reason: string, outcome: 'replanned' | 'compensated') => {
-    status.compensation = { reason, outcome: null };
-    status.compensation.outcome = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism })) as StreamReplanOutcome;
+    status.compensation = { reason, outcome: null, joined: null };
+    const attemptedAt = new Date(Date.now()).toISOString();
+    try {
+      const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism })) as StreamReplanOutcome;
+      status.compensation.outcome = { restoredFrom: replanned.restoredFrom, parallelism: replanned.parallelism, generation: replanned.generation };
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+      status.compensation.joined = `replan:${input.job}`;
+      const row = await long.awaitLedgerRow.executeWithOptions(
+        { summary: `join the running replan:${input.job}: await its ledger row` },
+        [{ workload: input.job, kind: 'replan', sinceIso: attemptedAt, timeoutMs: 10 * input.stepTimeoutMs }],
+      );
+      if (row.outcome !== 'completed' && row.outcome !== 'degraded') throw ApplicationFailure.create({ type: 'task-failed', message: `the running replan:${input.job} ended ${row.outcome}`, nonRetryable: true });
+      const inputs = row.inputs as { restoredFrom?: number | null; parallelism?: { from: Record<string, number>; to: Record<string, number> } | null; generation?: number };
+      status.compensation.outcome = { restoredFrom: inputs.restoredFrom ?? null, parallelism: inputs.parallelism ?? null, generation: inputs.generation ?? null };
+    }
     status.outcome = outcome;
-    await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome.restoredFrom });
+    await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined });
     return status;
   };
 

@@ -152,7 +152,7 @@ describe('HotRescale', () => {
       const { status } = await underLoad(() => (to === 3 ? viaCli() : rescaleViaApi(to)), 4_000);
       expect(status).toMatchObject({ outcome: 'replanned', hot: false, from, to });
       expect(status.reason).toMatch(/not an integer factor/);
-      expect(status.compensation?.outcome?.parallelism.to).toMatchObject({ agg: to });
+      expect(status.compensation?.outcome?.parallelism?.to).toMatchObject({ agg: to });
       await expectExactlyOnce();
       const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
       expect(operation).toMatchObject({ kind: 'rescaleOperator', status: 'completed' });
@@ -184,7 +184,7 @@ describe('HotRescale', () => {
     expect(status).toMatchObject({ outcome: 'compensated', hot: true, phase: 'aborted' });
     expect(status.compensation?.reason).toMatch(/the cutover failed/);
     expect(status.compensation?.outcome?.restoredFrom).toBeGreaterThan(0);
-    expect(status.compensation?.outcome?.parallelism.to).toMatchObject({ agg: from * 2 });
+    expect(status.compensation?.outcome?.parallelism?.to).toMatchObject({ agg: from * 2 });
     const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
     expect(operation.status).toBe('compensated');
     const running = await stack.waitFor('the job running again without the killed agent', async () => {
