@@ -86,7 +86,8 @@ function generator(routes: Route[], valid: { credentials: Record<string, string>
     switch (Math.floor(random() * 4)) {
       case 0: {
         const key = pick(keys);
-        const value = pick(HOSTILE_VALUES);
+        // 'all' or '1' in place of a string field can be a valid value (a runtime named "all"): not hostile there.
+        const value = pick(typeof body[key] === 'string' ? HOSTILE_VALUES.filter((v) => !(typeof v === 'string' && /^[a-z0-9]+$/.test(v))) : HOSTILE_VALUES);
         why.push(`body.${key} = ${JSON.stringify(value)?.slice(0, 40)}`);
         return JSON.stringify({ ...body, [key]: value });
       }
