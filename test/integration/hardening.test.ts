@@ -34,7 +34,7 @@ describe('bounds: a request is bounded before any work is done on it', () => {
     expect(rows[0].n).toBe(0); // nothing was planned
   });
 
-  it('refuses a readiness path that is not a URL path, unknown fields and kind stream, naming the field', async () => {
+  it('refuses a readiness path that is not a URL path, unknown fields and a stream job that is not source → keyed-aggregate → sink, naming the field', async () => {
     const bad = await stack.api('PUT', '/v1/workloads/spaced', { body: service({ readiness: { http: '/health z' } }) });
     expect(bad.status).toBe(422);
     expect(bad.body.message).toMatch(/spec\.readiness\.http/);
@@ -45,7 +45,7 @@ describe('bounds: a request is bounded before any work is done on it', () => {
       body: { kind: 'stream', replicas: 1, spec: { source: 'clicks', sink: 'click_counts', partitions: 2, checkpointIntervalMs: 1000, operators: [{ id: 'src', kind: 'source', parallelism: 1 }] } },
     });
     expect(stream.status).toBe(422);
-    expect(stream.body.message).toMatch(/kind.*no driver/);
+    expect(stream.body.message).toMatch(/spec\.operators: operators must be source → keyed-aggregate → sink, got source/);
     const sameTable = await stack.api('PUT', '/v1/workloads/loop', { body: { kind: 'consumer', replicas: 1, spec: { partitions: 2, source: 'orders', sink: 'orders' } } });
     expect(sameTable.status).toBe(422);
     expect(sameTable.body.message).toMatch(/spec\.sink/);

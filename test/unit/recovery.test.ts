@@ -1,7 +1,7 @@
 // Lease sweeping and runtime recovery (domain/recovery.ts), pure: the sweeper's guards after a
 // control-plane outage, mass expiry per zone, and recoverRuntime's decision per workload (service
 // replaced by rendezvous among survivors, consumer moved or handed over from the committed offsets,
-// unplaced when nothing is eligible, stream not runnable), touching only the lost runtime's work.
+// unplaced when nothing is eligible, stream jobs left to their replan), touching only the lost runtime's work.
 import { buildPlan } from '../../domain/plan';
 import { decideForWorkload } from '../../domain/reconcile';
 import {
