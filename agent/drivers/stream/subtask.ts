@@ -597,7 +597,10 @@ export class StreamSubtask implements TaskHandle {
   status(): TaskStatus {
     const sorted = [...this.latencies].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-    const counts: Record<string, number> = { ...this.counters, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
+    const { recordsRead, readPosition, ...common } = this.counters;
+    const counts: Record<string, number> = { ...common, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
+    // Reads are a source's: other subtasks do not report them (a 0 would read as "read nothing").
+    if (this.identity.kind === 'source') Object.assign(counts, { recordsRead, readPosition });
     if (this.holding !== null) counts.holdingAt = this.holding;
     // Held window proof: a retired subtask's inputs carry nothing after barrier C (upstream held the edge).
     if (this.ended && this.input) counts.receivedAfterCutover = [...this.input.channels.values()].reduce((sum, c) => sum + c.queued, 0);
