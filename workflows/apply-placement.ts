@@ -36,6 +36,22 @@ export interface ApplyOptions {
   drainFirst?: { drainTimeoutMs: number; onDrained?: (receipts: DrainReceipts) => void };
 }
 
+/**
+ * The plan as applied when some runtimes cannot be called (LOST, or found unreachable): their
+ * removed tasks are neither drained nor stopped (the agent may be gone, or frozen: a call would
+ * hang), so moves from them become plain starts. Their tasks stop when the agent heartbeats again
+ * and is told they are revoked.
+ */
+export function withoutRemovalsOn<P extends Plan>(plan: P, runtimeIds: readonly string[]): P {
+  const on = (a: { runtimeId: string }) => runtimeIds.includes(a.runtimeId);
+  return {
+    ...plan,
+    starts: [...plan.starts, ...plan.moves.filter((m) => on(m.from)).map((m) => m.to)],
+    moves: plan.moves.filter((m) => !on(m.from)),
+    stops: plan.stops.filter((a) => !on(a)),
+  };
+}
+
 const refs = (assignments: Plan['target']) => assignments.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
 
 /**

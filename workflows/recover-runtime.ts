@@ -16,7 +16,7 @@ import type { Activities, RecoveryItem } from '../activities';
 import type { Plan } from '../domain/plan';
 import type { WorkloadRecovery } from '../domain/recovery';
 import { RuntimeId, type ReplicaCount } from '../protocol';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, formatDuration, parseInput, profiles, runtimesOf, trackOperation } from './operation';
 import { abortSignal } from './scale-operation';
 import { compensate } from './stop-the-world-replan';
@@ -76,21 +76,6 @@ export interface RecoveryStatus {
 export const recoveryStatusQuery = defineQuery<RecoveryStatus>('status');
 
 const MAX_DECISION_ATTEMPTS = 3;
-
-/**
- * The plan as applied: the lost runtime's removed tasks are neither drained nor stopped (the agent
- * may be gone, or frozen: a call would hang), so its moves become plain starts. Its tasks stop when
- * it heartbeats again and is told they are revoked.
- */
-function withoutLostRemovals(plan: Plan & { id: string }, lost: string): Plan & { id: string } {
-  const onLost = (a: { runtimeId: string }) => a.runtimeId === lost;
-  return {
-    ...plan,
-    starts: [...plan.starts, ...plan.moves.filter((m) => onLost(m.from)).map((m) => m.to)],
-    moves: plan.moves.filter((m) => !onLost(m.from)),
-    stops: plan.stops.filter((a) => !onLost(a)),
-  };
-}
 
 const isStalePlan = (error: unknown) =>
   error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
@@ -177,7 +162,7 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
         return;
       }
       try {
-        await applyPlacement(withoutLostRemovals(item.plan, input.runtime), {
+        await applyPlacement(withoutRemovalsOn(item.plan, [input.runtime]), {
           convergeTimeoutMs: input.convergeTimeoutMs,
           onPhase: (phase) => {
             state.phase = phase;

@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
 import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../protocol';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, parseInput, profiles, trackOperation } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -113,7 +113,8 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
         message: `job ${input.workload}: ${plan.unplaced.missing} of ${resized.replicas} subtasks do not fit the runtimes that answered (unreachable: ${stop.unreachable.join(', ') || 'none'}); the job is stopped until a replan fits`,
       });
     }
-    const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
+    // The runtimes that did not answer the stop are not called again: their old subtasks can commit nothing, and are revoked when they come back.
+    const outcome = await applyPlacement(withoutRemovalsOn(plan, stop.unreachable), { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
     const restoredFrom = restorePoint?.id ?? null;
     const recordsReadBeforeStop = stop.stopped.reduce((sum, t) => sum + (t.counts?.recordsRead ?? 0), 0);
     const after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);

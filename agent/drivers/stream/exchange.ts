@@ -2,7 +2,7 @@
 // (upstream subtask, downstream subtask) pair, newline-delimited JSON arrays, so order within a
 // channel is the wire's order (a barrier never overtakes a record). Backpressure is TCP's own: a
 // writer waits for 'drain' when the socket's buffer is full, and a reader pauses its socket while
-// its queue is long or its channel is held for barrier alignment.
+// its queue is long (a channel held for barrier alignment keeps queueing until then).
 //
 // A connection opens with one hello line naming the job, the generation, the upstream subtask and
 // the generation's exchange secret; anything else is dropped before a single record is read.
@@ -261,6 +261,8 @@ export class OutputChannel {
   /** Writes what is buffered; waits while the peer's window is full (backpressure). */
   async flush(): Promise<void> {
     if (this.failure) throw this.failure;
+    // A channel closed already (by its peer, or by this subtask failing) will never drain: say so instead of waiting.
+    if (this.closing || this.socket.destroyed) throw new Error(`the channel to subtask ${this.to} is closed`);
     if (this.buffered.length === 0) return;
     const text = `${this.buffered.join('\n')}\n`;
     this.buffered = [];
