@@ -13,7 +13,6 @@ import {
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
-import type { Plan } from '../domain/plan';
 import type { WorkloadRecovery } from '../domain/recovery';
 import { RuntimeId, type ReplicaCount } from '../protocol';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
