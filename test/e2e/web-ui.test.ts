@@ -2,7 +2,8 @@
 // by playwright-core; .ci/run installs it): a scale-out started through the API shows in the UI
 // served by the shared dev server with its summary, its ScalegatePhase search attribute and the
 // soak timer's summary, and the workflow list filtered by ScalegateWorkload finds it (and only
-// its workload's runs). Screenshots go to test/e2e/artifacts/ (gitignored).
+// its workload's runs); a hot rescale of a stream job shows its phases and cutover barrier.
+// Screenshots go to test/e2e/artifacts/ (gitignored).
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -117,4 +118,35 @@ it('shows a running scale-out: summary, ScalegatePhase, the soak timer, and the 
 
   // Done looking: let the operation finish without waiting out the soak.
   await stack.temporal.workflow.getHandle(workflowId, runId).terminate('e2e test finished looking');
+});
+
+it('shows a hot rescale of a stream job: its phases, the cutover barrier in the activity summaries, and its search attributes', async () => {
+  const job = 'e2e-clicks';
+  await defineWorkload(stack, job, {
+    kind: 'stream', selector: { pool: 'e2e' },
+    contract: { ownership: 'partitioned', partitions: 2, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' },
+    spec: {
+      source: 'e2e_clicks_in', sink: 'e2e_clicks_out', partitions: 2, checkpointIntervalMs: 300,
+      operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 1 }, { id: 'out', kind: 'sink', parallelism: 1 }],
+    },
+  }, 3);
+  const started = await stack.api('POST', `/v1/jobs/${job}/operators/agg/rescale`, { body: { parallelism: 2, reason: 'e2e web ui' } });
+  expect(started).toMatchObject({ status: 202, body: { workflowId: `rescale:${job}`, kind: 'rescaleOperator' } });
+  const { workflowId, runId } = started.body;
+  const status = await stack.temporal.workflow.getHandle(workflowId, runId).result();
+  expect(status).toMatchObject({ outcome: 'completed', hot: true });
+  const workflowUrl = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}`;
+
+  const history = await openUntil(`${workflowUrl}/history`, `trigger barrier C = ${status.checkpoint}`, 'web-ui-rescale-history.png');
+  expect(history).toContain('rescaleOperator');
+  expect(history).toMatch(/startTasks\s*•\s*deploy 2 new agg subtask\(s\) on .*joining after checkpoint \d+/);
+  expect(history).toMatch(/awaitCheckpoint\s*•\s*await checkpoint \d+ completed/);
+  expect(history).toMatch(/setCheckpointClock\s*•\s*resume the checkpoint clock/);
+
+  const metadata = await openUntil(`${workflowUrl}/user-metadata`, `rescale ${job}/agg 1 → 2`, 'web-ui-rescale-user-metadata.png');
+  expect(metadata).toContain(`rescale ${job}/agg → 2: complete`);
+  const attributes = await openUntil(`${workflowUrl}/search-attributes`, 'ScalegatePhase', 'web-ui-rescale-search-attributes.png');
+  expect(attributes).toMatch(/ScalegatePhase[\s":]*complete/);
+  expect(attributes).toMatch(/ScalegateWorkload[\s":]*e2e-clicks/);
+  expect(attributes).toMatch(/ScalegateOperation[\s":]*rescale/);
 });
