@@ -14,7 +14,7 @@ import type { WorkloadRecovery } from '../../domain/recovery';
 import { UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
-import { rescaleOperator, type RescaleStatus } from '../../workflows/rescale-operator';
+import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { observeSignal } from '../../workflows/autoscaler';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
@@ -48,6 +48,8 @@ interface Faults {
   passes?: (ReconcilePass | Error)[];
   /** what successive lease sweeps answer; an Error is thrown as a failed pass */
   sweeps?: (SweepPass | Error)[];
+  /** a hot rescale's barrier C does not complete (until the activity is cancelled) */
+  checkpointStuck?: boolean;
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -194,6 +196,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async awaitCheckpoint(input) {
       call('awaitCheckpoint');
+      if (faults.checkpointStuck) await new Promise((resolve) => setTimeout(resolve, 5_000));
       return { id: input.checkpoint, generation: 1, triggeredAt: '2030-01-01T00:00:00.000Z', completedAt: '2030-01-01T00:00:01.000Z' };
     },
     async retireFromLayout() {
@@ -409,6 +412,24 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.checkpoint, 42);
       assert.deepEqual(ledgerOutcomes(fakes), ['rescale:completed']);
       return { workflowId };
+    },
+  },
+  {
+    // An operator's abort while barrier C is awaited: the stop-the-world replan child at the requested parallelism.
+    name: 'rescale-operator-aborted',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
+      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      await handle.signal(rescaleAbortSignal, { reason: 'stop: recorded abort' });
+      const status = (await handle.result()) as RescaleStatus;
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.phase, 'aborted');
+      assert.equal(status.compensation?.reason, 'stop: recorded abort');
+      assert.deepEqual(status.compensation?.outcome?.parallelism?.to, { src: 1, agg: 4, out: 1 });
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:compensated']);
+      return { workflowId, extra: [{ name: 'stop-the-world-replan-after-rescale-abort', workflowId: `replan:${workload}` }] };
     },
   },
   {
