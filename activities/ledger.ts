@@ -1,9 +1,7 @@
 // Ledger activities: the append-only scale events every workflow writes, and waiting for one.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { LedgerEntry, LedgerRow } from '../store/ledger';
-import { heartbeat, idempotencyKey, type ActivityDeps } from './ports';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { heartbeat, idempotencyKey, sleep, type ActivityDeps } from './ports';
 
 export function ledgerActivities(deps: ActivityDeps) {
   return {

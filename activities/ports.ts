@@ -32,6 +32,9 @@ export interface TaskRef {
   taskId: string;
 }
 
+/** Waits; activities that poll (readiness, checkpoints, the ledger) pace themselves with it. */
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 /** Heartbeats when running inside an activity; a no-op when called directly (unit use). */
 export function heartbeat(details?: unknown): void {
   try {
@@ -54,6 +57,11 @@ export function idempotencyKey(): string | null {
 
 /** Look-ups that fail non-retryably when what a workflow names does not exist. */
 export function lookups(deps: ActivityDeps) {
+  const requireWorkload = async (name: string): Promise<Workload> => {
+    const workload = await deps.stores.registry.getWorkload(name);
+    if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `no workload ${name}`, nonRetryable: true });
+    return workload;
+  };
   return {
     /** How to call runtime `runtimeId`'s agent: its endpoint and its runtime's credential (read afresh on every call). */
     async agentOf(runtimeId: string): Promise<AgentTarget> {
@@ -63,9 +71,10 @@ export function lookups(deps: ActivityDeps) {
       if (target.credential === null) throw new Error(`runtime ${runtimeId} has no credential yet; waiting for its agent to register again`);
       return { endpoint: target.endpoint, credential: target.credential };
     },
-    async requireWorkload(name: string): Promise<Workload> {
-      const workload = await deps.stores.registry.getWorkload(name);
-      if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `no workload ${name}`, nonRetryable: true });
+    requireWorkload,
+    async requireStreamJob(name: string): Promise<Extract<Workload, { kind: 'stream' }>> {
+      const workload = await requireWorkload(name);
+      if (workload.kind !== 'stream') throw ApplicationFailure.create({ type: 'invalid-input', message: `${name} is a ${workload.kind}, not a stream job`, nonRetryable: true });
       return workload;
     },
   };

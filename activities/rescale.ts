@@ -5,10 +5,9 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { placeAppended, rescaleEligibility } from '../domain/rescale';
 import { eligibleRuntimes } from '../domain/placement';
 import { appendRescaled, blockOf, indicesOf, subtaskCount } from '../domain/stream';
-import type { Assignment, CutoverAnswer, StreamSpec, Workload } from '../protocol';
-import { heartbeat, idempotencyKey, lookups, type ActivityDeps, type TaskRef } from './ports';
+import type { Assignment, CutoverAnswer, StreamSpec } from '../protocol';
+import { heartbeat, idempotencyKey, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export type RescalePlan =
   | { hot: false; reason: string; from: number | null; to: number }
@@ -35,13 +34,7 @@ const nonRetryable = (type: string, message: string) => ApplicationFailure.creat
 export function rescaleActivities(deps: ActivityDeps) {
   const { registry, runtimes, streamJobs } = deps.stores;
   const { agents, now } = deps;
-  const { agentOf, requireWorkload } = lookups(deps);
-
-  const requireJob = async (job: string): Promise<Extract<Workload, { kind: 'stream' }>> => {
-    const workload = await requireWorkload(job);
-    if (workload.kind !== 'stream') throw nonRetryable('invalid-input', `${job} is a ${workload.kind}, not a stream job`);
-    return workload;
-  };
+  const { agentOf, requireStreamJob: requireJob } = lookups(deps);
 
   return {
     /**

@@ -11,7 +11,7 @@ import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 export function streamActivities(deps: ActivityDeps) {
   const { runtimes, registry, streamJobs } = deps.stores;
   const { agents, now } = deps;
-  const { agentOf, requireWorkload } = lookups(deps);
+  const { agentOf, requireStreamJob } = lookups(deps);
   const planner = createPlanner(deps.stores, now);
 
   return {
@@ -21,10 +21,7 @@ export function streamActivities(deps: ActivityDeps) {
      * the subtask count to place. A resulting spec the schema refuses fails non-retryably, naming why.
      */
     async resizeStreamJob(input: { workload: string; parallelism?: Record<string, number>; replicas?: number }) {
-      const workload = await requireWorkload(input.workload);
-      if (workload.kind !== 'stream') {
-        throw ApplicationFailure.create({ type: 'invalid-input', message: `${input.workload} is a ${workload.kind}, not a stream job`, nonRetryable: true });
-      }
+      const workload = await requireStreamJob(input.workload);
       const from = Object.fromEntries(workload.spec.operators.map((op) => [op.id, op.parallelism]));
       const unknown = Object.keys(input.parallelism ?? {}).filter((id) => !(id in from));
       if (unknown.length) {

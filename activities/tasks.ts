@@ -1,9 +1,8 @@
 // Task activities: start, await, drain and stop agent tasks, and list what agents run.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Assignment, PortPair, TaskStatus, WorkloadKind } from '../protocol';
-import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
+import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function taskActivities(deps: ActivityDeps) {
   const { runtimes, registry } = deps.stores;

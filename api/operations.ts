@@ -4,8 +4,15 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
 
-import type { StartedOperation } from '../protocol';
+import type { StartedOperation, Workload } from '../protocol';
 export type { StartedOperation };
+
+/** The workload an operation is asked for: defined and not retired, else 404. */
+export async function requireActiveWorkload(deps: ApiDeps, name: string): Promise<Workload> {
+  const workload = await deps.registry.getWorkload(name);
+  if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${name}`);
+  return workload;
+}
 
 export async function startOperation(
   deps: ApiDeps,

@@ -6,7 +6,7 @@ import { subtaskAt } from '../../domain/stream';
 import { PHASE_KEY, type Assignment, type StreamSpec, type TaskReport } from '../../protocol';
 import { JobParamsSchema, OperatorParamsSchema, RescaleRequestSchema, STREAM_COUNTERS, type StreamJobView } from '../../protocol/stream';
 import { rescaleOperator } from '../../workflows/rescale-operator';
-import { startOperation } from '../operations';
+import { requireActiveWorkload, startOperation } from '../operations';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
 import { defineRoute, ok } from '../../http/route';
@@ -101,8 +101,7 @@ export function jobRoutes(deps: ApiDeps) {
       summary: 'rescale one operator: hot at a checkpoint barrier when eligible (integer factor, keyed aggregate), else the stop-the-world replan; rescale:<job>, 409 while an operation on the job runs',
       params: OperatorParamsSchema, body: RescaleRequestSchema,
       handler: async ({ params, body }) => {
-        const workload = await deps.registry.getWorkload(params.job);
-        if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${params.job}`);
+        const workload = await requireActiveWorkload(deps, params.job);
         if (workload.kind !== 'stream') throw new ApiError('unsupported-kind', `${params.job} is a ${workload.kind}, not a stream job: scale it with POST /v1/workloads/${params.job}/scale`);
         const operator = workload.spec.operators.find((o) => o.id === params.op);
         if (!operator) throw new ApiError('not-found', `job ${params.job} has no operator ${params.op} (operators: ${workload.spec.operators.map((o) => o.id).join(', ')})`);

@@ -8,7 +8,7 @@ import { stopTheWorldReplan } from '../../workflows/stop-the-world-replan';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
-import { startOperation } from '../operations';
+import { requireActiveWorkload, startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
@@ -37,8 +37,7 @@ export function operationRoutes(deps: ApiDeps) {
       summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>; a stream job replans every operator proportionally under replan:<name>',
       params: WorkloadParamsSchema, body: ScaleRequestSchema,
       handler: async ({ params, body }) => {
-        const workload = await deps.registry.getWorkload(params.name);
-        if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${params.name}`);
+        const workload = await requireActiveWorkload(deps, params.name);
         const placement = await deps.registry.getPlacement(params.name);
         const current = placement?.assignments.length ?? 0;
         if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
