@@ -32,7 +32,7 @@ export interface AgentTarget {
 }
 
 export function createAgentClient(timeoutMs = 30_000) {
-  async function call<T>(target: AgentTarget, method: string, path: string, answer: z.ZodType<T>, body?: unknown): Promise<T | null> {
+  async function call<T>(target: AgentTarget, method: string, path: string, answer: z.ZodType<T>, body?: unknown, callTimeoutMs = timeoutMs): Promise<T | null> {
     const { endpoint } = target;
     let response: Response;
     try {
@@ -40,7 +40,7 @@ export function createAgentClient(timeoutMs = 30_000) {
         method,
         headers: { authorization: `Bearer ${target.credential}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: AbortSignal.timeout(callTimeoutMs),
       });
     } catch (error) {
       throw new Error(`agent ${endpoint} unreachable: ${(error as Error).message}`); // retryable
@@ -72,7 +72,9 @@ export function createAgentClient(timeoutMs = 30_000) {
       if (options.graceMs !== undefined) query.set('graceMs', String(options.graceMs));
       if (options.drainTimeoutMs !== undefined) query.set('drainTimeoutMs', String(options.drainTimeoutMs));
       if (options.placementFence !== undefined) query.set('placementFence', String(options.placementFence));
-      return required(await call(agent, 'DELETE', `${task(taskId)}?${query}`, StopAnswerSchema), `stop ${taskId}`);
+      // A drain answers once the task is gone: wait for its deadline (or grace), not the usual call timeout.
+      const waitMs = Math.max(timeoutMs, (options.drainTimeoutMs ?? options.graceMs ?? 0) + 10_000);
+      return required(await call(agent, 'DELETE', `${task(taskId)}?${query}`, StopAnswerSchema, undefined, waitMs), `stop ${taskId}`);
     },
     /** null when the agent does not host the task */
     taskStatus: (agent: AgentTarget, taskId: string): Promise<TaskStatus | null> => call(agent, 'GET', task(taskId), TaskStatusSchema),

@@ -66,9 +66,13 @@ export function placementActivities(deps: ActivityDeps) {
       writer: string;
       /** the plan being applied: a retried write recognises its own earlier success by it */
       planId: string;
+      /** the operation's result, written as the workload's desired replicas in the same transaction */
+      desiredReplicas?: ReplicaCount;
     }): Promise<Placement> {
       const placement = await registry
-        .commitPlacement(input.workload, input.basis, input.assignments, { generation: input.generation, writer: input.writer, planId: input.planId })
+        .commitPlacement(input.workload, input.basis, input.assignments, {
+          generation: input.generation, writer: input.writer, planId: input.planId, desiredReplicas: input.desiredReplicas,
+        })
         .catch(stalePlan);
       if (input.unplaced) {
         await registry.setUnplaced({ ...input.unplaced, detail: `${input.unplaced.missing} replica(s) have no eligible runtime` });

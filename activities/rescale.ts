@@ -148,6 +148,19 @@ export function rescaleActivities(deps: ActivityDeps) {
       return { placementFence: placement.fence };
     },
 
+    /**
+     * Resumes the job's checkpoint clock wherever its coordinator runs now (a rescale that failed or
+     * was cancelled while preparing may have paused it). Resuming a running clock changes nothing.
+     */
+    async resumeCheckpointClock(input: { job: string }): Promise<{ resumed: boolean | string }> {
+      const job = await requireJob(input.job);
+      const placement = await registry.getPlacement(input.job);
+      const coordinator = placement?.assignments.find((a) => a.index === blockOf(job.spec, 'sink').base);
+      if (!coordinator) return { resumed: `job ${input.job} has no placed coordinator: nothing paused` };
+      await agents.checkpointClock(await agentOf(coordinator.runtimeId), coordinator.taskId, { state: 'running' });
+      return { resumed: true };
+    },
+
     /** Resumes the checkpoint clock: C+1 is the first checkpoint of the new layout. */
     async setCheckpointClock(input: { coordinator: TaskRef; state: 'paused' | 'running' }) {
       return agents.checkpointClock(await agentOf(input.coordinator.runtimeId), input.coordinator.taskId, { state: input.state });

@@ -1,5 +1,5 @@
 // `npm run record:histories`: records the workflow histories that test/workflow/replay.test.ts
-// replays (test/workflow/histories/<name>.json, overwritten) on a throwaway Temporal dev server,
+// replays (test/workflow/histories/<name>.json; a changed one keeps its old self as <name>.vN.json) on a throwaway Temporal dev server,
 // which it stops again. The scenarios live in test/workflow/record-histories.ts. Re-record only for
 // a deliberate, versioned workflow change (docs/workflows.md, "Replay histories").
 // `npm run record:histories -- --only autoscaler [--only other]` records only the named scenarios.
@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   try {
     temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(tmpDir, 'temporal.log'), log: say });
     const only = process.argv.flatMap((arg, i) => (arg === '--only' && process.argv[i + 1] ? process.argv[i + 1].split(',') : []));
-    const written = await recordHistories({ address: temporal.address, outDir: HISTORIES_DIR, log: say, ...(only.length ? { only } : {}) });
+    const written = await recordHistories({ address: temporal.address, outDir: HISTORIES_DIR, versioned: true, log: say, ...(only.length ? { only } : {}) });
     say(`wrote ${written.length} histories to ${path.relative(process.cwd(), HISTORIES_DIR)}`);
   } finally {
     await cleanUp();

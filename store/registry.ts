@@ -1,7 +1,7 @@
 // Workloads, their fenced placement records (and the ports agents bound), unplaced work, events,
 // and the reconcile pass's inputs key and marker.
 import type { Pool, PoolClient } from 'pg';
-import type { Assignment, PortPair, WorkloadDefinition } from '../protocol';
+import type { Assignment, PortPair, ReplicaCount, WorkloadDefinition } from '../protocol';
 import type { Placement, Unplaced, Workload } from '../protocol';
 import { inTransaction } from './db';
 
@@ -140,19 +140,32 @@ export function createRegistryStore(db: Pool) {
      * fence. The revision is locked for the write, so a concurrent PUT waits for it. A retry of a
      * write that already happened (its reply was lost) finds its own plan id on the record and
      * returns that record instead of failing its own compare-and-set.
+     *
+     * `desiredReplicas` is the operation's result as the workload's desired state (DESIGN.md §3 "One
+     * desired state"): written in the same transaction as the placement, so a completed scale is
+     * what reconcile and recovery restore, and no crash can leave one without the other. Changing it
+     * moves the registry revision: a plan made against the old desired state is stale.
      */
     async commitPlacement(
       workload: string,
       basis: { registryRevision: number; placementFence: number },
       assignments: Assignment[],
-      options: { generation: number; writer: string; planId: string },
+      options: { generation: number; writer: string; planId: string; desiredReplicas?: ReplicaCount },
     ): Promise<Placement> {
       return inTransaction(db, async (client) => {
         const { rows } = await client.query<{ revision: string }>('select revision from workloads where name = $1 for update', [workload]);
         const current = await client.query<PlacementRow & { plan_id: string | null }>('select * from placements where workload = $1', [workload]);
         if (current.rows[0]?.plan_id === options.planId && Number(current.rows[0].fence) === basis.placementFence + 1) return toPlacement(current.rows[0]);
         if (!rows[0] || Number(rows[0].revision) !== basis.registryRevision) throw new StalePlacementError(workload, basis.placementFence);
-        return writePlacement(workload, basis.placementFence, assignments, options, client);
+        const placement = await writePlacement(workload, basis.placementFence, assignments, options, client);
+        if (options.desiredReplicas !== undefined) {
+          await client.query(
+            `update workloads set definition = jsonb_set(definition, '{replicas}', $2::jsonb), revision = nextval('registry_revision'), updated_at = now()
+              where name = $1 and definition->'replicas' is distinct from $2::jsonb`,
+            [workload, JSON.stringify(options.desiredReplicas)],
+          );
+        }
+        return placement;
       });
     },
 

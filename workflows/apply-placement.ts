@@ -7,6 +7,7 @@
 import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
+import type { ReplicaCount } from '../protocol';
 import { formatDuration, profiles, runtimesOf } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -29,6 +30,11 @@ export interface ApplyOptions {
   onPhase: (phase: string) => void;
   /** runs right after the fenced write, so callers know from when a failure needs compensation */
   onCommitted?: () => void;
+  /**
+   * The operation's result as the workload's desired replicas, written with the placement (scale
+   * operations, applied plans, the replan); absent for recovery, which restores the desired state.
+   */
+  desired?: ReplicaCount;
   /**
    * Drain the removed tasks before the write (their input ownership is released first) instead of
    * after the new ones are ready. `onDrained` gets the receipts and may throw to stop before the write.
@@ -83,6 +89,7 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
     [{
       workload: plan.workload, basis: plan.basis, assignments: plan.target, generation: plan.generation,
       unplaced: plan.unplaced, writer: workflowId, planId: plan.id,
+      ...(options.desired !== undefined ? { desiredReplicas: options.desired } : {}),
     }],
   );
   options.onCommitted?.();

@@ -1,10 +1,11 @@
-// applyPlan: applies a stored plan (POST /v1/plans/:id/apply, and the reconcile loop); a failure
-// after the placement write is compensated by the stop-the-world replan.
-import { isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
+// applyPlan: applies a stored plan that keeps the replica count (moves, a recompute) and the reconcile
+// loop's plans. An abort or a Temporal cancellation before the placement write ends it `cancelled`
+// with nothing changed; a failure or an abort after it is compensated by the stop-the-world replan.
+import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
-import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, handleAborts, parseInput, profiles, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -15,33 +16,60 @@ export const ApplyPlanInputSchema = z.object({
   convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
 });
 
-/** Applies a stored plan (POST /v1/plans/:id/apply, and the reconcile loop). */
-export async function applyPlan(rawInput: unknown): Promise<PlacementOutcome & { compensated: boolean }> {
+export type ApplyPlanResult = PlacementOutcome & {
+  compensated: boolean;
+  outcome: 'completed' | 'degraded' | 'compensated' | 'cancelled';
+  reason?: string;
+};
+
+/** Applies a stored plan (POST /v1/plans/:id/apply for a plan that keeps the size, and the reconcile loop). */
+export async function applyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
   const input = parseInput(ApplyPlanInputSchema, rawInput, 'applyPlan');
   const { workflowId, runId } = workflowInfo();
+  const aborts = handleAborts();
   const plan = await store.loadPlan.executeWithOptions({ summary: `load plan ${input.planId}` }, [input.planId]);
   const op = trackOperation('apply', plan.workload, `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`);
+  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
+    store.appendLedger.executeWithOptions({ summary: `ledger: apply ${plan.workload} ${outcome}` }, [{
+      kind: 'apply', workload: plan.workload, fromReplicas: plan.fromReplicas, toReplicas: plan.target.length,
+      reason, planId: plan.id, workflowId, runId, outcome, ...extra,
+    }]));
   let committed = false;
   try {
-    const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p), onCommitted: () => { committed = true; } });
-    await store.appendLedger.executeWithOptions({ summary: `ledger: apply ${plan.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
-      kind: 'apply', workload: plan.workload, fromReplicas: plan.fromReplicas, toReplicas: plan.target.length,
-      reason: input.reason ?? 'plan applied', inputs: { warnings: plan.warnings, basis: plan.basis },
-      planId: plan.id, workflowId, runId, outcome: plan.unplaced ? 'degraded' : 'completed',
-    }]);
+    const outcome = await aborts.guard(() => applyPlacement(plan, {
+      convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p), onCommitted: () => { committed = true; }, desired: plan.replicas,
+    }));
+    const result = plan.unplaced ? 'degraded' : 'completed';
+    await ledger(result, input.reason ?? 'plan applied', { inputs: { warnings: plan.warnings, basis: plan.basis } });
     op.enter('done');
-    return { ...outcome, compensated: false };
+    return { ...outcome, compensated: false, outcome: result };
   } catch (error) {
-    if (!committed || isCancellation(error)) throw error;
-    const reason = `apply failed after the placement write: ${failureMessage(error)}`;
-    await store.appendLedger.executeWithOptions({ summary: `ledger: apply ${plan.workload} compensated` }, [{
-      kind: 'apply', workload: plan.workload, fromReplicas: plan.fromReplicas, toReplicas: plan.target.length, reason,
-      planId: plan.id, workflowId, runId, outcome: 'compensated',
-    }]);
-    op.enter('compensating');
-    const outcome = await compensate(plan.workload, plan.replicas, reason, input.convergeTimeoutMs);
-    op.enter('compensated');
-    return { ...outcome, compensated: true };
+    const abort = aborts.isAbort(error);
+    if (!committed) {
+      if (!abort) throw error;
+      await ledger('cancelled', aborts.reason!);
+      op.enter('cancelled');
+      return {
+        workload: plan.workload, fence: plan.basis.placementFence, generation: plan.generation, started: [], stopped: [],
+        compensated: false, outcome: 'cancelled', reason: aborts.reason!,
+      };
+    }
+    const reason = abort ? aborts.reason! : `apply failed after the placement write: ${failureMessage(error)}`;
+    return aborts.exit(async () => {
+      const ledgerAfter = patched('ledger-after-compensation');
+      if (!ledgerAfter) await ledger('compensated', reason);
+      op.enter('compensating');
+      let outcome: PlacementOutcome;
+      try {
+        outcome = await compensate(plan.workload, plan.replicas, reason, input.convergeTimeoutMs);
+      } catch (replanError) {
+        if (ledgerAfter) await ledger('failed', `${reason}; compensation failed: ${failureMessage(replanError)}`);
+        op.enter('failed');
+        throw replanError;
+      }
+      op.enter('compensated');
+      if (ledgerAfter) await ledger('compensated', reason, { inputs: { generation: outcome.generation } });
+      return { ...outcome, compensated: true, outcome: 'compensated' as const, reason };
+    });
   }
 }
-

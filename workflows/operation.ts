@@ -1,16 +1,67 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
-import { ApplicationFailure, defineQuery, setCurrentDetails, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, setCurrentDetails, setHandler, upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { z } from 'zod';
 import { describeIssues, OPERATION_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol';
 
 export const phaseQuery = defineQuery<string>('phase');
+/** POST /v1/operations/:id/abort: an operator's abort, taken by every operation that changes a placement. */
+export const abortSignal = defineSignal<[{ reason?: string } | undefined]>('abort');
+
+/** The abort reason recorded when the abort came as a Temporal cancellation request. */
+export const CANCELLATION_REQUESTED = 'cancellation requested through Temporal (Web UI "Request Cancellation", temporal workflow cancel, SDK cancel)';
+
+/**
+ * An operation's abort (DESIGN.md §4 "Exits"): the `abort` signal and a Temporal cancellation of
+ * the workflow are one and the same. `guard(fn)` runs the steps that may be cut short in a scope
+ * that either one cancels; `isAbort(error)` says whether a failure is that cut (and records a
+ * cancellation's reason). The exit itself (ledger rows, the compensating replan) then runs in
+ * `exit(fn)`, a non-cancellable scope, so a cancelled workflow still ends as it says.
+ * The signal handler cancels the guarded scope directly: nothing waits on a promise that could
+ * reject unhandled.
+ */
+export function handleAborts() {
+  const state: { reason: string | null } = { reason: null };
+  const guarded: CancellationScope[] = [];
+  setHandler(abortSignal, (args) => {
+    state.reason ??= args?.reason ?? 'aborted by an operator';
+    for (const scope of guarded) scope.cancel();
+  });
+  return {
+    state,
+    get reason() {
+      return state.reason;
+    },
+    async guard<T>(fn: () => Promise<T>): Promise<T> {
+      const scope = new CancellationScope({ cancellable: true });
+      guarded.push(scope);
+      try {
+        return await scope.run(fn);
+      } finally {
+        guarded.splice(guarded.indexOf(scope), 1);
+      }
+    },
+    isAbort(error: unknown): boolean {
+      if (!isCancellation(error)) return false;
+      state.reason ??= CANCELLATION_REQUESTED;
+      return true;
+    },
+    exit<T>(fn: () => Promise<T>): Promise<T> {
+      return CancellationScope.nonCancellable(fn);
+    },
+  };
+}
+export type Aborts = ReturnType<typeof handleAborts>;
 
 /** Activity option profiles, named once. */
 export const profiles = {
   storeWrite: { startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
   agentCall: { startToCloseTimeout: '60 seconds', retry: { maximumAttempts: 5, initialInterval: '500ms', maximumInterval: '5s' } },
   longDrain: { startToCloseTimeout: '15 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 3 } },
+  /** a call inside a paused checkpoint window: a lost answer fails over to the replan within seconds */
+  windowCall: { startToCloseTimeout: '5 seconds', retry: { maximumAttempts: 3, initialInterval: '200ms', maximumInterval: '1s' } },
 } as const;
 
 export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType: string): T {

@@ -7,22 +7,19 @@
 // tasks are revoked when it heartbeats again) → converge (new tasks, and survivors that took
 // partitions, ready) → ledger row `recover`. An abort, or a failure after the runtime was declared
 // LOST, ends in the stop-the-world replan of every affected workload that did not converge.
-import {
-  ActivityFailure, ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo,
-} from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
 import type { WorkloadRecovery } from '../domain/recovery';
 import { RuntimeId, type ReplicaCount } from '../protocol';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
-import { failureMessage, formatDuration, parseInput, profiles, runtimesOf, trackOperation } from './operation';
-import { abortSignal } from './scale-operation';
+import { failureMessage, formatDuration, handleAborts, parseInput, profiles, runtimesOf, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
 const isAlreadyStarted = (error: unknown) => error instanceof WorkflowExecutionAlreadyStartedError;
 
-export { abortSignal } from './scale-operation';
+export { abortSignal } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
@@ -41,7 +38,8 @@ export const RecoverRuntimeInputSchema = z.strictObject({
 });
 export type RecoverRuntimeInput = z.input<typeof RecoverRuntimeInputSchema>;
 
-export type RecoveryOutcome = 'running' | 'completed' | 'degraded' | 'not-needed' | 'compensated' | 'rejected' | 'failed';
+/** `cancelled`: an abort or a Temporal cancellation before any placement moved (the runtime stays LOST). */
+export type RecoveryOutcome = 'running' | 'completed' | 'degraded' | 'not-needed' | 'compensated' | 'rejected' | 'cancelled' | 'failed';
 
 /** One workload's decision, as it is carried out. */
 export interface RecoveryDecisionStatus extends WorkloadRecovery {
@@ -90,15 +88,14 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
     timings: { startedAt: at(), lostAt: null, decidedAt: null, convergedAt: null, endedAt: null },
   };
   setHandler(recoveryStatusQuery, () => status);
-  const aborted: { reason: string | null } = { reason: null };
-  setHandler(abortSignal, (args) => {
-    aborted.reason = args?.reason ?? 'aborted by an operator';
-  });
+  const aborts = handleAborts();
+  const aborted = aborts.state;
   const enter = (phase: string) => {
     op.enter(phase);
     status.phase = phase;
   };
-  const end = async (outcome: RecoveryOutcome, phase: string, reason: string) => {
+  // The exit and its ledger row run in a non-cancellable scope: a cancellation cannot cut them.
+  const end = (outcome: RecoveryOutcome, phase: string, reason: string) => aborts.exit(async () => {
     status.outcome = outcome;
     status.timings.endedAt = at();
     enter(phase);
@@ -119,16 +116,16 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
       evidence: { timings: status.timings, compensation: status.compensation, error: status.error },
     }]);
     return status;
-  };
+  });
 
   // 1. Declare LOST: claims pause at once, its old fence is refused from now on.
   enter('marking-lost');
   let items: RecoveryItem[];
   try {
-    const marked = await store.markRuntimeLost.executeWithOptions(
+    const marked = await aborts.guard(() => store.markRuntimeLost.executeWithOptions(
       { summary: `declare ${input.runtime} LOST and bump its fence` },
       [{ runtimeId: input.runtime, expectedFence: input.expectedFence, by: input.by === 'operator' ? 'recover (operator)' : 'recover (lease-sweeper)', reason: input.reason }],
-    );
+    ));
     status.lost = { outcome: marked.outcome, fence: marked.runtime.fence, lostAt: marked.runtime.lostAt };
     status.timings.lostAt = marked.runtime.lostAt;
     if (marked.outcome === 'came-back') {
@@ -136,10 +133,10 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
     }
     // 2. Decide, per workload it held, on one snapshot: only its assignments are recomputed.
     enter('deciding');
-    const prepared = await store.prepareRecovery.executeWithOptions({ summary: `decide what ${input.runtime} held` }, [{ runtimeId: input.runtime }]);
+    const prepared = await aborts.guard(() => store.prepareRecovery.executeWithOptions({ summary: `decide what ${input.runtime} held` }, [{ runtimeId: input.runtime }]));
     items = prepared.items;
   } catch (error) {
-    if (isCancellation(error)) throw error;
+    if (aborts.isAbort(error)) return end('cancelled', 'cancelled', `${aborts.reason} (before any placement moved; ${input.runtime} stays ${status.lost ? 'LOST' : 'as it was'})`);
     status.error = failureMessage(error);
     await end('failed', 'failed', status.error);
     throw error;
@@ -210,63 +207,71 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
   if (!aborted.reason && items.some((i) => i.plan)) {
     enter('applying');
     try {
-      await CancellationScope.cancellable(async () => {
-        const scope = CancellationScope.current();
-        void condition(() => aborted.reason !== null).then(() => scope.cancel());
+      await aborts.guard(async () => {
         const settled = await Promise.allSettled(items.map(applyOne));
         for (const s of settled) if (s.status === 'rejected') failures.push(s.reason);
       });
     } catch (error) {
       failures.push(error);
     }
-    if (!aborted.reason && failures.some((f) => isCancellation(f))) throw failures.find((f) => isCancellation(f)); // the workflow itself was cancelled
+    // A Temporal cancellation is an abort: what was applied is compensated below.
+    for (const failure of failures) aborts.isAbort(failure);
   }
 
+  /** Steps 3b–5: stream replans, compensation, the end. Runs whole, in a scope no cancellation cuts. */
+  const finish = async (failures: unknown[]): Promise<RecoveryStatus> => {
   // 3b. Stream jobs: the stop-the-world replan from the last completed checkpoint, unless a failed
-  // subtask's report started it already (then that one carries it out).
-  for (const state of status.decisions.filter((d) => d.kind === 'stream' && d.decisions.some((r) => r.action === 'replanned'))) {
-    if (aborted.reason) break;
-    state.phase = 'replanning';
-    try {
-      await compensate(state.workload, state.replicas, `runtime ${input.runtime} lost: ${input.reason}`, input.convergeTimeoutMs);
-      state.summary = `${state.workload}: replanned from its last completed checkpoint`;
-    } catch (error) {
-      if (!isAlreadyStarted(error)) {
-        state.applied = 'failed';
-        state.error = failureMessage(error);
-        failures.push(error);
-        continue;
+    // subtask's report started it already (then that one carries it out).
+    for (const state of status.decisions.filter((d) => d.kind === 'stream' && d.decisions.some((r) => r.action === 'replanned'))) {
+      // Even after an abort: a job that lost a subtask runs again only through this replan.
+      state.phase = 'replanning';
+      try {
+        await compensate(state.workload, state.replicas, `runtime ${input.runtime} lost: ${input.reason}`, input.convergeTimeoutMs);
+        state.summary = `${state.workload}: replanned from its last completed checkpoint`;
+      } catch (error) {
+        if (!isAlreadyStarted(error)) {
+          state.applied = 'failed';
+          state.error = failureMessage(error);
+          failures.push(error);
+          continue;
+        }
+        state.summary = `${state.workload}: its replan (replan:${state.workload}) was already running`;
       }
-      state.summary = `${state.workload}: its replan (replan:${state.workload}) was already running`;
+      state.applied = 'replanned';
+      state.phase = 'replanned';
     }
-    state.applied = 'replanned';
-    state.phase = 'replanned';
-  }
 
-  // 4. An abort or a failure: the stop-the-world replan of every affected workload that did not converge.
-  const unfinished = status.decisions.filter((d) => d.target !== null && d.applied !== 'converged' && d.applied !== 'skipped');
-  if ((aborted.reason || failures.length) && unfinished.length) {
-    const reason = aborted.reason ?? `recovery of ${input.runtime} failed: ${failures.map(failureMessage).join('; ')}`;
-    enter('compensating');
-    status.compensation = { reason, workloads: unfinished.map((d) => ({ workload: d.workload, replicas: d.replicas, outcome: null })) };
-    try {
-      for (const entry of status.compensation.workloads) {
-        entry.outcome = await compensate(entry.workload, entry.replicas, reason, input.convergeTimeoutMs);
-        byWorkload.get(entry.workload)!.applied = 'compensated';
+    // 4. An abort or a failure: the stop-the-world replan of every affected workload that did not converge.
+    const unfinished = status.decisions.filter((d) => d.target !== null && d.applied !== 'converged' && d.applied !== 'skipped');
+    if ((aborted.reason || failures.length) && unfinished.length) {
+      const reason = aborted.reason ?? `recovery of ${input.runtime} failed: ${failures.map(failureMessage).join('; ')}`;
+      enter('compensating');
+      status.compensation = { reason, workloads: unfinished.map((d) => ({ workload: d.workload, replicas: d.replicas, outcome: null })) };
+      try {
+        for (const entry of status.compensation.workloads) {
+          entry.outcome = await compensate(entry.workload, entry.replicas, reason, input.convergeTimeoutMs);
+          byWorkload.get(entry.workload)!.applied = 'compensated';
+        }
+      } catch (error) {
+        status.error = `compensation failed: ${failureMessage(error)}`;
+        await end('failed', 'failed', status.error);
+        throw error;
       }
-    } catch (error) {
-      status.error = `compensation failed: ${failureMessage(error)}`;
-      await end('failed', 'failed', status.error);
-      throw error;
+      return end('compensated', 'compensated', reason);
     }
-    return end('compensated', 'compensated', reason);
-  }
-  if (aborted.reason && !items.some((i) => i.plan)) return end('rejected', 'aborted', `${aborted.reason} (${input.runtime} stays LOST; it held nothing to move)`);
+    if (aborted.reason && !items.some((i) => i.plan)) return end('cancelled', 'cancelled', `${aborted.reason} (${input.runtime} stays LOST; it held nothing to move)`);
+    // A failure nothing compensated (a stream replan that failed): never `completed` over it.
+    if (failures.length) {
+      status.error = failures.map(failureMessage).join('; ');
+      return end('failed', 'failed', `recovery of ${input.runtime} did not converge: ${status.error}`);
+    }
 
-  // 5. Converged: every decided target is written and its new owners are ready.
-  status.timings.convergedAt = at();
-  enter('converged');
-  const unplaced = status.decisions.filter((d) => d.unplaced);
-  const said = status.decisions.length ? status.decisions.map((d) => d.summary).join(' | ') : `${input.runtime} held no assignment`;
-  return end(unplaced.length ? 'degraded' : 'completed', 'done', `${input.reason}: ${said}`);
+    // 5. Converged: every decided target is written and its new owners are ready.
+    status.timings.convergedAt = at();
+    enter('converged');
+    const unplaced = status.decisions.filter((d) => d.unplaced);
+    const said = status.decisions.length ? status.decisions.map((d) => d.summary).join(' | ') : `${input.runtime} held no assignment`;
+    return end(unplaced.length ? 'degraded' : 'completed', 'done', `${input.reason}: ${said}`);
+  };
+  return aborts.exit(() => finish(failures));
 }

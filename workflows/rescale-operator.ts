@@ -7,19 +7,20 @@
 // over hot, and every abort, go to the stop-the-world replan from the last completed checkpoint at
 // the requested parallelism: hot when possible, correct always.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
 import { WorkloadName } from '../protocol';
-import { formatDuration, failureMessage, parseInput, profiles, runtimesOf, trackOperation } from './operation';
-import { abortSignal } from './scale-operation';
+import { formatDuration, failureMessage, handleAborts, parseInput, profiles, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
 
-export { abortSignal } from './scale-operation';
+export { abortSignal } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 const long = proxyActivities<Activities>(profiles.longDrain);
+/** Calls inside the paused window: a lost answer must reach the fallback in seconds, not after minutes of retries. */
+const windowCalls = proxyActivities<Activities>(profiles.windowCall);
 
 export const RescaleInputSchema = z.strictObject({
   job: WorkloadName,
@@ -31,7 +32,8 @@ export const RescaleInputSchema = z.strictObject({
 });
 export type RescaleInput = z.input<typeof RescaleInputSchema>;
 
-export type RescaleOutcome = 'running' | 'completed' | 'replanned' | 'compensated' | 'failed';
+/** `cancelled`: an abort or a Temporal cancellation before anything changed (the clock resumed). */
+export type RescaleOutcome = 'running' | 'completed' | 'replanned' | 'compensated' | 'cancelled' | 'failed';
 
 export interface RescaleStatus {
   kind: 'rescaleOperator';
@@ -75,22 +77,19 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
     status.phase = phase;
     op.enter(phase);
   };
-  let abortReason: string | null = null;
-  setHandler(abortSignal, (args) => {
-    abortReason = args?.reason ?? 'aborted by an operator';
-  });
-  const ledger = (outcome: string, inputs: Record<string, unknown>, evidence?: unknown) =>
+  const aborts = handleAborts();
+  const ledger = (outcome: string, inputs: Record<string, unknown>, evidence?: unknown) => aborts.exit(() =>
     store.appendLedger.executeWithOptions({ summary: `ledger: rescale ${input.job}/${input.operator} ${outcome}` }, [{
       kind: 'rescale', workload: input.job, fromReplicas: status.from, toReplicas: input.parallelism, reason: input.reason,
       inputs: { operator: input.operator, hot: status.hot, checkpoint: status.checkpoint, ...inputs }, workflowId, runId, outcome, evidence,
-    }]);
+    }]));
   /**
    * Every path that does not cut over ends here: the replan at the requested parallelism. When a
    * replan of the job already runs (a recovery of a lost agent, or a failed subtask's report,
    * started it: the layout written already asks for the requested parallelism), this one joins it
-   * and waits for its ledger row.
+   * and waits for its ledger row. Once begun it is not cut short: it runs in a non-cancellable scope.
    */
-  const replan = async (reason: string, outcome: 'replanned' | 'compensated') => {
+  const replan = (reason: string, outcome: 'replanned' | 'compensated') => aborts.exit(async () => {
     status.compensation = { reason, outcome: null, joined: null };
     const attemptedAt = new Date(Date.now()).toISOString();
     try {
@@ -110,21 +109,30 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
     status.outcome = outcome;
     await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined });
     return status;
-  };
+  });
 
-  // Preparing: eligibility, capacity, the clock paused with nothing in flight, C assigned.
+  // Preparing: eligibility, capacity, the clock paused with nothing in flight, C assigned. Nothing
+  // else changed yet: a failure or an abort here resumes the clock and ends the rescale.
   let plan: RescalePlan;
   try {
-    plan = await long.planRescale.executeWithOptions(
+    plan = await aborts.guard(() => long.planRescale.executeWithOptions(
       { summary: `prepare: can ${input.job}/${input.operator} cut over hot? pause the clock` },
       [{ job: input.job, operator: input.operator, parallelism: input.parallelism, pauseTimeoutMs: input.stepTimeoutMs }],
-    );
+    ));
+    if (aborts.reason) throw ApplicationFailure.create({ type: 'aborted', message: aborts.reason, nonRetryable: true });
   } catch (error) {
-    status.outcome = 'failed';
-    status.error = failureMessage(error);
-    enter('aborted');
-    await ledger('failed', {}, { error: status.error });
-    throw error;
+    const abort = aborts.isAbort(error) || aborts.reason !== null;
+    return aborts.exit(async () => {
+      // planRescale may have paused the clock before it failed or was cancelled: never leave it paused.
+      const resumed = await windowCalls.resumeCheckpointClock.executeWithOptions({ summary: `resume the checkpoint clock of ${input.job}` }, [{ job: input.job }])
+        .then((answer) => answer.resumed, (resumeError) => `not resumed: ${failureMessage(resumeError)}`);
+      status.outcome = abort ? 'cancelled' : 'failed';
+      status.error = abort ? aborts.reason : failureMessage(error);
+      enter(abort ? 'cancelled' : 'aborted');
+      await ledger(status.outcome, { clockResumed: resumed }, { error: status.error });
+      if (abort) return status;
+      throw error;
+    });
   }
   status.from = plan.from;
   if (!plan.hot) {
@@ -142,9 +150,8 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
   const refs = (assignments: { runtimeId: string; taskId: string }[]) => assignments.map(({ runtimeId, taskId }) => ({ runtimeId, taskId }));
 
   try {
-    await CancellationScope.cancellable(async () => {
-      const scope = CancellationScope.current();
-      void condition(() => abortReason !== null).then(() => scope.cancel());
+    // From the layout write on, any failure, abort or cancellation ends in the replan at the requested parallelism.
+    await aborts.guard(async () => {
       const layout = await store.commitRescaleLayout.executeWithOptions(
         { summary: `write the layout: ${plan.added.length} new subtask(s) of ${input.operator} appended, C = ${plan.checkpoint}` }, [{ job: input.job, plan }],
       );
@@ -155,11 +162,11 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
         { summary: `deploy ${plan.added.length} new ${input.operator} subtask(s) on ${runtimesOf(plan.added)}, joining after checkpoint ${plan.checkpoint}` },
         [{ workload: input.job, kind: 'stream', spec: plan.spec, placementFence: layout.placementFence, generation: plan.generation, assignments: plan.added, joinAt: plan.checkpoint }],
       );
-      await agentCalls.armCutover.executeWithOptions(
+      await windowCalls.armCutover.executeWithOptions(
         { summary: `arm ${plan.others.length + plan.retiring.length} subtask(s) for the cutover at checkpoint ${plan.checkpoint}` },
         [{ checkpoint: plan.checkpoint, operator: input.operator, spec: plan.spec, tasks: refs([...plan.others, ...plan.retiring]) }],
       );
-      await agentCalls.triggerCutover.executeWithOptions({ summary: `trigger barrier C = ${plan.checkpoint}` }, [{ coordinator: plan.coordinator, checkpoint: plan.checkpoint }]);
+      await windowCalls.triggerCutover.executeWithOptions({ summary: `trigger barrier C = ${plan.checkpoint}` }, [{ coordinator: plan.coordinator, checkpoint: plan.checkpoint }]);
       await long.awaitCheckpoint.executeWithOptions(
         { summary: `await checkpoint ${plan.checkpoint} completed (timeout ${formatDuration(input.stepTimeoutMs)})` },
         [{ job: input.job, checkpoint: plan.checkpoint, timeoutMs: input.stepTimeoutMs }],
@@ -185,9 +192,9 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
       await agentCalls.setCheckpointClock.executeWithOptions({ summary: `resume the checkpoint clock (C+1 = ${plan.checkpoint + 1} is the first of the new layout)` }, [{ coordinator: plan.coordinator, state: 'running' }]);
     });
   } catch (error) {
-    if (isCancellation(error) && abortReason === null) throw error; // the workflow itself was cancelled
-    const reason = abortReason ?? `the cutover failed: ${failureMessage(error)}`;
-    status.error = abortReason === null ? failureMessage(error) : null;
+    const abort = aborts.isAbort(error) && aborts.reason !== null;
+    const reason = abort ? aborts.reason! : `the cutover failed: ${failureMessage(error)}`;
+    status.error = abort ? null : failureMessage(error);
     enter('aborted');
     await replan(reason, 'compensated');
     return status;

@@ -4,12 +4,12 @@
 // commit, release) → fenced write of the reduced placement, survivors take the released partitions
 // from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
 // deadline, an agent failing mid-drain, or an abort after the drain began ends in the replan.
-import { isCancellation, proxyActivities } from '@temporalio/workflow';
+import { proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
-import { planScaleIn } from '../domain/scale-in';
-import { WorkloadName } from '../protocol';
+import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
+import { WorkloadName, type Workload } from '../protocol';
 import { failureMessage, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, ScaleStatus } from './scale-operation';
@@ -30,76 +30,103 @@ export const ScaleInInputSchema = z.object({
 });
 export type ScaleInInput = z.input<typeof ScaleInInputSchema>;
 
+/** A process task's grace period is honoured: the drain deadline is never shorter than it (plus time to report). */
+export function drainDeadlineMs(requestedMs: number, workload: Workload): number {
+  const graceMs = workload.kind === 'service' ? (workload.spec as { graceMs?: number }).graceMs ?? 0 : 0;
+  return Math.max(requestedMs, graceMs + 5_000);
+}
+
+/** The drained tasks that had to be killed: they did not stop within their grace period. */
+export function forcedStops(receipts: readonly { taskId: string; receipt?: Record<string, unknown> }[]): string[] {
+  return receipts.filter((r) => r.receipt?.forced === true).map((r) => r.taskId);
+}
+
 export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
-  const { placement, status, aborted, enter, ledger, compensateAt, endUnchanged, failUnchanged } = await beginScaleOperation('scaleIn', input);
+  const { workload, placement, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged } = await beginScaleOperation('scaleIn', input);
   const current = placement!.assignments; // a scale-in starts from replicas above the target
 
-  enter('baseline');
-  status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-  const evidenceOf = (taskId: string) => status.baseline!.tasks.find((t) => t.taskId === taskId);
+  // Before the drain begins nothing changed: an abort or a cancellation ends it `cancelled`.
+  type Prepared = { plan: Awaited<ReturnType<Activities['preparePlan']>>; decision: ScaleInDecision } | { ended: ScaleStatus };
+  const prepare = async (): Promise<Prepared> => {
+    enter('baseline');
+    status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+    const evidenceOf = (taskId: string) => status.baseline!.tasks.find((t) => t.taskId === taskId);
 
-  enter('choosing-victims');
-  const decision = planScaleIn({
-    current,
-    target: input.replicas,
-    perInstanceLimit: input.perInstanceLimit,
-    minReplicas: input.minReplicas,
-    loads: current.map((a) => ({
-      taskId: a.taskId, runtimeId: a.runtimeId, index: a.index,
-      ownedPartitions: a.partitions?.length ?? evidenceOf(a.taskId)?.ownedPartitions ?? 0,
-      inFlight: evidenceOf(a.taskId)?.inFlight ?? 0,
-      load: evidenceOf(a.taskId)?.ratePerSec ?? 0,
-    })),
-  });
-  status.scaleIn = { victims: decision.victims, reasons: decision.reasons, moves: decision.moves, stoppedAbove: decision.stoppedAbove, receipts: [], confirmation: null };
-  if (decision.victims.length === 0) {
-    status.evidenceGap = decision.stoppedAbove?.reason ?? 'no replica can be removed';
-    return endUnchanged('refused', 'refused', `nothing moved: ${status.evidenceGap}`);
-  }
-  if (aborted.reason) return endUnchanged('rejected', 'aborted', aborted.reason);
-
-  // The same planner as every other change, on the target decided here (survivors keep their task
-  // ids; the victims are the plan's stops). Refused as stale, before any change, if the placement
-  // moved since the victims were chosen.
-  const plan = await store.preparePlan.executeWithOptions({ summary: `plan ${input.workload} ${current.length} → ${decision.survivors.length}` }, [{
-    workload: input.workload, replicas: decision.survivors.length,
-    decided: {
-      assignments: decision.survivors, onFence: placement!.fence,
-      warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
-    },
-  }]).catch(failUnchanged);
-  status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
-  const scaleIn = status.scaleIn;
-  try {
-    // Drain first: each victim stops fetching, finishes in-flight, commits and releases its
-    // partitions; only then does the fenced write hand them to the survivors, which are awaited once.
-    await applyPlacement(plan, {
-      convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter,
-      drainFirst: {
-        drainTimeoutMs: input.drainTimeoutMs,
-        onDrained: (receipts) => {
-          scaleIn.receipts = receipts;
-          if (aborted.reason) throw new Error(aborted.reason);
-        },
-      },
+    enter('choosing-victims');
+    const decision = planScaleIn({
+      current,
+      target: input.replicas,
+      perInstanceLimit: input.perInstanceLimit,
+      minReplicas: input.minReplicas,
+      loads: current.map((a) => ({
+        taskId: a.taskId, runtimeId: a.runtimeId, index: a.index,
+        ownedPartitions: a.partitions?.length ?? evidenceOf(a.taskId)?.ownedPartitions ?? 0,
+        inFlight: evidenceOf(a.taskId)?.inFlight ?? 0,
+        load: evidenceOf(a.taskId)?.ratePerSec ?? 0,
+      })),
     });
-    enter('confirming');
-    scaleIn.confirmation = await agentCalls.confirmRemoved.executeWithOptions(
-      { summary: `confirm ${plan.stops.length ? runtimesOf(plan.stops) : 'nothing'} own nothing of ${input.workload}` },
-      [{ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) }],
-    );
+    status.scaleIn = { victims: decision.victims, reasons: decision.reasons, moves: decision.moves, stoppedAbove: decision.stoppedAbove, receipts: [], confirmation: null };
+    if (decision.victims.length === 0) {
+      status.evidenceGap = decision.stoppedAbove?.reason ?? 'no replica can be removed';
+      return { ended: await endUnchanged('refused', 'refused', `nothing moved: ${status.evidenceGap}`) };
+    }
+    if (aborts.reason) return { ended: await endUnchanged('cancelled', 'cancelled', aborts.reason) };
+
+    // The same planner as every other change, on the target decided here (survivors keep their task
+    // ids; the victims are the plan's stops). Refused as stale, before any change, if the placement
+    // moved since the victims were chosen.
+    const plan = await store.preparePlan.executeWithOptions({ summary: `plan ${input.workload} ${current.length} → ${decision.survivors.length}` }, [{
+      workload: input.workload, replicas: decision.survivors.length,
+      decided: {
+        assignments: decision.survivors, onFence: placement!.fence,
+        warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
+      },
+    }]).catch((error) => (aborts.isAbort(error) ? Promise.reject(error) : failUnchanged(error)));
+    status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    return { plan, decision };
+  };
+  const prepared = await aborts.guard(prepare).catch(async (error): Promise<Prepared> => ({ ended: await cancelledOr(error) }));
+  if ('ended' in prepared) return prepared.ended;
+  const { plan, decision } = prepared;
+
+  const scaleIn = status.scaleIn!;
+  try {
+    // From the drain on, an abort or a cancellation in any phase is compensated by the replan.
+    await aborts.guard(async () => {
+      // Drain first: each victim stops fetching, finishes in-flight, commits and releases its
+      // partitions; only then does the fenced write hand them to the survivors, which are awaited once.
+      await applyPlacement(plan, {
+        convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, desired: plan.replicas,
+        drainFirst: {
+          drainTimeoutMs: drainDeadlineMs(input.drainTimeoutMs, workload),
+          onDrained: (receipts) => {
+            scaleIn.receipts = receipts;
+          },
+        },
+      });
+      enter('confirming');
+      scaleIn.confirmation = await agentCalls.confirmRemoved.executeWithOptions(
+        { summary: `confirm ${plan.stops.length ? runtimesOf(plan.stops) : 'nothing'} own nothing of ${input.workload}` },
+        [{ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) }],
+      );
+      enter('comparing');
+      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+    });
   } catch (error) {
-    if (!aborted.reason && isCancellation(error)) throw error; // the workflow itself was cancelled
-    return compensateAt(input.replicas, aborted.reason ?? `scale-in failed after the drain began: ${failureMessage(error)}`);
+    const abort = aborts.isAbort(error);
+    return compensateAt(input.replicas, abort ? aborts.reason! : `scale-in failed after the drain began: ${failureMessage(error)}`);
   }
 
-  enter('comparing');
-  status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-  status.comparison = compareEvidence(status.baseline, status.after, { expectedTasks: decision.survivors.length });
+  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: decision.survivors.length });
+  const forced = forcedStops(scaleIn.receipts as Parameters<typeof forcedStops>[0]);
+  scaleIn.forced = forced;
   status.outcome = 'completed';
   enter('done');
-  const note = decision.stoppedAbove ? `; stopped at ${decision.survivors.length}, above ${input.replicas}: ${decision.stoppedAbove.reason}` : '';
+  const note = [
+    decision.stoppedAbove ? `; stopped at ${decision.survivors.length}, above ${input.replicas}: ${decision.stoppedAbove.reason}` : '',
+    forced.length ? `; ${forced.length} task(s) did not stop within their grace and were killed: ${forced.join(', ')}` : '',
+  ].join('');
   await ledger(decision.stoppedAbove ? 'completed-above-target' : 'completed', `${input.reason}${note}`);
   return status;
 }

@@ -1,20 +1,26 @@
 // What scaleOut and scaleIn share: the status they expose (the `status` query, read by
 // GET /v1/operations/:id), the abort signal, ledger rows, and the compensation through the
 // stop-the-world replan.
-import { ApplicationFailure, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
 import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
 import type { Workload } from '../protocol';
-import { failureMessage, profiles, trackOperation } from './operation';
+import { failureMessage, handleAborts, profiles, trackOperation } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 
-export type OperationOutcome = 'running' | 'completed' | 'refused' | 'compensated' | 'rejected' | 'failed';
+/**
+ * How a scale operation ended (DESIGN.md §4 "Exits"): `refused` (a gate failed), `rejected` (a
+ * manual approval said no, or none came in time) and `cancelled` (an abort or a Temporal
+ * cancellation before the first change) changed nothing; `compensated` ran the replan after a
+ * change; `failed` carries the reason.
+ */
+export type OperationOutcome = 'running' | 'completed' | 'refused' | 'compensated' | 'rejected' | 'cancelled' | 'failed';
 
 export interface ScaleStatus {
   kind: 'scaleOut' | 'scaleIn';
@@ -31,13 +37,13 @@ export interface ScaleStatus {
   comparison: EvidenceComparison | null;
   approval: { mode: 'auto' | 'manual'; decision: 'approved' | 'rejected' | null; by: string | null };
   /** scaleIn: victims and why, partition hand-overs, drain receipts, proof that the removed own nothing */
-  scaleIn: (Omit<ScaleInDecision, 'survivors'> & { receipts: unknown[]; confirmation: unknown }) | null;
+  scaleIn: (Omit<ScaleInDecision, 'survivors'> & { receipts: unknown[]; confirmation: unknown; forced?: string[] }) | null;
   compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
   error: string | null;
 }
 
 export const statusQuery = defineQuery<ScaleStatus>('status');
-export const abortSignal = defineSignal<[{ reason?: string } | undefined]>('abort');
+export { abortSignal } from './operation';
 
 export interface ScaleRequest {
   workload: string;
@@ -70,16 +76,14 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     approval: { mode: input.approval ?? 'auto', decision: null, by: null }, scaleIn: null, compensation: null, error: null,
   };
   setHandler(statusQuery, () => status);
-  const aborted: { reason: string | null } = { reason: null };
-  setHandler(abortSignal, (args) => {
-    aborted.reason = args?.reason ?? 'aborted by an operator';
-  });
+  const aborts = handleAborts();
 
   const enter = (phase: string) => {
     op.enter(phase);
     status.phase = phase;
   };
-  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) =>
+  // Ledger rows are part of the exit: a cancellation arriving meanwhile does not cut them.
+  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
     store.appendLedger.executeWithOptions({ summary: `ledger: ${kind} ${input.workload} ${from} → ${input.replicas} ${outcome}` }, [{
       kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
       reason, outcome, planId: status.plan?.id ?? null, workflowId, runId,
@@ -87,23 +91,44 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
       evidence: status.comparison || status.scaleIn
         ? { baseline: status.baseline, after: status.after, comparison: status.comparison, scaleIn: status.scaleIn }
         : null,
-    }]);
-  /** The one compensation: the stop-the-world replan as a child, at `replicas`. */
-  const compensateAt = async (replicas: number, reason: string): Promise<ScaleStatus> => {
+    }]));
+  /**
+   * The one compensation: the stop-the-world replan as a child, at `replicas`, in a scope no
+   * cancellation cuts. Its ledger row follows the replan's outcome (runs recorded before
+   * `ledger-after-compensation` wrote it first); a replan that fails ends the operation `failed`.
+   */
+  const compensateAt = (replicas: number, reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
     enter('compensating');
     status.compensation = { reason, replicas, outcome: null };
-    await ledger('compensated', reason, { compensationReplicas: replicas });
-    status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
+    const ledgerAfter = patched('ledger-after-compensation');
+    if (!ledgerAfter) await ledger('compensated', reason, { compensationReplicas: replicas });
+    try {
+      status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
+    } catch (error) {
+      if (!ledgerAfter) throw error;
+      status.outcome = 'failed';
+      status.error = `compensation failed: ${failureMessage(error)}`;
+      enter('failed');
+      await ledger('failed', `${reason}; ${status.error}`, { compensationReplicas: replicas });
+      throw error;
+    }
     status.outcome = 'compensated';
     enter('compensated');
+    if (ledgerAfter) await ledger('compensated', reason, { compensationReplicas: replicas, generation: status.compensation.outcome.generation });
     return status;
-  };
-  /** Ends the operation without a change (refused, rejected, aborted): phase, outcome, one ledger row. */
-  const endUnchanged = async (outcome: 'refused' | 'rejected', phase: string, reason: string): Promise<ScaleStatus> => {
+  });
+  /** Ends the operation without a change (refused, rejected, cancelled): phase, outcome, one ledger row. */
+  const endUnchanged = (outcome: 'refused' | 'rejected' | 'cancelled', phase: string, reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
     status.outcome = outcome;
+    if (outcome === 'cancelled') status.error = reason;
     enter(phase);
     await ledger(phase, reason);
     return status;
+  });
+  /** An abort (signal or Temporal cancellation) before the first change: `cancelled`, nothing changed. Anything else is rethrown. */
+  const cancelledOr = (error: unknown): Promise<ScaleStatus> => {
+    if (aborts.isAbort(error)) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
+    throw error;
   };
   /** Fails the operation before any change: phase and outcome `failed`, one ledger row, then rethrows. */
   const failUnchanged = async (error: unknown): Promise<never> => {
@@ -113,5 +138,5 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     await ledger('failed', status.error);
     throw error;
   };
-  return { workload: workload as Workload, placement, from, status, aborted, enter, ledger, compensateAt, endUnchanged, failUnchanged };
+  return { workload: workload as Workload, placement, from, status, aborts, aborted: aborts.state, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged };
 }

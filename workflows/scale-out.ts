@@ -1,7 +1,7 @@
 // scaleOut (DESIGN.md §4.1): baseline → gates → smallest increase on a fresh basis → optional
 // manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
-import { CancellationScope, condition, defineUpdate, isCancellation, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
+import { condition, defineUpdate, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
@@ -38,7 +38,7 @@ export const rejectUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('reject');
 
 export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
-  const { workload, from, status, aborted, enter, ledger, compensateAt, endUnchanged } = await beginScaleOperation('scaleOut', input);
+  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr } = await beginScaleOperation('scaleOut', input);
   const decide = (decision: 'approved' | 'rejected', by?: string) => {
     status.approval.decision = decision;
     status.approval.by = by ?? 'operator';
@@ -52,73 +52,83 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   setHandler(approveUpdate, (args: DecisionArgs) => decide('approved', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
   setHandler(rejectUpdate, (args: DecisionArgs) => decide('rejected', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
 
-  enter('baseline');
-  status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+  // Before the first change: an abort or a cancellation ends the operation `cancelled`, nothing changed.
+  type Prepared = { plan: Awaited<ReturnType<Activities['preparePlan']>> } | { ended: ScaleStatus };
+  const prepare = async (): Promise<Prepared> => {
+    enter('baseline');
+    status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
 
-  enter('gates');
-  const proposal = await store.preparePlan.executeWithOptions(
-    { summary: `gates: propose ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
-  );
-  const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
-  const facts = await agentCalls.gatherGateFacts.executeWithOptions(
-    { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
-    [{ workload: input.workload, recipientRuntimeIds: recipients }],
-  );
-  const baselineOk = status.baseline.errors === 0 || from === 0;
-  status.gates = evaluateScaleOutGates({
-    workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
-    recipientRuntimeIds: recipients,
-    baseline: { ok: baselineOk, detail: baselineOk ? `baseline captured: ${status.baseline.ready} ready task(s)` : `baseline has ${status.baseline.errors} task error(s)` },
-  });
-  if (!status.gates.passed || proposal.unplaced) {
-    status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;
-    return endUnchanged('refused', 'refused', status.evidenceGap);
-  }
-
-  if (input.approval === 'manual') {
-    enter('awaiting-approval');
-    const decided = await condition(() => status.approval.decision !== null || aborted.reason !== null, input.approvalTimeoutMs, {
-      summary: `await approval (${formatDuration(input.approvalTimeoutMs)})`,
+    enter('gates');
+    const proposal = await store.preparePlan.executeWithOptions(
+      { summary: `gates: propose ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
+    );
+    const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
+    const facts = await agentCalls.gatherGateFacts.executeWithOptions(
+      { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
+      [{ workload: input.workload, recipientRuntimeIds: recipients }],
+    );
+    const baselineOk = status.baseline.errors === 0 || from === 0;
+    status.gates = evaluateScaleOutGates({
+      workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
+      recipientRuntimeIds: recipients,
+      baseline: { ok: baselineOk, detail: baselineOk ? `baseline captured: ${status.baseline.ready} ready task(s)` : `baseline has ${status.baseline.errors} task error(s)` },
     });
-    if (!decided || status.approval.decision !== 'approved') {
-      return endUnchanged('rejected', 'rejected', aborted.reason ?? (decided ? `rejected by ${status.approval.by}` : 'no approval in time'));
+    if (!status.gates.passed || proposal.unplaced) {
+      status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;
+      return { ended: await endUnchanged('refused', 'refused', status.evidenceGap) };
     }
-  }
-  if (aborted.reason) return endUnchanged('rejected', 'aborted', aborted.reason);
 
-  // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
-  const plan = await store.preparePlan.executeWithOptions(
-    { summary: `plan ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
-  );
-  status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    if (input.approval === 'manual') {
+      enter('awaiting-approval');
+      const decided = await condition(() => status.approval.decision !== null || aborts.reason !== null, input.approvalTimeoutMs, {
+        summary: `await approval (${formatDuration(input.approvalTimeoutMs)})`,
+      });
+      if (aborts.reason) return { ended: await endUnchanged('cancelled', 'cancelled', aborts.reason) };
+      if (!decided || status.approval.decision !== 'approved') {
+        return { ended: await endUnchanged('rejected', 'rejected', decided ? `rejected by ${status.approval.by}` : 'no approval in time') };
+      }
+    }
+    if (aborts.reason) return { ended: await endUnchanged('cancelled', 'cancelled', aborts.reason) };
+
+    // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
+    const plan = await store.preparePlan.executeWithOptions(
+      { summary: `plan ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
+    );
+    status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    return { plan };
+  };
+  const prepared = await aborts.guard(prepare).catch(async (error): Promise<Prepared> => ({ ended: await cancelledOr(error) }));
+  if ('ended' in prepared) return prepared.ended;
+  const { plan } = prepared;
+
   let committed = false;
   try {
-    // An abort cancels the scope: whatever was committed is then compensated below.
-    await CancellationScope.cancellable(async () => {
-      const scope = CancellationScope.current();
-      void condition(() => aborted.reason !== null).then(() => scope.cancel());
-      await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; } });
+    // From the placement write on, an abort or a cancellation is compensated by the replan.
+    await aborts.guard(async () => {
+      await applyPlacement(plan, {
+        convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; }, desired: input.replicas,
+      });
       if (input.soakMs > 0) {
         enter('soaking');
         await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}` });
       }
+      enter('comparing');
+      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
     });
   } catch (error) {
+    const abort = aborts.isAbort(error);
     if (!committed) {
-      status.outcome = aborted.reason ? 'rejected' : 'failed';
-      status.error = aborted.reason ?? failureMessage(error);
-      enter(aborted.reason ? 'aborted' : 'failed');
-      await ledger(status.outcome, status.error);
-      if (aborted.reason) return status;
+      if (abort) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
+      status.outcome = 'failed';
+      status.error = failureMessage(error);
+      enter('failed');
+      await ledger('failed', status.error);
       throw error;
     }
-    if (!aborted.reason && isCancellation(error)) throw error; // the workflow itself was cancelled
-    return compensateAt(input.replicas, aborted.reason ?? `failed after the placement write: ${failureMessage(error)}`);
+    return compensateAt(input.replicas, abort ? aborts.reason! : `failed after the placement write: ${failureMessage(error)}`);
   }
 
-  enter('comparing');
-  status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-  status.comparison = compareEvidence(status.baseline, status.after, { expectedTasks: plan.target.length });
+  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: plan.target.length });
   if (status.comparison.verdict === 'regression') {
     return compensateAt(from, `regression after scale-out: ${status.comparison.reasons.join('; ')} (rolling back to ${from})`);
   }
@@ -126,5 +136,4 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   enter('done');
   await ledger('completed', input.reason);
   return status;
-
 }

@@ -49,7 +49,8 @@ export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOu
       { summary: `plan ${input.workload} → ${replicas} in a new generation` },
       [{ workload: input.workload, replicas, newGeneration: true }],
     );
-    const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
+    // The size it replans at is the desired state from now on (DESIGN.md §3 "One desired state").
+    const outcome = await applyPlacement(plan, { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p), desired: replicas });
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: plan.target.length,
       reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stopped.length, generation: outcome.generation },

@@ -542,7 +542,9 @@ class ProcessTask implements TaskHandle {
 
   private async runDrain(options: DrainOptions): Promise<DrainReceipt> {
     const startedAt = Date.now();
-    const graceMs = Math.min(options.graceMs ?? this.spec.graceMs, options.drainTimeoutMs ?? Number.POSITIVE_INFINITY);
+    // The task's own grace period is honoured: a drain deadline bounds how long the control plane
+    // waits, never how soon a process that asked for more time is killed (a kill is `forced`).
+    const graceMs = options.graceMs ?? this.spec.graceMs;
     let forced = false;
     this.state = nextTaskState(this.state, 'drain-requested');
     if (this.alive && this.pid !== undefined) {

@@ -23,7 +23,9 @@ function rootCauseMessage(error: Error): string {
 
 /** The workflow's own outcome → the API's status words (DESIGN.md §6). */
 const STATUS_OF_OUTCOME: Record<string, string> = {
-  running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', failed: 'failed',
+  running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', cancelled: 'cancelled', failed: 'failed',
+  // applied with a shortfall recorded as unplaced
+  degraded: 'completed',
   // a rescale that could not cut over hot and went to the stop-the-world replan, as asked
   replanned: 'completed',
 };

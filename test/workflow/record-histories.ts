@@ -19,6 +19,7 @@ import { observeSignal } from '../../workflows/autoscaler';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
 import { historyToJSON } from './history-json';
+import { placeRecorded } from './history-versions';
 
 export const HISTORIES_DIR = path.join(__dirname, 'histories');
 
@@ -355,7 +356,7 @@ export const SCENARIOS: Scenario[] = [
       const result = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}`, convergeTimeoutMs: 5000 }] });
       assert.equal(result.compensated, true);
       assert.equal(result.generation, 2);
-      assert.deepEqual(ledgerOutcomes(fakes), ['apply:compensated', 'replan:completed']);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'apply:compensated']);
       // the compensation is a child workflow: keep its history too
       return { workflowId, extra: [{ name: 'stop-the-world-replan-child', workflowId: `replan:${workload}` }] };
     },
@@ -541,7 +542,57 @@ export const SCENARIOS: Scenario[] = [
       });
       assert.equal(status.outcome, 'compensated');
       assert.equal(status.compensation?.reason, 'stop: recorded abort');
-      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:compensated', 'replan:completed']);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // The Web UI's "Request Cancellation" while awaiting approval, before any change: `cancelled`, nothing written.
+    name: 'scale-out-cancelled',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0, approval: 'manual' }, async (handle) => {
+        await inPhase(handle, 'awaiting-approval');
+        await handle.cancel();
+      });
+      assert.equal(status.outcome, 'cancelled');
+      assert.equal(status.phase, 'cancelled');
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:cancelled']);
+      return { workflowId };
+    },
+  },
+  {
+    // A Temporal cancellation while soaking, after the placement write: compensated by the replan
+    // child in a non-cancellable scope, the ledger row after it; the workflow completes.
+    name: 'scale-out-cancelled-after-change',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 3_600_000 }, async (handle) => {
+        await inPhase(handle, 'soaking');
+        await handle.cancel();
+      });
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /cancellation requested/);
+      assert.equal(status.compensation?.outcome?.generation, 2);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A Temporal cancellation while barrier C is awaited (the clock paused): the replan at the requested parallelism.
+    name: 'rescale-operator-cancelled',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
+      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      await handle.cancel();
+      const status = (await handle.result()) as RescaleStatus;
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /cancellation requested/);
+      assert.deepEqual(status.compensation?.outcome?.parallelism?.to, { src: 1, agg: 4, out: 1 });
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:compensated']);
       return { workflowId };
     },
   },
@@ -554,7 +605,7 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'compensated');
       assert.equal(status.comparison?.verdict, 'regression');
       assert.equal(status.compensation?.replicas, 2);
-      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:compensated', 'replan:completed']);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
       return { workflowId };
     },
   },
@@ -588,7 +639,7 @@ export const SCENARIOS: Scenario[] = [
       const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
       assert.equal(status.outcome, 'compensated');
       assert.match(status.compensation?.reason ?? '', /drain-deadline/);
-      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:compensated', 'replan:completed']);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
       return { workflowId };
     },
   },
@@ -685,6 +736,11 @@ export interface RecordOptions {
   namespace?: string;
   /** where the <name>.json files go; existing files of the same names are overwritten, others left alone */
   outDir?: string;
+  /**
+   * Keep committed histories (history-versions.ts): an unchanged one is left as it is, a changed one
+   * is kept as `<name>.vN.json` beside the new one, and the manifest pins both. For HISTORIES_DIR.
+   */
+  versioned?: boolean;
   /** record only these scenarios (by name); all when absent */
   only?: string[];
   /** the workflow bundle to run; bundled from workflows/index.ts when absent */
@@ -720,9 +776,14 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
     const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
     assert.ok(history.events?.length, `${name}: empty history`);
     const file = path.join(outDir, `${name}.json`);
-    fs.writeFileSync(`${file}.tmp`, `${historyToJSON(history)}\n`);
-    fs.renameSync(`${file}.tmp`, file);
+    const text = `${historyToJSON(history)}\n`;
     written.push(name);
+    if (options.versioned) {
+      log(`${name}.json: ${history.events.length} events, ${placeRecorded(outDir, name, text)}`);
+      return;
+    }
+    fs.writeFileSync(`${file}.tmp`, text);
+    fs.renameSync(`${file}.tmp`, file);
     log(`${name}.json: ${history.events.length} events`);
   };
   try {

@@ -10,6 +10,7 @@ import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle
 import * as workflows from '../../workflows';
 import { historyFromJSON, type History } from './history-json';
 import { HISTORIES_DIR } from './record-histories';
+import { historyFiles } from './history-versions';
 
 interface Committed {
   file: string;
@@ -21,7 +22,7 @@ interface Committed {
 }
 
 function loadCommitted(): Committed[] {
-  return fs.readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json')).sort().map((file) => {
+  return historyFiles(HISTORIES_DIR).map((file) => {
     try {
       const json = JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));
       const started = json.events?.[0]?.workflowExecutionStartedEventAttributes;
