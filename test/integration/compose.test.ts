@@ -1,0 +1,168 @@
+// Operations compose (issue 18), on the real stack: a Temporal cancellation (what the Web UI's
+// "Request Cancellation" and `temporal workflow cancel` send) is an abort: `cancelled` with
+// nothing changed before the first change, `compensated` after it; the status stays readable and
+// the target takes a new operation afterwards. A completed scale is the desired state: recovery and
+// reconcile keep it. A drain honours the task's grace period and reports a forced kill.
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { findTemporalCli } from '../../embedded/temporal-cli';
+import { testEnv } from '../support/env';
+import { startStack, type Stack } from '../support/stack';
+import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
+
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
+const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' };
+const service = (replicas: number | 'all', env: Record<string, string> = {}, graceMs = 1000) => ({
+  kind: 'service', replicas, contract: CONTRACT,
+  spec: { command: [process.execPath, FIXTURE], env, readiness: { http: '/healthz' }, graceMs },
+});
+
+let stack: Stack;
+const settled: Record<string, unknown>[] = [];
+
+beforeAll(async () => {
+  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c'].map((zone) => ({ id: `co-${zone}`, labels: { zone } })) });
+});
+afterAll(async () => {
+  // The figures of the closing note's table: phase × final status × seconds to settle.
+  if (settled.length) console.log(JSON.stringify({ cancellations: settled }));
+  await stack?.stop();
+});
+
+const tasksOf = (workload: string) => sharedTasksOf(stack, workload);
+const operation = async (workflowId: string) => (await stack.api('GET', `/v1/operations/${encodeURIComponent(workflowId)}`, { role: 'viewer' })).body;
+const workloadOf = async (name: string) => (await stack.api('GET', `/v1/workloads/${name}`, { role: 'viewer' })).body;
+
+/** `temporal workflow cancel`, as an operator types it (the Web UI's button sends the same request). */
+function temporalCancel(workflowId: string): void {
+  const cli = findTemporalCli();
+  if (!cli) throw new Error('no temporal CLI: .ci/run provisions it (npx tsx scripts/temporal-cli.ts)');
+  execFileSync(cli.path, ['workflow', 'cancel', '--workflow-id', workflowId, '--address', testEnv().temporalAddress, '--namespace', 'default'], { stdio: 'pipe' });
+}
+
+/** Starts a scale, waits for `phase`, cancels it through the temporal CLI, and waits for its end; answers the final operation. */
+async function cancelInPhase(name: string, body: Record<string, unknown>, phase: string) {
+  const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  expect(started.status).toBe(202);
+  await stack.waitFor(`${started.body.workflowId} in phase ${phase}`, async () => (await operation(started.body.workflowId)).phase === phase);
+  const cancelledAt = Date.now();
+  temporalCancel(started.body.workflowId);
+  // The status stays readable while it winds down.
+  const final = await stack.waitFor(`${started.body.workflowId} ended`, async () => {
+    const current = await operation(started.body.workflowId);
+    expect(current).toMatchObject({ workflowId: started.body.workflowId, kind: started.body.kind });
+    return current.status !== 'running' ? current : null;
+  }, 120_000);
+  settled.push({ operation: started.body.kind, phase, status: final.status, secondsToSettle: (Date.now() - cancelledAt) / 1000 });
+  return final;
+}
+
+/** Live task processes equal the placement: one ready task per assignment, on its runtime. */
+async function expectPlacementIsLive(name: string) {
+  const placement = (await workloadOf(name)).placement;
+  await stack.waitFor(`the tasks of ${name} match its placement`, async () => {
+    const live = (await tasksOf(name)).filter((t) => t.state === 'ready');
+    const wanted = placement.assignments.map((a: any) => `${a.runtimeId}/${a.taskId}`).sort();
+    return JSON.stringify(live.map((t) => `${t.runtimeId}/${t.taskId}`).sort()) === JSON.stringify(wanted);
+  });
+  return placement.assignments.length;
+}
+
+async function twoReconcilePasses() {
+  const at = async () => (await stack.api('GET', '/v1/state', { role: 'viewer' })).body.reconcile?.at ?? null;
+  const seen = new Set([await at()]);
+  await stack.waitFor('two more reconcile passes', async () => {
+    seen.add(await at());
+    return seen.size >= 3;
+  });
+}
+
+describe('a Temporal cancellation is an abort', () => {
+  it('before the first change (awaiting approval): cancelled, nothing changed, and the target takes a new scale', async () => {
+    await defineWorkload(stack, 'c-approve', service(1), 1);
+    const before = (await workloadOf('c-approve')).placement;
+    const final = await cancelInPhase('c-approve', { replicas: 2, approval: 'manual', soakMs: 0 }, 'awaiting-approval');
+    expect(final).toMatchObject({ status: 'cancelled', phase: 'cancelled' });
+    const after = await workloadOf('c-approve');
+    expect(after.placement.fence).toBe(before.fence);
+    expect(after.replicas).toBe(1);
+    expect(await expectPlacementIsLive('c-approve')).toBe(1);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=c-approve&kind=scale-out', { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'cancelled' });
+    // a new operation on the same target starts and completes
+    expect(await scaleAndWait(stack, 'c-approve', { replicas: 2, soakMs: 0 }, 'scaleOut')).toMatchObject({ status: 'completed' });
+    expect((await workloadOf('c-approve')).replicas).toBe(2);
+  });
+
+  it('after the placement write (soaking): compensated by the replan, the ledger row after it, desired = the replan size', async () => {
+    await defineWorkload(stack, 'c-soak', service(1), 1);
+    const final = await cancelInPhase('c-soak', { replicas: 2, soakMs: 600_000 }, 'soaking');
+    expect(final.status).toBe('compensated');
+    expect(final.compensation).toMatchObject({ replicas: 2, reason: expect.stringMatching(/cancellation requested/) });
+    expect(await expectPlacementIsLive('c-soak')).toBe(2);
+    expect((await workloadOf('c-soak')).replicas).toBe(2);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=c-soak', { role: 'viewer' })).body.events;
+    const compensated = ledger.findIndex((e: any) => e.kind === 'scale-out' && e.outcome === 'compensated');
+    const replanned = ledger.findIndex((e: any) => e.kind === 'replan' && e.outcome === 'completed');
+    expect(compensated).toBeGreaterThanOrEqual(0);
+    expect(replanned).toBeGreaterThan(compensated); // newest first: the compensated row was written after the replan's
+    expect(await scaleAndWait(stack, 'c-soak', { replicas: 1 }, 'scaleIn')).toMatchObject({ status: 'completed' });
+  });
+
+  it('a scale-in cancelled while it drains: compensated, placement equal to the live processes', async () => {
+    // SIGTERM ignored and a 4 s grace: the drain lasts long enough to be cancelled in it.
+    await defineWorkload(stack, 'c-drain', service(2, { IGNORE_SIGTERM: '1' }, 4000), 2);
+    const final = await cancelInPhase('c-drain', { replicas: 1, drainTimeoutMs: 500 }, 'draining');
+    expect(final.status).toBe('compensated');
+    expect(final.compensation.reason).toMatch(/cancellation requested/);
+    expect(await expectPlacementIsLive('c-drain')).toBe(1);
+    expect((await workloadOf('c-drain')).replicas).toBe(1);
+  });
+});
+
+describe('a drain honours the task grace period', () => {
+  it('a process that ignores SIGTERM is killed only after its graceMs, and the operation reports the forced kill', async () => {
+    await defineWorkload(stack, 'c-grace', service(2, { IGNORE_SIGTERM: '1' }, 3000), 2);
+    const final = await scaleAndWait(stack, 'c-grace', { replicas: 1, drainTimeoutMs: 500 }, 'scaleIn');
+    expect(final.status).toBe('completed');
+    const receipt = final.scaleIn.receipts[0].receipt;
+    expect(receipt.forced).toBe(true);
+    expect(receipt.durationMs).toBeGreaterThanOrEqual(3000); // not cut at the 500 ms drain deadline
+    expect(final.scaleIn.forced).toEqual([final.scaleIn.receipts[0].taskId]);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=c-grace&kind=scale-in', { role: 'viewer' })).body.events;
+    expect(ledger[0].reason).toMatch(/did not stop within their grace and were killed/);
+  });
+});
+
+describe('one desired state', () => {
+  it('scale in 3 → 1, recover each runtime in turn, two reconcile passes: 1 replica, desired 1', async () => {
+    await defineWorkload(stack, 'c-keep', service(3), 3);
+    expect(await scaleAndWait(stack, 'c-keep', { replicas: 1 }, 'scaleIn')).toMatchObject({ status: 'completed' });
+    expect((await workloadOf('c-keep')).replicas).toBe(1);
+    for (const runtime of ['co-a', 'co-b', 'co-c']) {
+      const started = await stack.api('POST', `/v1/runtimes/${runtime}/recover`, { body: {} });
+      expect(started.status).toBe(202);
+      await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result();
+      // the agent is alive: it comes back under a new fence before the next one is recovered
+      await stack.waitFor(`${runtime} READY again`, async () => {
+        const { rows } = await stack.db.query(`select status from runtimes where id = $1 and lease_expires_at > now()`, [runtime]);
+        return rows[0]?.status === 'READY';
+      });
+    }
+    await twoReconcilePasses();
+    const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    const entry = state.workloads.find((w: any) => w.name === 'c-keep');
+    expect(entry.replicas).toBe(1);
+    expect(entry.placement.assignments).toHaveLength(1);
+    expect(await expectPlacementIsLive('c-keep')).toBe(1);
+  });
+
+  it('an `all` workload scaled to 1 becomes 1, and stays 1 through reconcile', async () => {
+    await defineWorkload(stack, 'c-all', service('all'), 3);
+    expect(await scaleAndWait(stack, 'c-all', { replicas: 1 }, 'scaleIn')).toMatchObject({ status: 'completed' });
+    expect((await workloadOf('c-all')).replicas).toBe(1);
+    await twoReconcilePasses();
+    expect(await expectPlacementIsLive('c-all')).toBe(1);
+    expect((await workloadOf('c-all')).replicas).toBe(1);
+  });
+});
