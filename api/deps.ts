@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { Planner } from '../activities/planning';
 import type { LedgerStore } from '../store/ledger';
+import type { OperationStartStore } from '../store/operation-starts';
 import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
@@ -17,6 +18,8 @@ export interface ApiDeps {
   registry: RegistryStore;
   ledger: LedgerStore;
   plans: PlanStore;
+  /** what each Idempotency-Key started */
+  operationStarts: OperationStartStore;
   /** stream jobs' checkpoints and generations (GET /v1/jobs/:job) */
   streamJobs: StreamJobStore;
   /** the one planning path (the same the workflows plan through) */

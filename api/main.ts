@@ -8,6 +8,7 @@ import { createPool } from '../store/db';
 import { createLedgerStore } from '../store/ledger';
 import { migrate } from '../store/migrate';
 import { createPlanStore } from '../store/plans';
+import { createOperationStartStore } from '../store/operation-starts';
 import { createRegistryStore } from '../store/registry';
 import { apiOutageAfterMs } from '../domain/recovery';
 import { createRuntimeStore } from '../store/runtimes';
@@ -30,6 +31,7 @@ async function main() {
     db,
     ...stores,
     ledger: createLedgerStore(db),
+    operationStarts: createOperationStartStore(db),
     streamJobs: createStreamJobStore(db),
     planner: createPlanner(stores),
     temporal: createTemporalGateway(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE),

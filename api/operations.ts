@@ -4,7 +4,8 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
 
-import type { StartedOperation, Workload } from '../protocol';
+import { ADMIT_BY_MEMO, type StartedOperation, type Workload } from '../protocol';
+import type { RecordedStart } from '../store/operation-starts';
 export type { StartedOperation };
 
 /** The workload an operation is asked for: defined and not retired, else 404. */
@@ -14,28 +15,96 @@ export async function requireActiveWorkload(deps: ApiDeps, name: string): Promis
   return workload;
 }
 
+/** Idempotency-Key: what a client may send (bounded before any work is done on it). */
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
+
+/** The Idempotency-Key header of a request (undefined when absent); a malformed one is a 400. */
+export function idempotencyKeyOf(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const raw = headers['idempotency-key'];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || !IDEMPOTENCY_KEY.test(raw)) {
+    throw new ApiError('bad-request', 'Idempotency-Key must be 1 to 200 characters of A-Z a-z 0-9 . _ : -');
+  }
+  return raw;
+}
+
+type StartRequest = { headers: Record<string, string | string[] | undefined>; method: string; url: string };
+const requestLineOf = (request: StartRequest) => `${request.method} ${request.url.split('?')[0]}`;
+
+/** The operation this request's Idempotency-Key already started (null: none, or no key). */
+export async function earlierStart(deps: ApiDeps, request: StartRequest): Promise<StartedOperation | null> {
+  const key = idempotencyKeyOf(request.headers);
+  if (!key) return null;
+  const earlier = await deps.operationStarts.get(key);
+  return earlier ? sameRequest(key, earlier, requestLineOf(request)) : null;
+}
+
+/** How long before the request deadline a start must have reached Temporal: its answer needs time to come back. */
+const ADMISSION_MARGIN_MS = 2_000;
+
+/**
+ * Starts one operation, unambiguously (DESIGN.md §4 "Unambiguous starts"):
+ * - the same Idempotency-Key answers the operation its first request started (202, same ids);
+ * - a 503 means nothing started, ever: the start carries an admission deadline (memo
+ *   `scalegateAdmitBy`) that the workflow checks against the time Temporal recorded the start
+ *   (workflows/operation.ts `refuseLateStart`), and the API answers 503 only after that deadline.
+ */
 export async function startOperation(
   deps: ApiDeps,
-  options: { workflow: (input: any) => Promise<unknown>; workflowId: string; input: unknown; summary: string },
+  options: {
+    workflow: (input: any) => Promise<unknown>; workflowId: string; input: unknown; summary: string;
+    /** the request's headers (its Idempotency-Key) and what it was, e.g. "POST /v1/workloads/web/scale" */
+    request?: StartRequest;
+  },
 ): Promise<StartedOperation> {
+  const key = options.request ? idempotencyKeyOf(options.request.headers) : undefined;
+  const requestLine = options.request ? requestLineOf(options.request) : '';
+  if (key) {
+    const earlier = await deps.operationStarts.get(key);
+    if (earlier) return sameRequest(key, earlier, requestLine);
+  }
+  const admitWithinMs = Math.max(1_000, deps.config.SCALEGATE_REQUEST_DEADLINE_MS - ADMISSION_MARGIN_MS);
+  const admitBy = new Date(Date.now() + admitWithinMs);
+  const unavailable = () => new ApiError('unavailable', `Temporal did not take the start of ${options.workflowId} within ${admitWithinMs} ms; nothing was started (a start that arrives later is refused). Try again${key ? ' with the same Idempotency-Key' : ''}`);
   const client = await deps.temporal.client().catch(() => {
-    throw new ApiError('unavailable', 'Temporal is not reachable; try again');
+    throw unavailable();
   });
+  let timer: NodeJS.Timeout | undefined;
   try {
-    const handle = await client.workflow.start(options.workflow, {
+    const start = client.workflow.start(options.workflow, {
       taskQueue: deps.config.SCALEGATE_TASK_QUEUE,
       workflowId: options.workflowId,
       args: [options.input],
       staticSummary: options.summary,
+      memo: { [ADMIT_BY_MEMO]: admitBy.toISOString() },
     });
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(unavailable()), admitWithinMs);
+    });
+    const handle = await Promise.race([start, late]);
     const uiUrl = `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(handle.workflowId)}/${handle.firstExecutionRunId}`;
-    return { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
+    const started: StartedOperation = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
+    if (!key) return started;
+    return sameRequest(key, await deps.operationStarts.record(key, { ...started, request: requestLine }), requestLine);
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
+      // A retry of a start that went through, racing its own first attempt's record.
+      const earlier = key ? await deps.operationStarts.get(key) : null;
+      if (earlier) return sameRequest(key!, earlier, requestLine);
       throw new ApiError('operation-in-progress', `an operation on ${options.workflowId} is already running`, {
         workflowId: options.workflowId,
       });
     }
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
+}
+
+function sameRequest(key: string, start: RecordedStart, requestLine: string): StartedOperation {
+  if (requestLine && start.request !== requestLine) {
+    throw new ApiError('conflict', `Idempotency-Key ${key} was used for ${start.request}; use a new key for ${requestLine}`, { workflowId: start.workflowId });
+  }
+  const { request: _request, ...started } = start;
+  return started;
 }

@@ -1,5 +1,6 @@
 // Builds the Fastify app from the route modules. Routes start workflows; they never do their work.
 import Fastify, { LogController, type FastifyRequest } from 'fastify';
+import { earlierStart } from './operations';
 import { createRedactor, REDACTED, secretsOf, workloadOfWorkflowId } from '../lib/log';
 import type { ApiDeps } from './deps';
 import { installErrorHandling } from '../http/errors';
@@ -121,6 +122,6 @@ export function buildServer(deps: ApiDeps) {
     operator: deps.config.SCALEGATE_OPERATOR_TOKEN,
     agent: deps.config.SCALEGATE_AGENT_TOKEN,
     viewer: deps.config.SCALEGATE_VIEWER_TOKEN,
-  }, { deadlineMs: deps.config.SCALEGATE_REQUEST_DEADLINE_MS });
+  }, { deadlineMs: deps.config.SCALEGATE_REQUEST_DEADLINE_MS, earlierStart: (request) => earlierStart(deps, request) });
   return app;
 }

@@ -48,6 +48,11 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   body?: z.ZodType<B>;
   /** overrides the server's request deadline (e.g. a route that waits for a workflow's update) */
   deadlineMs?: number;
+  /**
+   * The route starts an operation: a request whose Idempotency-Key already started one is answered
+   * that operation (202) before anything else is looked at (DESIGN.md §4 "Unambiguous starts").
+   */
+  startsOperation?: boolean;
   handler(ctx: RouteContext<P, Q, B>): Promise<Reply>;
 }
 
@@ -108,7 +113,10 @@ async function authenticate(route: RouteSpec, tokens: RoleTokens, request: Fasti
  *   is looked up) may take before the caller is answered 503 `dependency-unavailable` (the backstop
  *   for a dependency that hangs instead of failing)
  */
-export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens: RoleTokens, options: { deadlineMs?: number } = {}): void {
+export function registerRoutes(
+  app: FastifyInstance, routes: RouteSpec[], tokens: RoleTokens,
+  options: { deadlineMs?: number; earlierStart?: (request: FastifyRequest) => Promise<unknown | null> } = {},
+): void {
   for (const route of routes) {
     if ((route.access === 'runtime' || route.access === 'agent-or-runtime') && !route.runtime) {
       throw new Error(`route ${route.method} ${route.path} has access ${route.access} but declares no runtime credentials`);
@@ -119,6 +127,10 @@ export function registerRoutes(app: FastifyInstance, routes: RouteSpec[], tokens
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const handle = async (): Promise<Reply> => {
           const { role, runtime } = await authenticate(route, tokens, request);
+          if (route.startsOperation && options.earlierStart) {
+            const earlier = await options.earlierStart(request);
+            if (earlier) return ok(earlier, 202);
+          }
           const params = parseWith(route.params, request.params, 'params');
           const query = parseWith(route.query, request.query, 'query');
           if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');

@@ -7,3 +7,9 @@ export const OPERATION_KEY = defineSearchAttributeKey('ScalegateOperation', Sear
 export const PHASE_KEY = defineSearchAttributeKey('ScalegatePhase', SearchAttributeType.KEYWORD);
 
 export const SEARCH_ATTRIBUTE_KEYS = [WORKLOAD_KEY, OPERATION_KEY, PHASE_KEY] as const;
+
+/**
+ * Memo key of a start's admission deadline (ISO-8601), set by the API: a start that Temporal
+ * records after it was answered 503 by the API, and the workflow refuses to run it.
+ */
+export const ADMIT_BY_MEMO = 'scalegateAdmitBy';

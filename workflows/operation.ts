@@ -1,10 +1,10 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
 import {
-  ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, setCurrentDetails, setHandler, upsertSearchAttributes,
+  ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { describeIssues, OPERATION_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol';
+import { ADMIT_BY_MEMO, describeIssues, OPERATION_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol';
 
 export const phaseQuery = defineQuery<string>('phase');
 /** POST /v1/operations/:id/abort: an operator's abort, taken by every operation that changes a placement. */
@@ -64,7 +64,24 @@ export const profiles = {
   windowCall: { startToCloseTimeout: '5 seconds', retry: { maximumAttempts: 3, initialInterval: '200ms', maximumInterval: '1s' } },
 } as const;
 
+/**
+ * A start the API answered 503 for must never run (DESIGN.md §4 "Unambiguous starts"): when Temporal
+ * recorded this run after the admission deadline the API gave it, fail at once, before any command.
+ * Starts without the memo (temporal workflow start, SDK starts, children) are not concerned.
+ */
+export function refuseLateStart(workflowType: string): void {
+  const { memo, runStartTime } = workflowInfo();
+  const admitBy = memo?.[ADMIT_BY_MEMO];
+  if (typeof admitBy !== 'string' || !(runStartTime.getTime() > Date.parse(admitBy))) return;
+  throw ApplicationFailure.create({
+    type: 'start-expired',
+    nonRetryable: true,
+    message: `${workflowType}: Temporal recorded this start at ${runStartTime.toISOString()}, after its admission deadline ${admitBy}; the API had answered 503 (nothing started), so it does not run`,
+  });
+}
+
 export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType: string): T {
+  refuseLateStart(workflowType);
   const parsed = schema.safeParse(input);
   if (!parsed.success) {
     throw ApplicationFailure.create({

@@ -97,10 +97,10 @@ export function jobRoutes(deps: ApiDeps) {
       handler: async ({ params }) => ok(await streamJobView(deps, params.job)),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/jobs/:job/operators/:op/rescale', access: 'operator',
+      method: 'POST', path: '/v1/jobs/:job/operators/:op/rescale', access: 'operator', startsOperation: true,
       summary: 'rescale one operator: hot at a checkpoint barrier when eligible (integer factor, keyed aggregate), else the stop-the-world replan; rescale:<job>, 409 while an operation on the job runs',
       params: OperatorParamsSchema, body: RescaleRequestSchema,
-      handler: async ({ params, body }) => {
+      handler: async ({ params, body , request }) => {
         const workload = await requireActiveWorkload(deps, params.job);
         if (workload.kind !== 'stream') throw new ApiError('unsupported-kind', `${params.job} is a ${workload.kind}, not a stream job: scale it with POST /v1/workloads/${params.job}/scale`);
         const operator = workload.spec.operators.find((o) => o.id === params.op);
@@ -112,7 +112,7 @@ export function jobRoutes(deps: ApiDeps) {
         // One operation per job: a replan or a scale running on it refuses the rescale too.
         const running = await runningOperationOf(deps, params.job);
         if (running) throw new ApiError('operation-in-progress', `${running.workflowId} is running on ${params.job}`, { workflowId: running.workflowId });
-        const started = await startOperation(deps, {
+        const started = await startOperation(deps, { request,
           workflow: rescaleOperator, workflowId: `rescale:${params.job}`,
           input: { job: params.job, operator: params.op, parallelism: body.parallelism, reason: body.reason ?? 'requested via API' },
           summary: `rescale ${params.job}/${params.op} ${operator.parallelism} → ${body.parallelism}`,

@@ -35,10 +35,10 @@ export function operationRoutes(deps: ApiDeps) {
 
   return [
     defineRoute({
-      method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator',
+      method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator', startsOperation: true,
       summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>; a stream job replans every operator proportionally under replan:<name>',
       params: WorkloadParamsSchema, body: ScaleRequestSchema,
-      handler: async ({ params, body }) => {
+      handler: async ({ params, body , request }) => {
         const workload = await requireActiveWorkload(deps, params.name);
         const placement = await deps.registry.getPlacement(params.name);
         const current = placement?.assignments.length ?? 0;
@@ -49,7 +49,7 @@ export function operationRoutes(deps: ApiDeps) {
           // A stream job's size is its operators' parallelism: every operator scales proportionally,
           // through the stop-the-world replan from the last completed checkpoint.
           if (body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out of services and consumers; a stream job scales through the stop-the-world replan');
-          const started = await startOperation(deps, {
+          const started = await startOperation(deps, { request,
             workflow: stopTheWorldReplan, workflowId: `replan:${params.name}`,
             input: { workload: params.name, replicas: body.replicas, reason: body.reason ?? 'scale requested via API' },
             summary: `scale stream job ${params.name} ${current} → ${body.replicas} subtasks (stop-the-world replan)`,
@@ -59,7 +59,7 @@ export function operationRoutes(deps: ApiDeps) {
         const kind = body.replicas > current ? 'scaleOut' : 'scaleIn';
         if (kind === 'scaleIn' && body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out only');
         const { replicas, approval, reason, ...options } = body;
-        const started = await startOperation(deps, {
+        const started = await startOperation(deps, { request,
           workflow: kind === 'scaleOut' ? scaleOut : scaleIn, workflowId: `scale:${params.name}`,
           input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(kind === 'scaleOut' ? { approval } : {}), ...options },
           summary: `scale ${params.name} ${current} → ${replicas}`,

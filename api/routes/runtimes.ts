@@ -98,13 +98,13 @@ export function runtimeRoutes(deps: ApiDeps) {
       params: RuntimeParamsSchema, handler: setCordon(false),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/runtimes/:id/recover', access: 'operator',
+      method: 'POST', path: '/v1/runtimes/:id/recover', access: 'operator', startsOperation: true,
       summary: 'start recoverRuntime (recover:<id>): declare the runtime LOST, move its work to eligible runtimes; 409 while one runs',
       params: RuntimeParamsSchema,
-      handler: async ({ params }) => {
+      handler: async ({ params , request }) => {
         const runtime = await deps.runtimes.get(params.id);
         if (!runtime) throw new ApiError('not-found', `no runtime ${params.id}`);
-        const started = await startOperation(deps, {
+        const started = await startOperation(deps, { request,
           workflow: recoverRuntime, workflowId: `recover:${params.id}`,
           input: { runtime: params.id, reason: 'requested via API', by: 'operator' },
           summary: `recover ${params.id} (${runtime.status}, requested via API)`,

@@ -45,11 +45,11 @@ export function workloadRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'DELETE', path: '/v1/workloads/:name', access: 'operator', summary: 'retire a workload: its tasks are stopped by a workflow',
+      method: 'DELETE', path: '/v1/workloads/:name', access: 'operator', startsOperation: true, summary: 'retire a workload: its tasks are stopped by a workflow',
       params: WorkloadParamsSchema,
-      handler: async ({ params }) => {
+      handler: async ({ params , request }) => {
         await requireWorkload(params.name);
-        const started = await startOperation(deps, {
+        const started = await startOperation(deps, { request,
           workflow: retireWorkload, workflowId: `scale:${params.name}`, input: { workload: params.name },
           summary: `retire ${params.name}`,
         });
@@ -68,9 +68,9 @@ export function workloadRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/plans/:id/apply', access: 'operator', summary: 'apply a plan (409 stale-plan when its basis moved)',
+      method: 'POST', path: '/v1/plans/:id/apply', access: 'operator', startsOperation: true, summary: 'apply a plan (409 stale-plan when its basis moved)',
       params: PlanParamsSchema,
-      handler: async ({ params }) => {
+      handler: async ({ params , request }) => {
         const plan = await deps.plans.get(params.id);
         if (!plan) throw new ApiError('not-found', `no plan ${params.id}`);
         const workload = await requireWorkload(plan.workload);
@@ -82,7 +82,7 @@ export function workloadRoutes(deps: ApiDeps) {
             : `the basis of plan ${plan.id} moved (revision ${plan.basis.registryRevision} → ${now.registryRevision}, fence ${plan.basis.placementFence} → ${now.placementFence}); plan again`,
           { basis: plan.basis, current: now });
         }
-        const started = await startOperation(deps, {
+        const started = await startOperation(deps, { request,
           workflow: applyPlan, workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
           summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
         });

@@ -21,6 +21,7 @@ import { createPool } from '../../store/db';
 import { createLedgerStore } from '../../store/ledger';
 import { migrate } from '../../store/migrate';
 import { createPlanStore } from '../../store/plans';
+import { createOperationStartStore } from '../../store/operation-starts';
 import { createRegistryStore } from '../../store/registry';
 import { createRuntimeStore } from '../../store/runtimes';
 import { auditStreamCheckpoint, auditStreamSink, STREAM_MISMATCHES_SHOWN } from '../../store/sink-audit';
@@ -240,7 +241,7 @@ describe('GET /v1/jobs/:job and scalegate jobs', () => {
     const stores = { runtimes: createRuntimeStore(db), registry: createRegistryStore(db), plans: createPlanStore(db) };
     const deps: ApiDeps = {
       config, db, ...stores, ledger: createLedgerStore(db), streamJobs: createStreamJobStore(db), planner: createPlanner(stores),
-      temporal: fakeTemporal, metrics: createMetrics({ processMetrics: false }),
+      operationStarts: createOperationStartStore(db), temporal: fakeTemporal, metrics: createMetrics({ processMetrics: false }),
     };
     app = buildServer(deps);
     await app.listen({ host: '127.0.0.1', port: 0 });

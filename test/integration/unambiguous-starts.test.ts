@@ -1,0 +1,127 @@
+// Unambiguous starts (DESIGN.md §4): a 503 means nothing started, ever, and a retry with the same
+// Idempotency-Key answers the operation that key started. Temporal is "paused" for the control
+// plane by a TCP relay in front of the real dev server that holds every byte until resumed.
+import net from 'node:net';
+import path from 'node:path';
+import { ADMIT_BY_MEMO } from '../../protocol';
+import { testEnv } from '../support/env';
+import { startStack, type Stack } from '../support/stack';
+import { defineWorkload } from '../support/workloads';
+
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
+const body = {
+  kind: 'service', replicas: 1, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+  spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
+};
+
+/** A relay to `target` that can hold traffic in both directions (a paused server) and release it. */
+async function startRelay(target: string) {
+  const [host, port] = [target.split(':')[0], Number(target.split(':')[1])];
+  let paused = false;
+  const held: (() => void)[] = [];
+  const sockets = new Set<net.Socket>();
+  const pipe = (from: net.Socket, to: net.Socket) => from.on('data', (chunk) => {
+    if (paused) held.push(() => to.write(chunk));
+    else to.write(chunk);
+  });
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, host);
+    sockets.add(client).add(upstream);
+    pipe(client, upstream);
+    pipe(upstream, client);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', close).on('error', close);
+    upstream.on('close', close).on('error', close);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    pause: () => { paused = true; },
+    /** releases what was held, in order; answers how many chunks */
+    resume: () => {
+      paused = false;
+      const n = held.length;
+      for (const write of held.splice(0)) write();
+      return n;
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+let stack: Stack;
+let relay: Awaited<ReturnType<typeof startRelay>>;
+
+beforeAll(async () => {
+  relay = await startRelay(testEnv().temporalAddress);
+  // A short request deadline: the admission deadline is 1 s after the request arrives.
+  stack = await startStack({ env: { TEMPORAL_ADDRESS: relay.address, SCALEGATE_REQUEST_DEADLINE_MS: '3000' }, agents: [{ id: 'us-a' }, { id: 'us-b' }] });
+});
+afterAll(async () => {
+  await stack?.stop();
+  await relay?.close();
+});
+
+it('a scale answered 503 while Temporal is paused never starts afterwards; a retry with the same Idempotency-Key returns the one it started', async () => {
+  await defineWorkload(stack, 'paused', body, 1);
+  const before = (await stack.api('GET', '/v1/workloads/paused', { role: 'viewer' })).body;
+  const scale = (key: string) => fetch(`${stack.apiUrl}/v1/workloads/paused/scale`, {
+    method: 'POST', body: JSON.stringify({ replicas: 2, soakMs: 0 }),
+    headers: { authorization: `Bearer ${stack.tokens.operator}`, 'content-type': 'application/json', 'idempotency-key': key },
+  }).then(async (r) => ({ status: r.status, body: await r.json() as any }));
+
+  const applied = (await stack.temporal.workflow.getHandle('scale:paused').describe()).runId; // the definition's apply
+  relay.pause();
+  const refused = await scale('retry-me-1');
+  expect(refused.status).toBe(503);
+  expect(refused.body.message).toMatch(/nothing was started/);
+  expect(relay.resume()).toBeGreaterThan(0); // the held start goes on to Temporal now, late
+
+  const untouched = (await stack.api('GET', '/v1/workloads/paused', { role: 'viewer' })).body;
+  expect(untouched.placement.fence).toBe(before.placement.fence);
+  expect(untouched.replicas).toBe(1);
+
+  // The retry with the same key starts it now; every further retry answers that same operation.
+  const started = await scale('retry-me-1');
+  expect(started.status).toBe(202);
+  expect(started.body.runId).not.toBe(applied);
+  const again = await scale('retry-me-1');
+  expect(again).toEqual({ status: 202, body: started.body });
+  await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result();
+  expect((await stack.api('GET', '/v1/workloads/paused', { role: 'viewer' })).body.replicas).toBe(2);
+  const afterDone = await scale('retry-me-1');
+  expect(afterDone).toEqual({ status: 202, body: started.body });
+  // Counted: one scale-out ran, the retry's; the request answered 503 ran nowhere (a late copy of it refuses itself).
+  const ledger = (await stack.api('GET', '/v1/ledger?workload=paused&kind=scale-out', { role: 'viewer' })).body.events;
+  expect(ledger.map((e: any) => `${e.workflowId}/${e.runId}:${e.outcome}`)).toEqual([`scale:paused/${started.body.runId}:completed`]);
+
+  // The same key on another request is refused; a malformed key is a 400.
+  const other = await fetch(`${stack.apiUrl}/v1/runtimes/us-a/recover`, {
+    method: 'POST', body: '{}', headers: { authorization: `Bearer ${stack.tokens.operator}`, 'content-type': 'application/json', 'idempotency-key': 'retry-me-1' },
+  });
+  expect(other.status).toBe(409);
+  const malformed = await scale('not a key!');
+  expect(malformed.status).toBe(400);
+});
+
+it('a start that reaches Temporal after its admission deadline refuses itself before any command', async () => {
+  await defineWorkload(stack, 'late', body, 1);
+  const before = (await stack.api('GET', '/v1/workloads/late', { role: 'viewer' })).body;
+  // What a start held up past the API's 503 looks like when it finally arrives: the deadline is behind it.
+  const handle = await stack.temporal.workflow.start('scaleOut', {
+    taskQueue: stack.taskQueue, workflowId: 'scale:late', args: [{ workload: 'late', replicas: 2, soakMs: 0 }],
+    memo: { [ADMIT_BY_MEMO]: new Date(Date.now() - 1000).toISOString() },
+  });
+  const failure = await handle.result().then(() => null, (e: Error) => e);
+  expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/after its admission deadline/);
+  const history = await handle.fetchHistory();
+  expect(history.events?.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
+  const after = (await stack.api('GET', '/v1/workloads/late', { role: 'viewer' })).body;
+  expect(after.placement.fence).toBe(before.placement.fence);
+  expect(after.replicas).toBe(1);
+});
