@@ -5,6 +5,7 @@ import { createLedgerStore } from '../store/ledger';
 import { createPlanStore } from '../store/plans';
 import { createRegistryStore } from '../store/registry';
 import { createRuntimeStore } from '../store/runtimes';
+import { createTierStore } from '../store/tiers';
 import { createSinkAuditStore } from '../store/sink-audit';
 import { createStreamJobStore } from '../store/stream-jobs';
 import { createAgentClient } from './agent-client';
@@ -26,6 +27,7 @@ export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
       ledger: createLedgerStore(db),
       plans: createPlanStore(db),
       sinkAudit: createSinkAuditStore(db),
+      tiers: createTierStore(db),
       streamJobs: createStreamJobStore(db),
     },
     agents: createAgentClient(),

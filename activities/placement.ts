@@ -4,7 +4,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { DecisionStaleError, type DecidedTarget } from '../domain/plan';
 import type { Assignment, Placement, ReplicaCount, Unplaced, Workload } from '../protocol';
 import { StalePlacementError } from '../store/registry';
-import { createPlanner } from './planning';
+import { createPlanner } from '../store/planner';
 import { lookups, type ActivityDeps } from './ports';
 
 /** A refusal the caller must plan (or decide) again for: non-retryable `stale-plan`. */

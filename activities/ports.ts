@@ -7,6 +7,7 @@ import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
 import type { SinkAuditStore } from '../store/sink-audit';
+import type { TierStore } from '../store/tiers';
 import type { StreamJobStore } from '../store/stream-jobs';
 import type { AgentClient, AgentTarget } from './agent-client';
 
@@ -19,6 +20,8 @@ export interface ActivityStores {
   sinkAudit: SinkAuditStore;
   /** stream jobs' checkpoints and generations */
   streamJobs: StreamJobStore;
+  /** tier policies: their constraints hold at every entry point */
+  tiers: TierStore;
 }
 
 export interface ActivityDeps {

@@ -1,7 +1,7 @@
 // The reconcile pass: skips itself with one cheap read when nothing it decides from moved;
 // otherwise reads one fleet snapshot, lets domain/reconcile decide, and stores the plans.
 import { decideReconcile } from '../domain/reconcile';
-import { createPlanner } from './planning';
+import { createPlanner } from '../store/planner';
 import type { ActivityDeps } from './ports';
 
 export interface ReconcilePassResult {

@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { buildPlan } from '../domain/plan';
 import { controlPlaneGuard, decideRecovery, decideSweep, type MassExpiry, type SweepGuard, type WorkloadRecovery } from '../domain/recovery';
 import type { StoredPlan } from '../store/plans';
-import { createPlanner } from './planning';
+import { createPlanner } from '../store/planner';
 import type { ActivityDeps } from './ports';
 
 /** The pause between passes while no API has said which lease it hands out. */

@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { buildPlan } from '../domain/plan';
 import { scaleParallelism, subtaskCount, withParallelism } from '../domain/stream';
 import { describeIssues, StreamSpecSchema, type TaskStatus } from '../protocol';
-import { createPlanner } from './planning';
+import { createPlanner } from '../store/planner';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 
 export function streamActivities(deps: ActivityDeps) {

@@ -79,6 +79,29 @@ export function taskActivities(deps: ActivityDeps) {
     },
 
     /** Stop-the-world: every task of the workload on every reachable runtime, placed or not. */
+    /**
+     * Retirement's stop, after the placement was cleared: every task of the workload that an agent
+     * reports is stopped; a runtime that does not answer is skipped and named. Nothing places the
+     * workload there any more, so its next heartbeat is told the tasks are revoked and it stops them.
+     */
+    async stopRetiredTasks(input: { workload: string }): Promise<{ stopped: TaskRef[]; unreachable: string[] }> {
+      const stopped: TaskRef[] = [];
+      const unreachable: string[] = [];
+      for (const runtime of await runtimes.list()) {
+        heartbeat({ runtime: runtime.id });
+        const tasks = await agentOf(runtime.id).then((agent) => agents.listTasks(agent)).catch(() => null);
+        if (tasks === null) {
+          unreachable.push(runtime.id);
+          continue;
+        }
+        for (const task of tasks.filter((t) => t.workload === input.workload)) {
+          await agents.stopTask(await agentOf(runtime.id), task.taskId);
+          stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+        }
+      }
+      return { stopped, unreachable };
+    },
+
     async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
       const stopped: TaskRef[] = [];
       for (const runtime of await runtimes.list()) {

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Planner } from '../activities/planning';
+import type { Planner } from '../store/planner';
 import type { LedgerStore } from '../store/ledger';
 import type { OperationStartStore } from '../store/operation-starts';
 import type { PlanStore } from '../store/plans';

@@ -3,7 +3,7 @@
 // API records its liveness every leaseTtl/3 in PostgreSQL (with the lease it hands out), so the
 // sweeper can tell its own outage from the fleet's, and reports the runtimes the sweeper or a
 // recovery declared LOST (log line and scalegate_lease_expirations_total) from the events table.
-import { createPlanner } from '../activities/planning';
+import { createPlanner } from '../store/planner';
 import { createPool } from '../store/db';
 import { createLedgerStore } from '../store/ledger';
 import { migrate } from '../store/migrate';

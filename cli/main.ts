@@ -160,7 +160,7 @@ function renderState(state: any): string {
   const parts = [
     section('RUNTIMES', table(['id', 'status', 'labels', 'slots', 'tasks', 'lease', 'fence'],
       state.runtimes.map((r: any) => [r.id, r.status, labels(r.labels), r.slots, r.tasks, relative(r.leaseExpiresAt), r.fence]))),
-    section('WORKLOADS', table(['name', 'kind', 'replicas', 'status', 'placed', 'runtimes', 'fence'],
+    section('WORKLOADS', table(['name', 'kind', 'desired', 'status', 'placed', 'runtimes', 'fence'],
       state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments), w.placement?.fence]))),
   ];
   if (state.unplaced.length) parts.push(section('UNPLACED', table(['workload', 'reason', 'missing'], state.unplaced.map((u: any) => [u.workload, u.reason, u.missing]))));
@@ -172,7 +172,7 @@ function renderState(state: any): string {
 }
 
 function renderWorkloadList(state: any): string {
-  return table(['name', 'kind', 'replicas', 'status', 'placed', 'runtimes'],
+  return table(['name', 'kind', 'desired', 'status', 'placed', 'runtimes'],
     state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments)]));
 }
 

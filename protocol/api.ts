@@ -25,6 +25,8 @@ export const ScaleRequestSchema = z.strictObject({
   drainTimeoutMs: z.int().min(100).max(3_600_000).optional(),
   /** scale-in: most partitions one replica may own after consolidation */
   perInstanceLimit: z.int().min(1).max(LIMITS.partitions).optional(),
+  /** scale-in: go past a tier's minReplicas or an open change window, saying why (the ledger records it) */
+  override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
 });
 export type ScaleRequest = z.input<typeof ScaleRequestSchema>;
 

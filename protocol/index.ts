@@ -3,6 +3,7 @@ export * from './agent';
 export * from './api';
 export * from './errors';
 export * from './issues';
+export * from './ledger';
 export * from './runtime';
 export * from './search-attributes';
 export * from './stream';

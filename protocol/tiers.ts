@@ -2,7 +2,7 @@
 // load observation an autoscaler signal carries (POST /v1/tiers/:tier/signals, or the `observe`
 // signal of the `autoscale:<tier>` workflow). Strict objects: an unknown field is refused by name.
 // Cron expressions are checked here for shape only; the API parses them with cron-parser
-// (activities/autoscaler.ts `cronProblem`) and answers 422 naming the field.
+// (domain/change-windows.ts `cronProblem`) and answers 422 naming the field.
 import { z } from 'zod';
 import { LIMITS, WorkloadName } from './workload';
 

@@ -1,8 +1,9 @@
 // The append-only scale ledger.
 import type { Pool } from 'pg';
+import type { LedgerKind, LedgerOutcome } from '../protocol/ledger';
 
 export interface LedgerEntry {
-  kind: string;
+  kind: LedgerKind;
   workload?: string | null;
   tier?: string | null;
   fromReplicas?: number | null;
@@ -12,7 +13,7 @@ export interface LedgerEntry {
   planId?: string | null;
   workflowId?: string | null;
   runId?: string | null;
-  outcome?: string | null;
+  outcome?: LedgerOutcome | null;
   evidence?: unknown;
   /** makes a retried write one row */
   idempotencyKey?: string | null;

@@ -25,6 +25,14 @@ export function createTierStore(db: Pool) {
       return rows[0] ? toStored(rows[0]) : null;
     },
 
+    /** Every tier whose policy names `workload` (its constraints hold at every entry point). */
+    async policiesOfWorkload(workload: string): Promise<StoredTierPolicy[]> {
+      const { rows } = await db.query(
+        `select tier, revision, policy, updated_at from tier_policies where policy->'workloads' ? $1 order by tier`, [workload],
+      );
+      return rows.map(toStored);
+    },
+
     /** The newest autoscale ledger rows of a tier, newest first. */
     async recentDecisions(tier: string, limit = 10): Promise<LedgerRow[]> {
       const { rows } = await db.query(

@@ -3,6 +3,7 @@
 // with nothing changed; a failure or an abort after it is compensated by the stop-the-world replan.
 import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
+import type { LedgerOutcome } from '../protocol';
 import type { Activities } from '../activities';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
 import { failureMessage, handleAborts, parseInput, profiles, trackOperation } from './operation';
@@ -29,7 +30,7 @@ export async function applyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
   const aborts = handleAborts();
   const plan = await store.loadPlan.executeWithOptions({ summary: `load plan ${input.planId}` }, [input.planId]);
   const op = trackOperation('apply', plan.workload, `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`);
-  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
+  const ledger = (outcome: LedgerOutcome, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
     store.appendLedger.executeWithOptions({ summary: `ledger: apply ${plan.workload} ${outcome}` }, [{
       kind: 'apply', workload: plan.workload, fromReplicas: plan.fromReplicas, toReplicas: plan.target.length,
       reason, planId: plan.id, workflowId, runId, outcome, ...extra,

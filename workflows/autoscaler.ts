@@ -19,8 +19,10 @@ import {
   decideScale, desiredFromSignals, initialAutoscaleState, nextEvaluationAt, noteRecommendation,
   type AutoscaleObservation, type AutoscalePolicy, type AutoscaleState, type ChangeInterval, type DecisionCode, type SignalEstimate,
 } from '../domain/autoscale';
+import type { LedgerOutcome } from '../protocol/ledger';
 import { TierName, TierPolicySchema, TierSignalSchema, type TierPolicy } from '../protocol/tiers';
 import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+import { rescaleOperator, type RescaleStatus } from './rescale-operator';
 import { scaleIn } from './scale-in';
 import { scaleOut } from './scale-out';
 import type { ScaleStatus } from './scale-operation';
@@ -60,7 +62,7 @@ export interface DecisionRecord {
   observation: Observation | null;
   desiredPerSignal: SignalEstimate[];
   operation: string | null;
-  outcome: string;
+  outcome: LedgerOutcome;
 }
 
 interface WorkloadState {
@@ -100,7 +102,7 @@ export type AutoscalerInput = z.input<typeof AutoscalerInputSchema>;
 export interface RunningOperation {
   workload: string;
   workflowId: string;
-  kind: 'scaleOut' | 'scaleIn';
+  kind: 'scaleOut' | 'scaleIn' | 'rescaleOperator';
   from: number;
   to: number;
   startedAtMs: number;
@@ -311,18 +313,32 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
         }, extra);
         continue;
       }
-      const workflowId = `scale:${size.workload}`;
-      const kind = decision.action === 'scale-out' ? 'scaleOut' : 'scaleIn';
+      // A stream job's count is bounded by maxParallelism and its source partitions.
+      const to = size.stream ? Math.min(decision.to, size.stream.bound) : decision.to;
+      if (to === decision.from) {
+        await record(ws, {
+          ...base, to, label: 'no-change: bounded', reason: `${decision.reason}; ${size.workload} runs at most ${size.stream!.bound} ${size.stream!.operator} subtasks (${size.stream!.boundBy})`,
+          desiredPerSignal: perSignal, outcome: 'no-change',
+        }, extra);
+        continue;
+      }
+      const workflowId = size.stream ? `rescale:${size.workload}` : `scale:${size.workload}`;
+      const kind = size.stream ? 'rescaleOperator' : decision.action === 'scale-out' ? 'scaleOut' : 'scaleIn';
       const reason = `autoscale ${tier}: ${decision.reason}`.slice(0, 500);
-      let handle: ChildWorkflowHandle<typeof scaleOut>;
+      let handle: ChildWorkflowHandle<typeof scaleOut> | ChildWorkflowHandle<typeof rescaleOperator>;
       try {
         const options = {
           workflowId, parentClosePolicy: ParentClosePolicy.ABANDON, workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-          staticSummary: `autoscale ${tier}: scale ${size.workload} ${decision.from} → ${decision.to}`,
+          staticSummary: size.stream
+            ? `autoscale ${tier}: rescale ${size.workload}/${size.stream.operator} ${decision.from} → ${to}`
+            : `autoscale ${tier}: scale ${size.workload} ${decision.from} → ${to}`,
         };
-        handle = kind === 'scaleOut'
-          ? await startChild(scaleOut, { ...options, args: [{ workload: size.workload, replicas: decision.to, reason, soakMs: policy.soakMs }] })
-          : await startChild(scaleIn, { ...options, args: [{ workload: size.workload, replicas: decision.to, reason, drainTimeoutMs: policy.drainTimeoutMs, minReplicas: policy.minReplicas }] });
+        // A stream job through rescaleOperator: hot for an integer factor, the replan once otherwise.
+        handle = size.stream
+          ? await startChild(rescaleOperator, { ...options, args: [{ job: size.workload, operator: size.stream.operator, parallelism: to, reason }] })
+          : kind === 'scaleOut'
+            ? await startChild(scaleOut, { ...options, args: [{ workload: size.workload, replicas: to, reason, soakMs: policy.soakMs }] })
+            : await startChild(scaleIn, { ...options, args: [{ workload: size.workload, replicas: to, reason, drainTimeoutMs: policy.drainTimeoutMs, minReplicas: policy.minReplicas }] });
       } catch (error) {
         if (!(error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError')) throw error;
         // Someone else's operation (an operator's, a plan, the reconcile loop) holds the workload: wait for it.
@@ -335,11 +351,11 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
         continue;
       }
       ws.waiting = null;
-      const operation: RunningOperation = { workload: size.workload, workflowId, kind, from: decision.from, to: decision.to, startedAtMs: now };
+      const operation: RunningOperation = { workload: size.workload, workflowId, kind, from: decision.from, to, startedAtMs: now };
       running.push(operation);
-      await record(ws, { ...base, to: decision.to, label: decision.action, reason: decision.reason, desiredPerSignal: perSignal, operation: workflowId, outcome: 'started' }, extra);
+      await record(ws, { ...base, to, label: decision.action, reason: decision.reason, desiredPerSignal: perSignal, operation: workflowId, outcome: 'started' }, extra);
       children.push((async () => {
-        let status: ScaleStatus | null = null;
+        let status: { outcome: ScaleStatus['outcome'] | RescaleStatus['outcome']; error: string | null; evidenceGap?: string | null } | null = null;
         let failure: string | null = null;
         try {
           status = await handle.result();
@@ -348,7 +364,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
         }
         running.splice(running.indexOf(operation), 1);
         const ended = Date.now();
-        if (status && (status.outcome === 'completed' || status.outcome === 'compensated')) {
+        if (status && (status.outcome === 'completed' || status.outcome === 'compensated' || status.outcome === 'replanned')) {
           ws.autoscale = { ...ws.autoscale, lastChangeAtMs: ended };
           ws.backoff = null;
           return;

@@ -10,7 +10,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ApplicationFailure, defineQuery, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
-import { WorkloadName } from '../protocol';
+import { WorkloadName, type LedgerOutcome } from '../protocol';
 import { formatDuration, failureMessage, handleAborts, parseInput, profiles, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
 
@@ -78,7 +78,7 @@ export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus>
     op.enter(phase);
   };
   const aborts = handleAborts();
-  const ledger = (outcome: string, inputs: Record<string, unknown>, evidence?: unknown) => aborts.exit(() =>
+  const ledger = (outcome: LedgerOutcome, inputs: Record<string, unknown>, evidence?: unknown) => aborts.exit(() =>
     store.appendLedger.executeWithOptions({ summary: `ledger: rescale ${input.job}/${input.operator} ${outcome}` }, [{
       kind: 'rescale', workload: input.job, fromReplicas: status.from, toReplicas: input.parallelism, reason: input.reason,
       inputs: { operator: input.operator, hot: status.hot, checkpoint: status.checkpoint, ...inputs }, workflowId, runId, outcome, evidence,

@@ -1,5 +1,6 @@
-// retireWorkload: DELETE /v1/workloads/:name stops every task and empties the placement.
-import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+// retireWorkload: DELETE /v1/workloads/:name empties the placement and stops every task; one on a
+// runtime that is down is revoked when that runtime heartbeats again (it never keeps running).
+import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { WorkloadName } from '../protocol';
@@ -11,20 +12,34 @@ const long = proxyActivities<Activities>(profiles.longDrain);
 export const RetireInputSchema = z.object({ workload: WorkloadName, reason: z.string().max(500).optional() });
 
 /** DELETE /v1/workloads/:name: stop every task, empty the placement, ledger. */
-export async function retireWorkload(rawInput: unknown): Promise<{ stopped: string[] }> {
+export async function retireWorkload(rawInput: unknown): Promise<{ stopped: string[]; unreachable?: string[] }> {
   const input = parseInput(RetireInputSchema, rawInput, 'retireWorkload');
   const { workflowId, runId } = workflowInfo();
   const op = trackOperation('retire', input.workload, `retire ${input.workload}`);
   const before = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
-  op.enter('stopping-tasks');
-  const stopped = await long.stopAllTasksOfWorkload.executeWithOptions({ summary: `stop every task of ${input.workload}` }, [{ workload: input.workload }]);
-  op.enter('clearing-placement');
-  await store.clearPlacement.executeWithOptions({ summary: `clear placement of ${input.workload}` }, [{ workload: input.workload, writer: workflowId }]);
+  let stopped: { taskId: string }[];
+  let unreachable: string[] = [];
+  if (patched('retire-clear-first')) {
+    // The decision first: nothing is placed any more. Then stop what answers; a runtime that is down
+    // now is told its tasks are revoked when it heartbeats again, so none keeps running.
+    op.enter('clearing-placement');
+    await store.clearPlacement.executeWithOptions({ summary: `clear placement of ${input.workload}` }, [{ workload: input.workload, writer: workflowId }]);
+    op.enter('stopping-tasks');
+    const retired = await long.stopRetiredTasks.executeWithOptions({ summary: `stop every task of ${input.workload}` }, [{ workload: input.workload }]);
+    stopped = retired.stopped;
+    unreachable = retired.unreachable;
+  } else {
+    op.enter('stopping-tasks');
+    stopped = await long.stopAllTasksOfWorkload.executeWithOptions({ summary: `stop every task of ${input.workload}` }, [{ workload: input.workload }]);
+    op.enter('clearing-placement');
+    await store.clearPlacement.executeWithOptions({ summary: `clear placement of ${input.workload}` }, [{ workload: input.workload, writer: workflowId }]);
+  }
   await store.appendLedger.executeWithOptions({ summary: `ledger: retire ${input.workload}` }, [{
     kind: 'retire', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: 0,
     reason: input.reason ?? 'retired', workflowId, runId, outcome: 'completed',
+    ...(unreachable.length ? { inputs: { unreachable, note: 'their tasks are revoked when they heartbeat again' } } : {}),
   }]);
   op.enter('done');
-  return { stopped: stopped.map((t) => t.taskId) };
+  return { stopped: stopped.map((t) => t.taskId), ...(unreachable.length ? { unreachable } : {}) };
 }
 

@@ -4,11 +4,12 @@
 // commit, release) → fenced write of the reduced placement, survivors take the released partitions
 // from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
 // deadline, an agent failing mid-drain, or an abort after the drain began ends in the replan.
-import { proxyActivities } from '@temporalio/workflow';
+import { patched, proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
+import { scaleInViolations } from '../domain/tier-rules';
 import { WorkloadName, type Workload } from '../protocol';
 import { failureMessage, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
@@ -27,6 +28,13 @@ export const ScaleInInputSchema = z.object({
   perInstanceLimit: z.int().min(1).optional(),
   minReplicas: z.int().min(1).default(1),
   convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
+  /**
+   * A stored plan that lowers replicas (POST /v1/plans/:id/apply): its stops are the victims, drained
+   * like any scale-in, and the plan applied is that one; a moved basis refuses it as stale.
+   */
+  planId: z.string().min(1).max(200).optional(),
+  /** scale in despite a tier's minReplicas or an open change window; the reason goes to the ledger */
+  override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
 });
 export type ScaleInInput = z.input<typeof ScaleInInputSchema>;
 
@@ -49,9 +57,22 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
   // Before the drain begins nothing changed: an abort or a cancellation ends it `cancelled`.
   type Prepared = { plan: Awaited<ReturnType<Activities['preparePlan']>>; decision: ScaleInDecision } | { ended: ScaleStatus };
   const prepare = async (): Promise<Prepared> => {
+    // Tier constraints hold here too, not only in the autoscaler (runs recorded before `tier-rules` skip them).
+    if (patched('tier-rules')) {
+      const rules = await store.tierRules.executeWithOptions({ summary: `tier rules of ${input.workload}` }, [{ workload: input.workload }]);
+      const violations = scaleInViolations(input.replicas, rules);
+      status.tierRules = { violations, override: violations.length && input.override ? input.override.reason : null };
+      if (violations.length && !input.override) {
+        status.evidenceGap = `${violations.join('; ')} (a request with override and a reason may go past it)`;
+        return { ended: await endUnchanged('refused', 'refused', status.evidenceGap) };
+      }
+    }
+
     enter('baseline');
     status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
     const evidenceOf = (taskId: string) => status.baseline!.tasks.find((t) => t.taskId === taskId);
+
+    if (input.planId) return reviewedPlan(input.planId);
 
     enter('choosing-victims');
     const decision = planScaleIn({
@@ -84,6 +105,23 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
       },
     }]).catch((error) => (aborts.isAbort(error) ? Promise.reject(error) : failUnchanged(error)));
     status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    return { plan, decision };
+  };
+  /** The reviewed plan as the scale-in's decision: its stops (and the old side of its moves) drain. */
+  const reviewedPlan = async (planId: string): Promise<Prepared> => {
+    const plan = await store.loadPlan.executeWithOptions({ summary: `the reviewed plan ${planId}` }, [planId]);
+    if (plan.basis.placementFence !== placement!.fence || plan.basis.registryRevision !== workload.revision) {
+      status.evidenceGap = `stale plan: the basis of ${planId} moved (revision ${plan.basis.registryRevision} → ${workload.revision}, fence ${plan.basis.placementFence} → ${placement!.fence}); plan again`;
+      return { ended: await endUnchanged('refused', 'stale-plan', status.evidenceGap) };
+    }
+    const victims = [...plan.stops, ...plan.moves.map((m) => m.from)];
+    const decision: ScaleInDecision = {
+      victims, survivors: plan.target, moves: [], stoppedAbove: null,
+      reasons: Object.fromEntries(victims.map((v) => [v.taskId, `stopped by the reviewed plan ${planId}`])),
+    };
+    status.scaleIn = { victims, reasons: decision.reasons, moves: [], stoppedAbove: null, receipts: [], confirmation: null };
+    status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    if (aborts.reason) return { ended: await endUnchanged('cancelled', 'cancelled', aborts.reason) };
     return { plan, decision };
   };
   const prepared = await aborts.guard(prepare).catch(async (error): Promise<Prepared> => ({ ended: await cancelledOr(error) }));

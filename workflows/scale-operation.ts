@@ -7,7 +7,7 @@ import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
 import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
-import type { Workload } from '../protocol';
+import type { Workload, LedgerOutcome } from '../protocol';
 import { failureMessage, handleAborts, profiles, trackOperation } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
@@ -39,6 +39,8 @@ export interface ScaleStatus {
   /** scaleIn: victims and why, partition hand-overs, drain receipts, proof that the removed own nothing */
   scaleIn: (Omit<ScaleInDecision, 'survivors'> & { receipts: unknown[]; confirmation: unknown; forced?: string[] }) | null;
   compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
+  /** scaleIn: the tier rules it would break, and the override reason that let it past them */
+  tierRules?: { violations: string[]; override: string | null } | null;
   error: string | null;
 }
 
@@ -83,11 +85,11 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     status.phase = phase;
   };
   // Ledger rows are part of the exit: a cancellation arriving meanwhile does not cut them.
-  const ledger = (outcome: string, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
+  const ledger = (outcome: LedgerOutcome, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
     store.appendLedger.executeWithOptions({ summary: `ledger: ${kind} ${input.workload} ${from} → ${input.replicas} ${outcome}` }, [{
       kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
       reason, outcome, planId: status.plan?.id ?? null, workflowId, runId,
-      inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...extra },
+      inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...(status.tierRules ? { tierRules: status.tierRules } : {}), ...extra },
       evidence: status.comparison || status.scaleIn
         ? { baseline: status.baseline, after: status.after, comparison: status.comparison, scaleIn: status.scaleIn }
         : null,
@@ -118,7 +120,7 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     return status;
   });
   /** Ends the operation without a change (refused, rejected, cancelled): phase, outcome, one ledger row. */
-  const endUnchanged = (outcome: 'refused' | 'rejected' | 'cancelled', phase: string, reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
+  const endUnchanged = (outcome: 'refused' | 'rejected' | 'cancelled', phase: 'refused' | 'rejected' | 'cancelled' | 'stale-plan', reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
     status.outcome = outcome;
     if (outcome === 'cancelled') status.error = reason;
     enter(phase);

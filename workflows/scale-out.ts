@@ -1,11 +1,12 @@
 // scaleOut (DESIGN.md §4.1): baseline → gates → smallest increase on a fresh basis → optional
 // manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
-import { condition, defineUpdate, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
-import { evaluateScaleOutGates, formatEvidenceGap } from '../domain/gates';
+import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
+import type { Plan } from '../domain/plan';
 import { LIMITS, WorkloadName } from '../protocol';
 import { failureMessage, formatDuration, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
@@ -27,6 +28,11 @@ export const ScaleOutInputSchema = z.object({
   convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
   /** a manual approval not given in time rejects the change */
   approvalTimeoutMs: z.int().min(1000).max(7 * 24 * 3_600_000).default(24 * 3_600_000),
+  /**
+   * A stored plan to apply (POST /v1/plans/:id/apply of a plan that raises replicas): the same gates
+   * and comparison, and the plan applied is that one; a moved basis refuses it as stale.
+   */
+  planId: z.string().min(1).max(200).optional(),
 });
 export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
 
@@ -35,6 +41,20 @@ export interface DecisionArgs {
 }
 export const approveUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('approve');
 export const rejectUpdate = defineUpdate<ScaleStatus, [DecisionArgs]>('reject');
+
+/** The Web UI's details line while a change waits for approval: the proposal and the gates, to review before approving. */
+export function approvalDetails(workload: string, from: number, plan: Pick<Plan, 'starts' | 'stops' | 'moves' | 'warnings' | 'target'>, gates: GateReport | null): string {
+  const where = (list: { runtimeId: string }[]) => (list.length ? ` on ${runtimesOf(list)}` : '');
+  return [
+    `scale ${workload} ${from} → ${plan.target.length}: **awaiting approval** (approve: POST /v1/operations/scale:${workload}/approve)`,
+    `plan: ${plan.starts.length} start(s)${where(plan.starts)}, ${plan.stops.length} stop(s)${where(plan.stops)}, ${plan.moves.length} move(s)`,
+    `gates: ${gates ? gates.rows.map((r) => `${r.gate} ${r.passed ? 'ok' : 'FAILED'}`).join(', ') : 'not evaluated'}`,
+    ...(plan.warnings.length ? [`warnings: ${plan.warnings.join('; ')}`] : []),
+  ].join('\n\n');
+}
+
+const isStalePlan = (error: unknown) =>
+  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
 
 export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
@@ -59,9 +79,16 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
     status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
 
     enter('gates');
-    const proposal = await store.preparePlan.executeWithOptions(
-      { summary: `gates: propose ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
-    );
+    const proposal = input.planId
+      ? await store.loadPlan.executeWithOptions({ summary: `gates: the reviewed plan ${input.planId}` }, [input.planId])
+      : await store.preparePlan.executeWithOptions(
+        { summary: `gates: propose ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
+      );
+    // A reviewed plan, or one proposed for a manual approval, is shown before anything is decided.
+    const reviewed = input.planId !== undefined || input.approval === 'manual';
+    if (reviewed) {
+      status.plan = { id: proposal.id, starts: proposal.starts, stops: proposal.stops, moves: proposal.moves, warnings: proposal.warnings, basis: proposal.basis, target: proposal.target };
+    }
     const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
     const facts = await agentCalls.gatherGateFacts.executeWithOptions(
       { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
@@ -80,6 +107,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 
     if (input.approval === 'manual') {
       enter('awaiting-approval');
+      setCurrentDetails(approvalDetails(input.workload, from, proposal, status.gates));
       const decided = await condition(() => status.approval.decision !== null || aborts.reason !== null, input.approvalTimeoutMs, {
         summary: `await approval (${formatDuration(input.approvalTimeoutMs)})`,
       });
@@ -90,6 +118,10 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
     }
     if (aborts.reason) return { ended: await endUnchanged('cancelled', 'cancelled', aborts.reason) };
 
+    // The plan applied is the one reviewed or approved (its basis is checked by the fenced write:
+    // one that moved meanwhile refuses it as stale). Runs recorded before `apply-approved-plan`
+    // planned again after an approval.
+    if (input.planId || (input.approval === 'manual' && patched('apply-approved-plan'))) return { plan: proposal };
     // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
     const plan = await store.preparePlan.executeWithOptions(
       { summary: `plan ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
@@ -119,6 +151,10 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
     const abort = aborts.isAbort(error);
     if (!committed) {
       if (abort) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
+      if (isStalePlan(error)) {
+        status.evidenceGap = `stale plan: ${failureMessage(error)}; plan again`;
+        return endUnchanged('refused', 'stale-plan', status.evidenceGap);
+      }
       status.outcome = 'failed';
       status.error = failureMessage(error);
       enter('failed');

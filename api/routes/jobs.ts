@@ -20,7 +20,12 @@ const TEMPORAL_WAIT_MS = 2_000;
 type RunningOperation = StreamJobView['runningOperation'];
 
 /** The first running operation on the job; null when none runs or Temporal does not answer in time. */
-async function runningOperationOf(deps: ApiDeps, job: string): Promise<RunningOperation> {
+/**
+ * The operation running on the job. For the view (GET) an unreachable Temporal answers null after
+ * TEMPORAL_WAIT_MS; for admission (`failClosed`) it is a 503: a rescale is never admitted on a
+ * guess that nothing else runs on the job.
+ */
+async function runningOperationOf(deps: ApiDeps, job: string, options: { failClosed?: boolean } = {}): Promise<RunningOperation> {
   const lookUp = async (): Promise<RunningOperation> => {
     const client = await deps.temporal.client();
     const described = await Promise.all(jobOperationIds(job).map((workflowId) =>
@@ -33,11 +38,15 @@ async function runningOperationOf(deps: ApiDeps, job: string): Promise<RunningOp
     return running ? { workflowId: running.workflowId, kind: running.type, phase: running.typedSearchAttributes.get(PHASE_KEY) ?? null } : null;
   };
   let timer: NodeJS.Timeout | undefined;
-  const giveUp = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), TEMPORAL_WAIT_MS);
+  const unknown = () => new ApiError('unavailable', `Temporal did not say within ${TEMPORAL_WAIT_MS} ms whether an operation runs on ${job}; nothing was started, try again`);
+  const giveUp = new Promise<null>((resolve, reject) => {
+    timer = setTimeout(() => (options.failClosed ? reject(unknown()) : resolve(null)), TEMPORAL_WAIT_MS);
   });
   try {
-    return await Promise.race([lookUp().catch(() => null), giveUp]);
+    return await Promise.race([lookUp().catch(() => {
+      if (options.failClosed) throw unknown();
+      return null;
+    }), giveUp]);
   } finally {
     clearTimeout(timer);
   }
@@ -110,7 +119,7 @@ export function jobRoutes(deps: ApiDeps) {
         }
         if (body.parallelism === operator.parallelism) throw new ApiError('conflict', `${params.op} already runs ${operator.parallelism} subtasks`, { current: operator.parallelism });
         // One operation per job: a replan or a scale running on it refuses the rescale too.
-        const running = await runningOperationOf(deps, params.job);
+        const running = await runningOperationOf(deps, params.job, { failClosed: true });
         if (running) throw new ApiError('operation-in-progress', `${running.workflowId} is running on ${params.job}`, { workflowId: running.workflowId });
         const started = await startOperation(deps, { request,
           workflow: rescaleOperator, workflowId: `rescale:${params.job}`,

@@ -2,6 +2,7 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut, statusQuery } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
+import { applyPlan } from '../../workflows/apply-plan';
 import { recoverRuntime } from '../../workflows/recover-runtime';
 import { rescaleOperator } from '../../workflows/rescale-operator';
 import { stopTheWorldReplan } from '../../workflows/stop-the-world-replan';
@@ -12,7 +13,7 @@ import { requireActiveWorkload, startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
-const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, recoverRuntime.name, rescaleOperator.name];
+const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, applyPlan.name, recoverRuntime.name, rescaleOperator.name];
 
 /** The innermost cause's message: "Activity task failed" says less than the activity's own failure. */
 function rootCauseMessage(error: Error): string {
@@ -94,9 +95,10 @@ export function operationRoutes(deps: ApiDeps) {
         return ok({
           workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
           phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
-          ...(detail && typeof detail === 'object' && 'gates' in detail ? {
+          // The scale operations' status (discriminated by its kind) is spread out; every other kind's is `result`.
+          ...(detail && (detail.kind === 'scaleOut' || detail.kind === 'scaleIn') ? {
             gates: detail.gates, evidenceGap: detail.evidenceGap, plan: detail.plan, evidence: { baseline: detail.baseline, after: detail.after, comparison: detail.comparison },
-            approval: detail.approval, scaleIn: detail.scaleIn ?? null, compensation: detail.compensation,
+            approval: detail.approval, scaleIn: detail.scaleIn ?? null, compensation: detail.compensation, tierRules: detail.tierRules ?? null,
           } : { result: detail }),
           failure,
         });

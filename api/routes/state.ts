@@ -55,7 +55,9 @@ export function stateRoutes(deps: ApiDeps) {
           workloads: workloads.map((w) => {
             const placement = placementOf[w.name];
             return {
-              name: w.name, kind: w.kind, replicas: w.replicas, selector: w.selector, revision: w.revision,
+              // desired (what operations decided: reconcile and recovery restore it) beside placed (what the placement holds)
+              name: w.name, kind: w.kind, replicas: w.replicas, desired: w.replicas, placed: placement?.assignments.length ?? 0,
+              selector: w.selector, revision: w.revision,
               status: w.retired ? 'retired' : !placement ? 'pending' : unplaced.some((u) => u.workload === w.name) ? 'degraded' : 'placed',
               placement: placement
                 ? { fence: placement.fence, generation: placement.generation, assignments: placement.assignments }

@@ -4,7 +4,7 @@
 // and a first observation racing each other still leave the workflow on the newest revision).
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { z } from 'zod';
-import { cronProblem } from '../../activities/autoscaler';
+import { cronProblem } from '../../domain/change-windows';
 import { describeIssues } from '../../protocol';
 import { TierParamsSchema, TierPolicySchema, TierSignalSchema, type StoredTierPolicy } from '../../protocol/tiers';
 import { createTierStore } from '../../store/tiers';

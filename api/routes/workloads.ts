@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { basisMoved } from '../../domain/plan';
 import { describeIssues, PlanParamsSchema, PlanRequestSchema, redactEnvValues, WorkloadDefinitionSchema, WorkloadParamsSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
+import { scaleOut } from '../../workflows/scale-out';
+import { scaleIn } from '../../workflows/scale-in';
 import { retireWorkload } from '../../workflows/retire-workload';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
@@ -82,10 +84,21 @@ export function workloadRoutes(deps: ApiDeps) {
             : `the basis of plan ${plan.id} moved (revision ${plan.basis.registryRevision} → ${now.registryRevision}, fence ${plan.basis.placementFence} → ${now.placementFence}); plan again`,
           { basis: plan.basis, current: now });
         }
-        const started = await startOperation(deps, { request,
-          workflow: applyPlan, workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
-          summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
-        });
+        // plan/apply is the scale procedure (DESIGN.md §3): a plan that raises replicas passes the
+        // scale-out gates and comparison, one that lowers them drains like a scale-in.
+        const current = placement?.assignments.length ?? 0;
+        const direction = workload.kind === 'stream' || current === 0 || plan.target.length === current ? null
+          : plan.target.length > current ? scaleOut : scaleIn;
+        const started = direction
+          ? await startOperation(deps, { request,
+            workflow: direction, workflowId: `scale:${plan.workload}`,
+            input: { workload: plan.workload, replicas: plan.target.length, planId: plan.id, reason: `plan ${plan.id} applied` },
+            summary: `apply plan ${plan.workload} ${current} → ${plan.target.length} (${direction.name})`,
+          })
+          : await startOperation(deps, { request,
+            workflow: applyPlan, workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
+            summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
+          });
         await deps.plans.markApplied(plan.id, started.workflowId);
         return ok(started, 202);
       },

@@ -12,7 +12,7 @@ import type { Pool } from 'pg';
 import { createProcessDriver } from '../../agent/drivers/process';
 import { TaskHost } from '../../agent/host';
 import { PortAllocator } from '../../agent/ports';
-import { createPlanner } from '../../activities/planning';
+import { createPlanner } from '../../store/planner';
 import { createActivityDeps } from '../../activities/deps';
 import { createActivities } from '../../activities';
 import type { TaskStart } from '../../protocol';

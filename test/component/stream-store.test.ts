@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Pool } from 'pg';
-import { createPlanner } from '../../activities/planning';
+import { createPlanner } from '../../store/planner';
 import { parseApiConfig } from '../../api/config';
 import type { ApiDeps } from '../../api/deps';
 import { createMetrics } from '../../api/metrics';

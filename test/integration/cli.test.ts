@@ -100,7 +100,7 @@ spec:${SPEC}
     expect(web).toMatch(/^INDEX\s+TASK\s+RUNTIME\s+PORTS\s+PARTITIONS$/m);
     expect(web).toMatch(/^0\s+cli-web-0-g1\s+cli-[ab]\s+\d+\/\d+/m);
     const list = await ok(['workloads', 'list']);
-    expect(list).toMatch(/^NAME\s+KIND\s+REPLICAS\s+STATUS\s+PLACED\s+RUNTIMES$/m);
+    expect(list).toMatch(/^NAME\s+KIND\s+DESIRED\s+STATUS\s+PLACED\s+RUNTIMES$/m);
     expect(list).toMatch(/^cli-web\s+service\s+1\s+placed\s+1\s+cli-[ab]$/m);
   });
 });
@@ -110,27 +110,30 @@ describe('state', () => {
     const state = await ok(['state']);
     expect(state).toMatch(/^RUNTIMES\nID\s+STATUS\s+LABELS\s+SLOTS\s+TASKS\s+LEASE\s+FENCE$/m);
     expect(state).toMatch(/^cli-a\s+READY\s+pool=cli,zone=a\s+4\s+\d+\s+in \d+s\s+\d+$/m);
-    expect(state).toMatch(/^WORKLOADS$/m);
+    expect(state).toMatch(/^WORKLOADS\nNAME\s+KIND\s+DESIRED\s+STATUS\s+PLACED\s+RUNTIMES\s+FENCE$/m);
     expect(state).toMatch(/^OPERATIONS$/m);
     expect(state).toMatch(/^reconcile: last pass/m);
     const parsed = await json(['state']);
     expect(parsed.runtimes.map((r: any) => r.id).sort()).toEqual(['cli-a', 'cli-b']);
+    // desired and placed side by side
+    expect(parsed.workloads.find((w: any) => w.name === 'cli-web')).toMatchObject({ desired: 1, placed: 1, replicas: 1 });
   });
 });
 
 describe('plan, apply, scale and operations', () => {
-  it('plans 1 → 2, applies the plan and follows the operation', async () => {
+  it('plans 1 → 2, applies the plan (a raising plan is a scale-out: the same gates) and follows the operation', async () => {
     const plan = await ok(['plan', 'cli-web', '2']);
     expect(plan).toMatch(/^replicas:\s+1 → 2$/m);
     expect(plan).toMatch(/^CHANGES\nCHANGE\s+TASK\s+FROM\s+TO\nstart\s+cli-web-1-g1\s+-\s+cli-[ab]$/m);
     expect(plan).toMatch(/^apply it with: scalegate apply \S+$/m);
     const planId = (await json(['plan', 'cli-web', '2'])).id;
     const applied = await ok(['apply', planId]);
-    expect(applied).toMatch(/^applying:\s+applyPlan scale:cli-web$/m);
+    expect(applied).toMatch(/^applying:\s+scaleOut scale:cli-web$/m);
     expect(applied).toMatch(/^follow it with: scalegate operations show scale:cli-web$/m);
-    expect((await finished('scale:cli-web')).kind).toBe('applyPlan');
+    expect((await finished('scale:cli-web')).kind).toBe('scaleOut');
     const show = await ok(['operations', 'show', 'scale:cli-web']);
-    expect(show).toMatch(/^kind:\s+applyPlan$/m);
+    expect(show).toMatch(/^kind:\s+scaleOut$/m);
+    expect(show).toMatch(new RegExp(`^id:\\s+${planId}$`, 'm')); // the reviewed plan is the one applied
     expect(show).toMatch(/^status:\s+completed$/m);
   });
 
@@ -164,7 +167,7 @@ describe('plan, apply, scale and operations', () => {
     const ledger = await ok(['ledger', '--workload', 'cli-web', '--limit', '20']);
     expect(ledger).toMatch(/^ID\s+AT\s+KIND\s+WORKLOAD\s+FROM→TO\s+OUTCOME\s+REASON\s+WORKFLOW$/m);
     expect(ledger).toMatch(/^\d+\s+\S+\s+scale-in\s+cli-web\s+2→1\s+completed\s+cli test\s+scale:cli-web$/m);
-    expect(ledger).toMatch(/\s+scale-out\s+cli-web\s+1→2\s+rejected\s+aborted via API\s+scale:cli-web$/m);
+    expect(ledger).toMatch(/\s+scale-out\s+cli-web\s+1→2\s+cancelled\s+aborted via API\s+scale:cli-web$/m);
     expect((await json(['ledger', '--kind', 'apply'])).events.every((e: any) => e.kind === 'apply')).toBe(true);
   });
 

@@ -6,6 +6,8 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { findTemporalCli } from '../../embedded/temporal-cli';
+import { runLoad } from '../../store/source-feed';
+import { verifyExactlyOnce } from '../../store/sink-audit';
 import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
@@ -21,7 +23,8 @@ let stack: Stack;
 const settled: Record<string, unknown>[] = [];
 
 beforeAll(async () => {
-  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c'].map((zone) => ({ id: `co-${zone}`, labels: { zone } })) });
+  // Slots enough for every workload of this file at once (recoveries may pile them onto two runtimes).
+  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c'].map((zone) => ({ id: `co-${zone}`, labels: { zone }, slots: 32 })) });
 });
 afterAll(async () => {
   // The figures of the closing note's table: phase × final status × seconds to settle.
@@ -164,5 +167,142 @@ describe('one desired state', () => {
     await twoReconcilePasses();
     expect(await expectPlacementIsLive('c-all')).toBe(1);
     expect((await workloadOf('c-all')).replicas).toBe(1);
+  });
+});
+
+describe('plan/apply is the scale procedure', () => {
+  const consumer = (table: string, replicas: number, partitions: number) => ({
+    kind: 'consumer', replicas,
+    contract: { ownership: 'partitioned', partitions, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+    spec: { partitions, source: `${table}_in`, sink: `${table}_out` },
+  });
+  /** Plans `name` at `replicas`, applies the plan, waits for the operation it started; answers both. */
+  const planAndApply = async (name: string, replicas: number, kind: 'scaleOut' | 'scaleIn') => {
+    const plan = await stack.api('POST', `/v1/workloads/${name}/plan`, { body: { replicas } });
+    expect(plan.status).toBe(201);
+    const applied = await stack.api('POST', `/v1/plans/${plan.body.id}/apply`, { body: {} });
+    expect(applied).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind } });
+    await stack.temporal.workflow.getHandle(applied.body.workflowId, applied.body.runId).result();
+    return { plan: plan.body, final: await operation(`scale:${name}`) };
+  };
+
+  it('a plan past the partition count is refused naming the ownership row, with nothing changed', async () => {
+    await defineWorkload(stack, 'c-plan', consumer('cplan', 1, 2), 1);
+    const before = (await workloadOf('c-plan')).placement;
+    const { plan, final } = await planAndApply('c-plan', 3, 'scaleOut');
+    expect(plan.warnings.join(' ')).toMatch(/above 2 partitions/);
+    expect(final.status).toBe('refused');
+    expect(final.gates.rows.filter((r: any) => !r.passed).map((r: any) => r.gate)).toContain('input-ownership');
+    expect(final.evidenceGap).toMatch(/partition/);
+    expect(final.plan.id).toBe(plan.id); // the reviewed plan, not a new one
+    const after = await workloadOf('c-plan');
+    expect(after.placement.fence).toBe(before.fence);
+    expect(after.replicas).toBe(1);
+    expect(await expectPlacementIsLive('c-plan')).toBe(1);
+  });
+
+  it('a lowering plan applied under load is drained like a scale-in, exactly once', async () => {
+    await defineWorkload(stack, 'c-low', consumer('clow', 3, 6), 3);
+    const databaseUrl = stack.databaseUrl;
+    const load = runLoad({ databaseUrl, source: 'clow_in', partitions: 6, ratePerSec: 300, count: 2400 });
+    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'clow_in', sink: 'clow_out' })).sinkCount > 200);
+    const { plan, final } = await planAndApply('c-low', 1, 'scaleIn');
+    expect(final.status).toBe('completed');
+    expect(final.plan.id).toBe(plan.id);
+    expect(final.scaleIn.receipts).toHaveLength(2);
+    for (const receipt of final.scaleIn.receipts) expect(receipt.receipt).toMatchObject({ inFlight: 0 });
+    expect((await workloadOf('c-low')).replicas).toBe(1);
+    expect(await expectPlacementIsLive('c-low')).toBe(1);
+    const written = await load;
+    const audit = await stack.waitFor('the sink caught up', async () => {
+      const a = await verifyExactlyOnce({ databaseUrl, source: 'clow_in', sink: 'clow_out' });
+      return a.sinkCount >= written.written ? a : null;
+    }, 120_000);
+    expect(audit).toMatchObject({ sourceCount: 2400, sinkCount: 2400, missing: 0, duplicates: 0, extra: 0 });
+  });
+
+  it('a manual approval shows the proposed plan before anyone approves, and applies that plan', async () => {
+    await defineWorkload(stack, 'c-review', service(1), 1);
+    const started = await stack.api('POST', '/v1/workloads/c-review/scale', { body: { replicas: 2, approval: 'manual', soakMs: 0 } });
+    expect(started.status).toBe(202);
+    const waiting = await stack.waitFor('awaiting approval', async () => {
+      const o = await operation('scale:c-review');
+      return o.phase === 'awaiting-approval' ? o : null;
+    });
+    expect(waiting.plan).toMatchObject({ starts: [expect.objectContaining({ taskId: expect.any(String) })], stops: [], moves: [] });
+    expect(waiting.gates.passed).toBe(true);
+    // the Web UI's details line of the running workflow says the same (its metadata query)
+    const metadata = await stack.temporal.workflow.getHandle('scale:c-review').query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    expect(metadata.currentDetails).toMatch(/awaiting approval[\s\S]*1 start\(s\) on [\s\S]*gates: .*capacity ok/);
+    const approved = await stack.api('POST', '/v1/operations/scale%3Ac-review/approve', { body: {} });
+    expect(approved.status).toBe(200);
+    await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result();
+    const final = await operation('scale:c-review');
+    expect(final.status).toBe('completed');
+    expect(final.plan.id).toBe(waiting.plan.id); // the approved plan, not a new one
+    expect((await workloadOf('c-review')).placement.assignments.map((a: any) => a.taskId).sort())
+      .toEqual(waiting.plan.target.map((a: any) => a.taskId).sort());
+  });
+});
+
+
+describe('tier constraints at every door', () => {
+  it('a manual scale-in below a tier minReplicas, or inside its change window, is refused naming the rule; override with a reason passes and is ledgered', async () => {
+    await defineWorkload(stack, 'c-tier', service(3), 3);
+    // a change window open all day, every day: scale-in forbidden now
+    const policy = { workloads: ['c-tier'], minReplicas: 2, maxReplicas: 5, targets: { qpsPerInstance: 100 }, changeWindows: [{ cron: '0 0 * * *', durationMs: 86_400_000, forbid: 'scale-in' }] };
+    expect((await stack.api('PUT', '/v1/tiers/c-tier-tier/policy', { body: policy })).status).toBeLessThan(300);
+
+    const refused = await scaleAndWait(stack, 'c-tier', { replicas: 1 }, 'scaleIn');
+    expect(refused.status).toBe('refused');
+    expect(refused.evidenceGap).toMatch(/tier c-tier-tier: minReplicas is 2, below it is 1/);
+    expect(refused.evidenceGap).toMatch(/change window "0 0 \* \* \*" .* forbids scale-in until/);
+    expect((await workloadOf('c-tier')).replicas).toBe(3);
+    expect(await expectPlacementIsLive('c-tier')).toBe(3);
+
+    const overridden = await scaleAndWait(stack, 'c-tier', { replicas: 2, override: { reason: 'incident 42: shed the canary' } }, 'scaleIn');
+    expect(overridden.status).toBe('completed');
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=c-tier&kind=scale-in', { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'completed', inputs: { tierRules: { override: 'incident 42: shed the canary', violations: [expect.stringMatching(/change window/)] } } });
+    expect(ledger[1]).toMatchObject({ outcome: 'refused' });
+    expect((await workloadOf('c-tier')).replicas).toBe(2);
+  });
+});
+
+describe('retirement survives faults', () => {
+  it('retired while an agent is SIGKILLed and down past two leases: no task of it runs once the agent is back', async () => {
+    await defineWorkload(stack, 'c-retire', service(3), 3);
+    const pids: number[] = [];
+    for (const t of await tasksOf('c-retire')) {
+      pids.push(((await (await fetch(`http://127.0.0.1:${t.ports.public}/`)).json()) as { pid: number }).pid);
+    }
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const victim = 'co-c';
+    stack.agents[victim].process.child.kill('SIGKILL');
+    await stack.agents[victim].process.exited;
+    try {
+      const retired = await stack.api('DELETE', '/v1/workloads/c-retire');
+      expect(retired.status).toBe(202);
+      const result = await stack.temporal.workflow.getHandle(retired.body.workflowId, retired.body.runId).result() as { stopped: string[]; unreachable?: string[] };
+      expect(result.stopped).toHaveLength(2);
+      expect(result.unreachable).toEqual([victim]);
+      // kept down past its lease: the sweeper declares it LOST and its recovery ends
+      await stack.waitFor(`${victim} LOST`, async () => {
+        const { rows } = await stack.db.query(`select status from runtimes where id = $1`, [victim]);
+        return rows[0]?.status === 'LOST';
+      });
+      expect(pids.filter(alive)).toHaveLength(1); // the task on the killed agent's node outlived it (static stability)
+    } finally {
+      await stack.startAgent({ id: victim, labels: { zone: 'c' }, slots: 32 });
+    }
+    await stack.waitFor('no task of the retired workload runs', async () => (await tasksOf('c-retire')).length === 0 && pids.filter(alive).length === 0);
+    expect((await workloadOf('c-retire')).placement.assignments).toEqual([]);
   });
 });

@@ -135,6 +135,60 @@ describe('HotRescale', () => {
     expect(ledger).toMatchObject({ kind: 'rescale', outcome: 'completed', fromReplicas: from, toReplicas: to, inputs: { operator: 'agg', hot: true, checkpoint: status.checkpoint } });
   });
 
+  test('the autoscaler sizes the job through rescaleOperator: twice the capacity cuts over hot, bounded by the source partitions, a non-factor size replans once, nothing loops', async () => {
+    const tier = 'hot-tier';
+    const rescales = async () => (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale&limit=1000`, { role: 'viewer' })).body.events as any[];
+    const decisions = async () => ((await stack.api('GET', '/v1/ledger?kind=autoscale&limit=50', { role: 'viewer' })).body.events as any[]).filter((r) => r.tier === tier);
+    const seen = (await rescales()).length;
+    const before = await subtasks();
+    const from = before.filter((s) => s.operator === 'agg').length;
+    expect(from).toBe(2);
+    const outside = before.filter((s) => s.operator !== 'agg').map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort();
+    const put = await stack.api('PUT', `/v1/tiers/${tier}/policy`, {
+      body: { workloads: [JOB], minReplicas: 1, maxReplicas: 16, targets: { qpsPerInstance: 100 }, tolerance: 0.1, scaleUpStabilizationMs: 0, scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 16 },
+    });
+    expect(put.status).toBeLessThan(300);
+    const signal = async (qps: number) => expect((await stack.api('POST', `/v1/tiers/${tier}/signals`, { body: { qps } })).status).toBe(202);
+    const nextRescale = (count: number) => stack.waitFor(`rescale row ${count}`, async () => {
+      const rows = await rescales();
+      return rows.length >= count ? rows[0] : null;
+    }, 90_000);
+    try {
+      // Twice the capacity of the aggregate: an integer factor, so hot.
+      await signal(from * 2 * 100);
+      const hot = await nextRescale(seen + 1);
+      expect(hot).toMatchObject({ outcome: 'completed', fromReplicas: from, toReplicas: from * 2, inputs: { operator: 'agg', hot: true } });
+      expect(hot.reason).toMatch(/autoscale hot-tier/);
+      const total = await expectExactlyOnce();
+      const after = await subtasks();
+      expect(after.filter((s) => s.operator === 'agg')).toHaveLength(from * 2);
+      // No other subtask restarted, and no record was read twice.
+      expect(after.filter((s) => s.operator !== 'agg').map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort()).toEqual(outside);
+      expect(sum(after.filter((s) => s.operator === 'src').map((s) => s.task), 'recordsRead')).toBe(total);
+
+      // Four times more: bounded by the job's 4 source partitions, nothing started.
+      await signal(1600);
+      const bounded = await stack.waitFor('a bounded decision', async () => (await decisions()).find((r) => r.reason.startsWith('no-change: bounded')) ?? null);
+      expect(bounded.reason).toMatch(/at most 4 agg subtasks \(its 4 source partitions\)/);
+      expect((await rescales()).length).toBe(seen + 1);
+
+      // A size that is no integer factor of the current one: the replan, once.
+      await signal(300);
+      const replanned = await nextRescale(seen + 2);
+      expect(replanned).toMatchObject({ outcome: 'replanned', fromReplicas: from * 2, toReplicas: 3, inputs: { hot: false } });
+      await expectExactlyOnce();
+      // Settled: the next decision is "no change" at 3, and no further rescale was started (counted).
+      await stack.waitFor('a no-change decision after the replan', async () => (await decisions()).find((r) => r.outcome === 'no-change' && r.toReplicas === 3) ?? null);
+      expect((await rescales()).length).toBe(seen + 2);
+      const view = (await stack.api('GET', `/v1/jobs/${JOB}`, { role: 'viewer' })).body;
+      expect(view.operators.find((o: any) => o.id === 'agg').parallelism).toBe(3);
+    } finally {
+      await stack.temporal.workflow.getHandle(`autoscale:${tier}`).terminate('test over').catch(() => undefined);
+    }
+    // Back to 2 for the tests after this one (an operator's rescale: 3 → 2 is the replan too).
+    expect((await rescaleViaApi(2)).status).toMatchObject({ outcome: 'replanned', to: 2 });
+  });
+
   test('3 → 4 is not an integer factor: the stop-the-world replan, exactly-once, and the reason', async () => {
     // A typo gets the server's message and a non-zero exit, and changes nothing.
     const typo = await cli(['rescale', JOB, 'aggr', '4']);

@@ -187,6 +187,10 @@ describe('architecture: the import picture', () => {
     expect(violations('lib', projectFolderOutside([]))).toEqual([]);
   });
 
+  it('api/ imports nothing from activities/ (HTTP only translates: the work is in the workflows)', () => {
+    expect(violations('api', (imported) => folderOf(imported.target) === 'activities')).toEqual([]);
+  });
+
   it('activities/ import neither api/, workers/, agent/ nor scripts/', () => {
     expect(violations('activities', (imported) => ['api', 'workers', 'agent', 'scripts'].includes(folderOf(imported.target) ?? ''))).toEqual([]);
   });

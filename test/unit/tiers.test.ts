@@ -1,5 +1,5 @@
 // The tier policy and signal schemas (protocol/tiers.ts) and the cron change-window expansion.
-import { cronProblem, expandChangeWindows } from '../../activities/autoscaler';
+import { cronProblem, expandChangeWindows } from '../../domain/change-windows';
 import { describeIssues } from '../../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../../protocol/tiers';
 

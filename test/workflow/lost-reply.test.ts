@@ -12,7 +12,7 @@ import type { Pool } from 'pg';
 import { createActivities } from '../../activities';
 import type { AgentClient } from '../../activities/agent-client';
 import { createActivityDeps } from '../../activities/deps';
-import { createPlanner } from '../../activities/planning';
+import { createPlanner } from '../../store/planner';
 import type { TaskStatus } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';

@@ -94,6 +94,9 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
   const ledger: LedgerEntry[] = [];
   const partitionsOf = (i: number, of: number) => (definition.kind === 'consumer' ? [0, 1, 2, 3, 4, 5, 6, 7].filter((p) => p % of === i) : undefined);
   let current: Assignment[] = Array.from({ length: replicas }, (_, i) => assignment(name, i, 1, partitionsOf(i, replicas)));
+  let stillRunning: Assignment[] = [];
+  /** a stream job's keyed aggregate as the tier snapshot reads it (a hot cutover changes it) */
+  let aggregateParallelism = 1;
   let fence = 3;
   let plans = 0;
   let changed = false;
@@ -155,6 +158,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async clearPlacement() {
       call('clearPlacement');
+      stillRunning = current; // cleared from the placement, its tasks still run until stopped
       current = [];
     },
     async startTasks(input) {
@@ -172,6 +176,10 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async stopAllTasksOfWorkload() {
       call('stopAllTasksOfWorkload');
       return current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
+    },
+    async stopRetiredTasks() {
+      call('stopRetiredTasks');
+      return { stopped: stillRunning.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: [] };
     },
     async planRescale(input) {
       call('planRescale');
@@ -200,8 +208,9 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       if (faults.checkpointStuck) await new Promise((resolve) => setTimeout(resolve, 5_000));
       return { id: input.checkpoint, generation: 1, triggeredAt: '2030-01-01T00:00:00.000Z', completedAt: '2030-01-01T00:00:01.000Z' };
     },
-    async retireFromLayout() {
+    async retireFromLayout(input) {
       call('retireFromLayout');
+      aggregateParallelism = input.plan.to;
       return { placementFence: ++fence };
     },
     async setCheckpointClock(input) {
@@ -256,10 +265,20 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async tierSnapshot(input) {
       call('tierSnapshot');
+      if (definition.kind === 'stream') {
+        return input.workloads.map((workload) => ({
+          workload, active: workload === name, replicas: aggregateParallelism,
+          stream: { operator: 'agg', maxParallelism: 128, bound: 4, boundBy: 'its 4 source partitions' },
+        }));
+      }
       return input.workloads.map((workload) => ({ workload, active: workload === name, replicas: workload === name ? current.length : 0 }));
     },
     async changeWindowIntervals() {
       call('changeWindowIntervals');
+      return [];
+    },
+    async tierRules() {
+      call('tierRules');
       return [];
     },
     async sweepLeases() {
@@ -714,6 +733,29 @@ export const SCENARIOS: Scenario[] = [
       assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
       assert.deepEqual(ledgerOutcomes(fakes).slice(0, 3), ['autoscale:started', 'scale-out:completed', 'autoscale:no-change']);
       assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [2, 4]);
+      return { workflowId, runId };
+    },
+  },
+  {
+    // A tier holding a stream job: twice the capacity is a hot rescaleOperator child of the keyed
+    // aggregate (rescale:<job>), then "no change" on the new parallelism, then continue-as-new.
+    name: 'autoscaler-stream',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `autoscale:${workload}`;
+      const policy = {
+        workloads: [workload], minReplicas: 1, maxReplicas: 8, targets: { qpsPerInstance: 100 }, tolerance: 0.1, scaleUpStabilizationMs: 0,
+        scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, changeWindows: [],
+      };
+      const handle = await client.workflow.signalWithStart(autoscaler, {
+        taskQueue, workflowId, args: [{ tier: workload, policy, revision: 1, decisionsPerRun: 2 }], signal: observeSignal, signalArgs: [{ qps: 200 }],
+      });
+      const runId = handle.signaledRunId;
+      const end = await client.workflow.getHandle(workflowId, runId, { followRuns: false }).result().then(() => null, (e: unknown) => e);
+      assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
+      assert.deepEqual(ledgerOutcomes(fakes).slice(0, 3), ['autoscale:started', 'rescale:completed', 'autoscale:no-change']);
+      assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [1, 2]);
+      assert.equal(fakes.count('stopTasks'), 1); // the retired aggregate subtask, nothing drained as a replica
       return { workflowId, runId };
     },
   },

@@ -239,10 +239,19 @@ export class StreamSubtask implements TaskHandle {
         // the rescaled operator's old subtasks' (rule 4). Any other end is a failure.
         const cutover = this.cutover;
         const endedWithC = cutover !== null && lastBarrier >= cutover.checkpoint;
-        if (endedWithC && (cutover.role === 'retiring' || subtaskAt(this.layoutBefore, from).operator === cutover.operator)) return;
+        if (endedWithC && (cutover.role === 'retiring' || this.operatorBefore(from) === cutover.operator)) return;
         this.fail(`input from subtask ${from} ended (after barrier ${lastBarrier})`);
       },
     });
+  }
+
+  /**
+   * The operator subtask `index` belonged to before the cutover; null for a subtask the cutover
+   * added (its input ending is a failure like any other, never an exception in a socket handler).
+   */
+  private operatorBefore(index: number): string | null {
+    const old = operatorBlocks(this.layoutBefore).find((b) => index >= b.base && index < b.base + b.parallelism);
+    return old?.id ?? null;
   }
 
   /** Waits (durably) until checkpoint `id` completed; answers it as a restore point. */

@@ -3,9 +3,9 @@
 // preparePlan activity) and the reconcile pass all plan through here.
 import { buildPlan, type DecidedTarget, type FleetSnapshot, type Plan } from '../domain/plan';
 import type { ReplicaCount, Workload } from '../protocol';
-import type { PlanStore, StoredPlan } from '../store/plans';
-import type { RegistryStore } from '../store/registry';
-import type { RuntimeStore } from '../store/runtimes';
+import type { PlanStore, StoredPlan } from './plans';
+import type { RegistryStore } from './registry';
+import type { RuntimeStore } from './runtimes';
 
 export interface PlannerStores {
   runtimes: Pick<RuntimeStore, 'list'>;
