@@ -404,7 +404,12 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
   throw new UsageError(`unknown command: ${positionals.join(' ')}`);
 }
 
-if (require.main === module || process.argv[1]?.endsWith(`${path.sep}bin.js`)) {
+/**
+ * The command line's entry: cli/bin.js calls it (so it runs however the bin is reached: `npx
+ * scalegate`, `npm exec scalegate`, a linked `scalegate`, `node cli/bin.js`), and so does
+ * `tsx cli/main.ts`. Importing this module runs nothing.
+ */
+export function main(): void {
   const json = process.argv.includes('--json');
   run(process.argv.slice(2)).catch((error) => {
     if (error instanceof ApiRefusal) {
@@ -420,3 +425,5 @@ if (require.main === module || process.argv[1]?.endsWith(`${path.sep}bin.js`)) {
     }
   });
 }
+
+if (require.main === module) main();

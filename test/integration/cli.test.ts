@@ -1,5 +1,5 @@
-// The scalegate CLI as a person runs it (`node cli/bin.js ...` with SCALEGATE_API_URL and the
-// tokens in the environment) against a real stack: every current route, readable tables by
+// The scalegate CLI as a person runs it (`node cli/bin.js ...`, `npx scalegate`, a linked
+// `scalegate`, with SCALEGATE_API_URL and the tokens in the environment) against a real stack: every current route, readable tables by
 // default, the API's JSON with --json, and a non-zero exit with the server's message on an error.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -102,6 +102,29 @@ spec:${SPEC}
     const list = await ok(['workloads', 'list']);
     expect(list).toMatch(/^NAME\s+KIND\s+DESIRED\s+STATUS\s+PLACED\s+RUNTIMES$/m);
     expect(list).toMatch(/^cli-web\s+service\s+1\s+placed\s+1\s+cli-[ab]$/m);
+  });
+});
+
+describe('as installed', () => {
+  const ROOT = path.resolve(__dirname, '../..');
+  const run = (file: string, args: string[]) => new Promise<Run>((resolve) => {
+    execFile(file, args, {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, SCALEGATE_API_URL: stack.apiUrl, SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer, SCALEGATE_HOME: dir },
+    }, (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+  });
+
+  it('npx scalegate and a linked scalegate run the CLI (not only node cli/bin.js)', async () => {
+    const viaNpx = await run('npx', ['--no-install', 'scalegate', 'state']);
+    expect(viaNpx).toMatchObject({ code: 0 });
+    expect(viaNpx.stdout).toMatch(/^RUNTIMES$/m);
+    // a `scalegate` on PATH is a symlink to cli/bin.js, as npm link and the .bin folder make it
+    const link = path.join(dir, 'bin', 'scalegate');
+    fs.mkdirSync(path.dirname(link), { recursive: true });
+    fs.symlinkSync(BIN, link);
+    const viaLink = await run(link, ['--help']);
+    expect(viaLink).toMatchObject({ code: 0 });
+    expect(viaLink.stdout).toMatch(/^usage: scalegate <command>/m);
   });
 });
 

@@ -4,6 +4,8 @@
 // the target takes a new operation afterwards. A completed scale is the desired state: recovery and
 // reconcile keep it. A drain honours the task's grace period and reports a forced kill.
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { findTemporalCli } from '../../embedded/temporal-cli';
 import { runLoad } from '../../store/source-feed';
@@ -304,5 +306,59 @@ describe('retirement survives faults', () => {
     }
     await stack.waitFor('no task of the retired workload runs', async () => (await tasksOf('c-retire')).length === 0 && pids.filter(alive).length === 0);
     expect((await workloadOf('c-retire')).placement.assignments).toEqual([]);
+  });
+});
+
+describe('cancellation of applyPlan and recoverRuntime after their placement write', () => {
+  const readyFile = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sg-ready-')), 'ready');
+  const phaseOf = (workflowId: string) => stack.temporal.workflow.getHandle(workflowId).query<string>('phase').catch(() => null);
+
+  it('applyPlan cancelled while converging (its tasks never ready): compensated by the replan, which converges', async () => {
+    const file = readyFile(); // absent: the new tasks do not become ready
+    const put = await stack.api('PUT', '/v1/workloads/c-apply', { body: service(1, { READY_FILE: file }) });
+    expect(put.status).toBe(201);
+    await stack.waitFor('the reconcile loop applying c-apply, converging', async () => (await phaseOf('scale:c-apply')) === 'converging');
+    const cancelledAt = Date.now();
+    temporalCancel('scale:c-apply');
+    await stack.waitFor('the replan started', async () => (await stack.temporal.workflow.getHandle('replan:c-apply').describe().catch(() => null)) !== null);
+    fs.writeFileSync(file, ''); // the replan's tasks can become ready
+    const final = await stack.waitFor('applyPlan ended', async () => {
+      const o = await operation('scale:c-apply');
+      return o.status !== 'running' ? o : null;
+    }, 120_000);
+    settled.push({ operation: 'applyPlan', phase: 'converging', status: final.status, secondsToSettle: (Date.now() - cancelledAt) / 1000 });
+    expect(final).toMatchObject({ kind: 'applyPlan', status: 'compensated', result: { outcome: 'compensated', reason: expect.stringMatching(/cancellation requested/) } });
+    expect(await expectPlacementIsLive('c-apply')).toBe(1);
+  });
+
+  it('recoverRuntime cancelled while converging: compensated by the replan at the desired size', async () => {
+    const file = readyFile();
+    fs.writeFileSync(file, '');
+    await defineWorkload(stack, 'c-recover', service(1, { READY_FILE: file }), 1);
+    const host = (await workloadOf('c-recover')).placement.assignments[0].runtimeId;
+    fs.rmSync(file); // the replacement will not become ready
+    const started = await stack.api('POST', `/v1/runtimes/${host}/recover`, { body: {} });
+    expect(started.status).toBe(202);
+    await stack.waitFor(`${started.body.workflowId} converging`, async () => {
+      const status = await stack.temporal.workflow.getHandle(started.body.workflowId).query<any>('status').catch(() => null);
+      return status?.decisions?.some((d: any) => d.workload === 'c-recover' && d.phase === 'converging') ?? false;
+    });
+    const cancelledAt = Date.now();
+    temporalCancel(started.body.workflowId);
+    await stack.waitFor('the replan started', async () => (await stack.temporal.workflow.getHandle('replan:c-recover').describe().catch(() => null)) !== null);
+    fs.writeFileSync(file, '');
+    const final = await stack.waitFor('recovery ended', async () => {
+      const o = await operation(started.body.workflowId);
+      return o.status !== 'running' ? o : null;
+    }, 120_000);
+    settled.push({ operation: 'recoverRuntime', phase: 'converging', status: final.status, secondsToSettle: (Date.now() - cancelledAt) / 1000 });
+    expect(final).toMatchObject({ kind: 'recoverRuntime', status: 'compensated' });
+    expect(final.result.compensation.reason).toMatch(/cancellation requested/);
+    expect((await workloadOf('c-recover')).replicas).toBe(1);
+    await stack.waitFor(`${host} READY again`, async () => {
+      const { rows } = await stack.db.query(`select status from runtimes where id = $1 and lease_expires_at > now()`, [host]);
+      return rows[0]?.status === 'READY';
+    });
+    expect(await expectPlacementIsLive('c-recover')).toBe(1);
   });
 });

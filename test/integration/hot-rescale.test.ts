@@ -215,6 +215,29 @@ describe('HotRescale', () => {
     expect(ledger).toMatchObject({ outcome: 'replanned', inputs: { hot: false, why: expect.stringMatching(/not an integer factor/) } });
   });
 
+  test('a Temporal cancellation mid-window (the Web UI\'s Request Cancellation): compensated by the replan, the clock runs again, exactly-once', async () => {
+    const from = (await subtasks()).filter((s) => s.operator === 'agg').length;
+    const to = from / 2;
+    const handle = await stack.temporal.workflow.start(rescaleOperator, {
+      taskQueue: stack.taskQueue, workflowId: `rescale:${JOB}`, args: [{ job: JOB, operator: 'agg', parallelism: to, reason: 'test: cancel mid-window' }],
+    });
+    // The window opens with the layout write: cancel as soon as the rescale is in it.
+    await stack.waitFor('the rescale in its window', async () => (await handle.query(rescaleStatusQuery).catch(() => null))?.phase === 'draining', { timeoutMs: 30_000, intervalMs: 5 });
+    await handle.cancel();
+    const status = (await handle.result()) as RescaleStatus;
+    expect(status).toMatchObject({ outcome: 'compensated', hot: true, phase: 'aborted' });
+    expect(status.compensation?.reason).toMatch(/cancellation requested/);
+    expect(status.compensation?.outcome?.parallelism?.to).toMatchObject({ agg: to });
+    expect((await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body.status).toBe('compensated');
+    // The checkpoint clock is not left paused: checkpoints complete again, and every key is exact.
+    const completed = async () => (await stack.api('GET', `/v1/jobs/${JOB}`, { role: 'viewer' })).body.lastCompletedCheckpoint?.id ?? 0;
+    const after = await completed();
+    await stack.waitFor('a checkpoint completed after the compensation', async () => (await completed()) > after);
+    await underLoad(async () => undefined, 2_000);
+    await expectExactlyOnce();
+    expect((await subtasks()).filter((s) => s.operator === 'agg')).toHaveLength(to);
+  });
+
   test('SIGKILL of the agent hosting a new subtask mid-window: replan from the last completed checkpoint, compensated, exactly-once', async () => {
     const before = await subtasks();
     const from = before.filter((s) => s.operator === 'agg').length;
