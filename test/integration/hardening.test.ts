@@ -2,16 +2,25 @@
 // down, viewers never read secrets, and a frozen PostgreSQL is answered 503 fast, not with a hang
 // or a 500, and recovered from without a restart.
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startEmbeddedPostgres, type RunningPostgres } from '../../embedded/postgres';
+import { freePort } from '../../embedded/processes';
 import { startStack, Stack } from '../support/stack';
 import { testEnv } from '../support/env';
 
 let stack: Stack;
+/** This file freezes its PostgreSQL: a server of its own, so test files running beside it keep theirs. */
+let postgres: RunningPostgres;
 
 beforeAll(async () => {
-  stack = await startStack({ agents: [{ id: 'hard-a', labels: { zone: 'a' } }] });
+  postgres = await startEmbeddedPostgres({ dataDir: fs.mkdtempSync(path.join(testEnv().tmpDir, 'pg-hardening-')), port: await freePort(), database: 'postgres', fsync: false });
+  stack = await startStack({ agents: [{ id: 'hard-a', labels: { zone: 'a' } }], postgresAdminUrl: postgres.url });
 });
 afterAll(async () => {
   await stack?.stop();
+  await postgres?.stop();
+  if (postgres) fs.rmSync(postgres.dataDir, { recursive: true, force: true });
 });
 
 const service = (extra: Record<string, unknown> = {}) => ({
@@ -67,10 +76,10 @@ describe('least privilege for readers', () => {
 });
 
 describe('a frozen PostgreSQL', () => {
-  /** Every process of the shared PostgreSQL: the postmaster and its backends. */
+  /** Every process of this file's PostgreSQL: the postmaster and its backends. */
   function postgresProcesses(): number[] {
-    const { postgresPid } = testEnv();
-    if (!postgresPid) throw new Error('the global setup did not record the PostgreSQL pid');
+    const postgresPid = postgres.pid;
+    if (!postgresPid) throw new Error('the PostgreSQL of this file has no pid');
     const children = execFileSync('pgrep', ['-P', String(postgresPid)]).toString().trim().split('\n').filter(Boolean).map(Number);
     return [postgresPid, ...children];
   }

@@ -5,8 +5,8 @@ import { Client } from 'pg';
 import { testEnv } from './env';
 
 /** Creates an empty database named `<prefix>_<random>` and answers its connection URL. */
-export async function createTestDatabase(prefix = 't'): Promise<{ name: string; databaseUrl: string }> {
-  const { postgresAdminUrl } = testEnv();
+export async function createTestDatabase(prefix = 't', adminUrl?: string): Promise<{ name: string; databaseUrl: string }> {
+  const postgresAdminUrl = adminUrl ?? testEnv().postgresAdminUrl;
   const name = `${prefix}_${crypto.randomBytes(5).toString('hex')}`;
   const admin = new Client({ connectionString: postgresAdminUrl });
   await admin.connect();

@@ -66,9 +66,13 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(options: { agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<Stack> {
+export async function startStack(options: {
+  agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv;
+  /** a PostgreSQL of the file's own (one it freezes) instead of the shared one */
+  postgresAdminUrl?: string;
+} = {}): Promise<Stack> {
   const env = testEnv();
-  const { name, databaseUrl } = await createTestDatabase('t');
+  const { name, databaseUrl } = await createTestDatabase('t', options.postgresAdminUrl);
   const db = createPool(databaseUrl, { max: 5 });
   await migrate(db);
 
