@@ -13,7 +13,7 @@ import { scaleInViolations } from '../domain/tier-rules';
 import { WorkloadName, type Workload } from '../protocol';
 import { failureMessage, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
-import { beginScaleOperation, ScaleStatus } from './scale-operation';
+import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
@@ -104,12 +104,13 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
         warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
       },
     }]).catch((error) => (aborts.isAbort(error) ? Promise.reject(error) : failUnchanged(error)));
-    status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    status.plan = planView(plan);
     return { plan, decision };
   };
   /** The reviewed plan as the scale-in's decision: its stops (and the old side of its moves) drain. */
   const reviewedPlan = async (planId: string): Promise<Prepared> => {
     const plan = await store.loadPlan.executeWithOptions({ summary: `the reviewed plan ${planId}` }, [planId]);
+    requirePlanFor(plan, input.workload, input.replicas);
     if (plan.basis.placementFence !== placement!.fence || plan.basis.registryRevision !== workload.revision) {
       status.evidenceGap = `stale plan: the basis of ${planId} moved (revision ${plan.basis.registryRevision} → ${workload.revision}, fence ${plan.basis.placementFence} → ${placement!.fence}); plan again`;
       return { ended: await endUnchanged('refused', 'stale-plan', status.evidenceGap) };
@@ -120,7 +121,7 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
       reasons: Object.fromEntries(victims.map((v) => [v.taskId, `stopped by the reviewed plan ${planId}`])),
     };
     status.scaleIn = { victims, reasons: decision.reasons, moves: [], stoppedAbove: null, receipts: [], confirmation: null };
-    status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    status.plan = planView(plan);
     if (aborts.reason) return { ended: await endUnchanged('cancelled', 'cancelled', aborts.reason) };
     return { plan, decision };
   };

@@ -45,6 +45,24 @@ export interface ScaleStatus {
 }
 
 export const statusQuery = defineQuery<ScaleStatus>('status');
+
+/** What the status shows of a plan: its changes, warnings, basis and target. */
+export const planView = (plan: Plan & { id: string }): NonNullable<ScaleStatus['plan']> => ({
+  id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target,
+});
+
+/**
+ * A stored plan given as `planId` must be for this workload and this size: a start by hand
+ * (temporal workflow start) that names another workload's plan fails, non-retryably, before any change.
+ */
+export function requirePlanFor(plan: Plan & { id: string }, workload: string, replicas: number): void {
+  if (plan.workload !== workload || plan.target.length !== replicas) {
+    throw ApplicationFailure.create({
+      type: 'invalid-input', nonRetryable: true,
+      message: `plan ${plan.id} is for ${plan.workload} at ${plan.target.length} replica(s), not ${workload} at ${replicas}`,
+    });
+  }
+}
 export { abortSignal } from './operation';
 
 export interface ScaleRequest {

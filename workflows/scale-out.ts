@@ -10,7 +10,7 @@ import type { Plan } from '../domain/plan';
 import { LIMITS, WorkloadName } from '../protocol';
 import { failureMessage, formatDuration, parseInput, profiles, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
-import { beginScaleOperation, ScaleStatus } from './scale-operation';
+import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
 export { abortSignal, statusQuery } from './scale-operation';
 export type { ScaleStatus } from './scale-operation';
@@ -86,9 +86,8 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
       );
     // A reviewed plan, or one proposed for a manual approval, is shown before anything is decided.
     const reviewed = input.planId !== undefined || input.approval === 'manual';
-    if (reviewed) {
-      status.plan = { id: proposal.id, starts: proposal.starts, stops: proposal.stops, moves: proposal.moves, warnings: proposal.warnings, basis: proposal.basis, target: proposal.target };
-    }
+    if (input.planId) requirePlanFor(proposal, input.workload, input.replicas);
+    if (reviewed) status.plan = planView(proposal);
     const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
     const facts = await agentCalls.gatherGateFacts.executeWithOptions(
       { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
@@ -126,7 +125,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
     const plan = await store.preparePlan.executeWithOptions(
       { summary: `plan ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
     );
-    status.plan = { id: plan.id, starts: plan.starts, stops: plan.stops, moves: plan.moves, warnings: plan.warnings, basis: plan.basis, target: plan.target };
+    status.plan = planView(plan);
     return { plan };
   };
   const prepared = await aborts.guard(prepare).catch(async (error): Promise<Prepared> => ({ ended: await cancelledOr(error) }));

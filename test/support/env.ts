@@ -8,7 +8,7 @@ export interface TestEnv {
   temporalUiUrl: string | null;
   /** admin URL of the shared PostgreSQL (database "postgres"); each stack makes its own database */
   postgresAdminUrl: string;
-  /** the shared PostgreSQL's postmaster, for tests that freeze the database (SIGSTOP) */
+  /** the shared PostgreSQL's postmaster (a test that freezes a database starts its own: files run side by side) */
   postgresPid: number | null;
   workflowBundlePath: string;
   tmpDir: string;
