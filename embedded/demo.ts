@@ -34,7 +34,7 @@ export function demoWorkloads(): Record<string, unknown> {
 /** The demo tier: demo-web between 1 and 6 replicas at 100 requests/s each. */
 export const DEMO_TIER = 'demo';
 export function demoTierPolicy(): TierPolicyInput {
-  return { workloads: ['demo-web'], minReplicas: 1, maxReplicas: 6, targets: { qpsPerInstance: 100 }, scaleDownStabilizationMs: 30_000, cooldownMs: 10_000 };
+  return { workloads: ['demo-web'], minReplicas: 1, maxReplicas: 6, targets: { qpsPerInstance: 100 }, scaleDownStabilizationMs: 10_000, cooldownMs: 10_000 };
 }
 
 /** What feeds the demo's inputs: one load generator per source table (records/s). */
@@ -71,7 +71,7 @@ export function demoTour(apiUrl: string): string[] {
     `  ${cli} jobs demo-clicks                        # the stream job: subtasks, counters, checkpoints`,
     `  ${cli} rescale demo-clicks agg 4               # hot rescale at a checkpoint barrier`,
     `  ${cli} rescale demo-clicks agg 3               # not an integer factor: the stop-the-world replan`,
-    `  ${cli} tiers signal demo --qps 450             # the autoscaler: desired = ceil(450 / 100) = 5`,
+    `  ${cli} tiers signal demo --qps 150             # the autoscaler: desired = ceil(150 / 100) = 2, a scale-in after 10 s of it`,
     `  ${cli} recover agent-c                         # recoverRuntime: move agent-c's work elsewhere`,
     `  ${cli} ledger --limit 10                       # every decision, newest first`,
   ];

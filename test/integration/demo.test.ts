@@ -50,13 +50,20 @@ test('the demo defines a service, a fed consumer, a fed stream job and a tier, a
   expect(await stack.temporal.workflow.getHandle(rescaled.body.workflowId, rescaled.body.runId).result()).toMatchObject({ outcome: 'completed', hot: true });
   await stack.waitFor('the stream job caught up', async () => (await auditStreamSink(stack.db, { source: 'demo_clicks_in', sink: 'demo_clicks_out' })).exact);
 
-  const signalled = await stack.api('POST', `/v1/tiers/${DEMO_TIER}/signals`, { body: { qps: 450 } });
+  // As the tour says: 150 requests/s ask for 2 replicas of the 3 running; the scale-in follows the 10 s window.
+  const signalled = await stack.api('POST', `/v1/tiers/${DEMO_TIER}/signals`, { body: { qps: 150 } });
   expect(signalled).toMatchObject({ status: 202, body: { workflowId: `autoscale:${DEMO_TIER}` } });
   const decision = await stack.waitFor('the autoscaler decided on the signal', async () => {
     const events = (await stack.api('GET', `/v1/ledger?kind=autoscale&limit=5`, { role: 'viewer' })).body.events;
-    return events.find((e: any) => e.inputs?.desiredPerSignal?.some((d: any) => d.signal === 'qps' && d.desired === 5)) ?? null;
+    return events.find((e: any) => e.inputs?.desiredPerSignal?.some((d: any) => d.signal === 'qps' && d.desired === 2)) ?? null;
   });
   expect(decision).toMatchObject({ kind: 'autoscale' });
+  const scaledIn = await stack.waitFor('the autoscaler scaled demo-web in', async () => {
+    const events = (await stack.api('GET', '/v1/ledger?workload=demo-web&kind=scale-in&limit=5', { role: 'viewer' })).body.events;
+    return events.find((e: any) => e.outcome === 'completed') ?? null;
+  });
+  expect(scaledIn).toMatchObject({ fromReplicas: 3, toReplicas: 2 });
+  await ready('demo-web', 2);
 
   // /metrics counts the rescale among the operations and the autoscaler's decisions by what they decided.
   const metrics = await fetch(`${stack.apiUrl}/metrics`).then((r) => r.text());
