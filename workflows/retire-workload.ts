@@ -26,8 +26,12 @@ export async function retireWorkload(rawInput: unknown): Promise<{ stopped: stri
     await store.clearPlacement.executeWithOptions({ summary: `clear placement of ${input.workload}` }, [{ workload: input.workload, writer: workflowId }]);
     op.enter('stopping-tasks');
     const retired = await long.stopRetiredTasks.executeWithOptions({ summary: `stop every task of ${input.workload}` }, [{ workload: input.workload }]);
-    stopped = retired.stopped;
     unreachable = retired.unreachable;
+    // The stop reports what was still running when it listed each agent: a heartbeat may have been
+    // told to revoke a task first (the placement is already empty), and a retried attempt finds what
+    // the first one stopped gone. What the placement held on the runtimes that answered is stopped.
+    const answered = (before?.assignments ?? []).filter((a) => !unreachable.includes(a.runtimeId));
+    stopped = [...answered, ...retired.stopped.filter((t) => !answered.some((a) => a.taskId === t.taskId))];
   } else {
     op.enter('stopping-tasks');
     stopped = await long.stopAllTasksOfWorkload.executeWithOptions({ summary: `stop every task of ${input.workload}` }, [{ workload: input.workload }]);
