@@ -1,5 +1,5 @@
 // `npm run record:histories`: records the workflow histories that test/workflow/replay.test.ts
-// replays (test/workflow/histories/<name>.json; a changed one keeps its old self as <name>.vN.json) on a throwaway Temporal dev server,
+// replays (test/workflow/histories/: a scenario whose commands changed is added as <name>.vN.json, no committed file is rewritten) on a throwaway Temporal dev server,
 // which it stops again. The scenarios live in test/workflow/record-histories.ts. Re-record only for
 // a deliberate, versioned workflow change (docs/workflows.md, "Replay histories").
 // `npm run record:histories -- --only autoscaler [--only other]` records only the named scenarios.

@@ -1,9 +1,9 @@
 // Versioning of the committed histories (docs/workflows.md, "Replay histories"): a committed history
 // is never rewritten. A deliberate workflow change that alters a recorded scenario's commands is
-// recorded as a new `<name>.json` beside the old one kept as `<name>.vN.json`, and the new one must
-// carry a patched() id the kept one lacks (so the old run still replays down its old path).
+// added as a new version `<name>.vN.json` beside every earlier one, and it must carry a patched() id
+// the one before it lacks (so the runs of the old code still replay down their old path).
 // `manifest.json` pins each file's command signature; versioning.test.ts checks all of it, and
-// `npm run record:histories` keeps the manifest and the kept versions as it records.
+// `npm run record:histories` adds versions and pins them as it records.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -66,7 +66,7 @@ function patchIdOf(event: Record<string, any>): string | null {
 /** The patched() ids a history recorded. */
 export const patchIds = (history: HistoryJson): string[] => history.events.map(patchIdOf).filter((id): id is string => id !== null);
 
-/** "scale-out.v2.json" → { name: "scale-out", version: 2 }; "scale-out.json" → version null (the current one). */
+/** "scale-out.v2.json" → { name: "scale-out", version: 2 }; "scale-out.json" → version null (the first recording). */
 export function parseHistoryFile(file: string): { name: string; version: number | null } {
   const match = /^(.*?)(?:\.v(\d+))?\.json$/.exec(file);
   if (!match) throw new Error(`${file} is not a history file name`);
@@ -77,6 +77,17 @@ export const historyFiles = (dir: string) =>
   fs.readdirSync(dir).filter((f) => f.endsWith('.json') && f !== MANIFEST_FILE).sort();
 
 export const readHistory = (dir: string, file: string): HistoryJson => JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));
+
+/**
+ * The committed versions of scenario `name`, oldest first. Each version adds a patched() id to the
+ * one before, so they are ordered by how many they carry (then by file name).
+ */
+export function versionsOf(dir: string, name: string): string[] {
+  const files = historyFiles(dir).filter((f) => parseHistoryFile(f).name === name);
+  const patches = Object.fromEntries(files.map((f) => [f, patchIds(readHistory(dir, f)).length]));
+  const number = (f: string) => parseHistoryFile(f).version ?? 1;
+  return files.sort((a, b) => patches[a] - patches[b] || number(a) - number(b));
+}
 
 export function readManifest(dir: string): Record<string, string> {
   const file = path.join(dir, MANIFEST_FILE);
@@ -89,29 +100,20 @@ export function writeManifest(dir: string, manifest: Record<string, string>): vo
 }
 
 /**
- * Puts a freshly recorded history in place in `dir`: unchanged commands keep the committed file as
- * it is; changed ones keep the old as the next `.vN.json` and write the new one; the manifest pins both.
- * Answers what happened.
+ * Puts a freshly recorded history in `dir` without touching any committed one: commands that a
+ * committed version already has leave everything as it is; new commands are added as the next
+ * `<name>.vN.json` (`<name>.json` for a new scenario), pinned in the manifest. Answers what happened.
  */
-export function placeRecorded(dir: string, name: string, text: string): 'new' | 'unchanged' | 'versioned' {
-  const manifest = readManifest(dir);
-  const current = path.join(dir, `${name}.json`);
+export function placeRecorded(dir: string, name: string, text: string): 'new' | 'unchanged' | 'added' {
   const fresh = JSON.parse(text) as HistoryJson;
-  let outcome: 'new' | 'unchanged' | 'versioned' = 'new';
-  if (fs.existsSync(current)) {
-    const old = readHistory(dir, `${name}.json`);
-    if (signatureHash(old) === signatureHash(fresh)) return 'unchanged';
-    const kept = historyFiles(dir).map(parseHistoryFile).filter((f) => f.name === name && f.version !== null).map((f) => f.version!);
-    const next = Math.max(0, ...kept) + 1;
-    fs.renameSync(current, path.join(dir, `${name}.v${next}.json`));
-    manifest[`${name}.v${next}.json`] = signatureHash(old);
-    outcome = 'versioned';
-  }
-  fs.writeFileSync(`${current}.tmp`, text);
-  fs.renameSync(`${current}.tmp`, current);
-  manifest[`${name}.json`] = signatureHash(fresh);
-  writeManifest(dir, manifest);
-  return outcome;
+  const versions = versionsOf(dir, name);
+  if (versions.some((f) => signatureHash(readHistory(dir, f)) === signatureHash(fresh))) return 'unchanged';
+  const next = Math.max(0, ...versions.map((f) => parseHistoryFile(f).version ?? 1)) + 1;
+  const file = next === 1 ? `${name}.json` : `${name}.v${next}.json`;
+  fs.writeFileSync(path.join(dir, `${file}.tmp`), text);
+  fs.renameSync(path.join(dir, `${file}.tmp`), path.join(dir, file));
+  writeManifest(dir, { ...readManifest(dir), [file]: signatureHash(fresh) });
+  return next === 1 ? 'new' : 'added';
 }
 
 /** What breaks the versioning rules in `dir` (empty: none). */
@@ -123,17 +125,11 @@ export function versioningProblems(dir: string): string[] {
     const pinned = manifest[file];
     const actual = signatureHash(readHistory(dir, file));
     if (!pinned) problems.push(`${file} is not pinned in ${MANIFEST_FILE}: record it with npm run record:histories`);
-    else if (pinned !== actual) problems.push(`${file} changed its commands (pinned ${pinned}, now ${actual}): committed histories are never rewritten; keep it and record the change as a new version with a new patched() id`);
+    else if (pinned !== actual) problems.push(`${file} changed its commands (pinned ${pinned}, now ${actual}): committed histories are never rewritten; add the change as a new version with a new patched() id`);
   }
   for (const file of Object.keys(manifest)) if (!files.includes(file)) problems.push(`${file} is pinned but gone: a committed history is kept`);
-  const byName: Record<string, number[]> = {};
-  for (const { name, version } of files.map(parseHistoryFile)) if (version !== null) (byName[name] ??= []).push(version);
-  for (const [name, versions] of Object.entries(byName)) {
-    if (!files.includes(`${name}.json`)) {
-      problems.push(`${name}: kept versions without a current ${name}.json`);
-      continue;
-    }
-    const chain = [...versions.sort((a, b) => a - b).map((v) => `${name}.v${v}.json`), `${name}.json`];
+  for (const name of new Set(files.map((f) => parseHistoryFile(f).name))) {
+    const chain = versionsOf(dir, name);
     for (let i = 1; i < chain.length; i++) {
       const older = new Set(patchIds(readHistory(dir, chain[i - 1])));
       const added = patchIds(readHistory(dir, chain[i])).filter((id) => !older.has(id));

@@ -780,7 +780,7 @@ export interface RecordOptions {
   outDir?: string;
   /**
    * Keep committed histories (history-versions.ts): an unchanged one is left as it is, a changed one
-   * is kept as `<name>.vN.json` beside the new one, and the manifest pins both. For HISTORIES_DIR.
+   * is added as the next `<name>.vN.json` and pinned in the manifest. For HISTORIES_DIR.
    */
   versioned?: boolean;
   /** record only these scenarios (by name); all when absent */

@@ -1,11 +1,11 @@
 // Committed histories are versioned, never rewritten (history-versions.ts): each is pinned by its
-// command signature, and a changed scenario keeps its old history as <name>.vN.json while the new
-// one carries a patched() id the old lacks. Pure file checks: no server.
+// command signature, and a changed scenario adds its new history as <name>.vN.json beside the old
+// ones, carrying a patched() id the one before lacks. Pure file checks: no server.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { HISTORIES_DIR } from './record-histories';
-import { historyFiles, MANIFEST_FILE, patchIds, readHistory, versioningProblems } from './history-versions';
+import { historyFiles, MANIFEST_FILE, patchIds, readHistory, versioningProblems, versionsOf } from './history-versions';
 
 describe('committed histories', () => {
   it('are each pinned, unchanged, and every kept version is followed by a new patched() id', () => {
@@ -15,9 +15,10 @@ describe('committed histories', () => {
 
   it('the workflows changed for issue 18 keep their old runs: each new version records ledger-after-compensation', () => {
     for (const name of ['scale-out-aborted', 'scale-out-regression', 'scale-in-compensated', 'apply-plan-compensated']) {
-      expect(fs.existsSync(path.join(HISTORIES_DIR, `${name}.v1.json`))).toBe(true);
-      expect(patchIds(readHistory(HISTORIES_DIR, `${name}.v1.json`))).not.toContain('ledger-after-compensation');
-      expect(patchIds(readHistory(HISTORIES_DIR, `${name}.json`))).toContain('ledger-after-compensation');
+      const versions = versionsOf(HISTORIES_DIR, name);
+      expect(versions[0]).toBe(`${name}.json`); // the first recording, as committed
+      expect(patchIds(readHistory(HISTORIES_DIR, versions[0]))).not.toContain('ledger-after-compensation');
+      expect(patchIds(readHistory(HISTORIES_DIR, versions[versions.length - 1]))).toContain('ledger-after-compensation');
     }
   });
 });
@@ -31,21 +32,21 @@ describe('the versioning check has teeth', () => {
 
   it('fails when a committed history is re-recorded in place', () => {
     const dir = copy();
-    fs.copyFileSync(path.join(dir, 'scale-out-aborted.v1.json'), path.join(dir, 'scale-out-aborted.json'));
+    fs.copyFileSync(path.join(dir, 'scale-out-aborted.v2.json'), path.join(dir, 'scale-out-aborted.json'));
     expect(versioningProblems(dir).join('\n')).toMatch(/scale-out-aborted\.json changed its commands/);
   });
 
   it('fails when the old version is dropped, or kept without a new patched() id', () => {
     const dropped = copy();
-    fs.rmSync(path.join(dropped, 'scale-in-compensated.v1.json'));
-    expect(versioningProblems(dropped).join('\n')).toMatch(/scale-in-compensated\.v1\.json is pinned but gone/);
+    fs.rmSync(path.join(dropped, 'scale-in-compensated.v2.json'));
+    expect(versioningProblems(dropped).join('\n')).toMatch(/scale-in-compensated\.v2\.json is pinned but gone/);
 
     const unpatched = copy();
     const manifest = JSON.parse(fs.readFileSync(path.join(unpatched, MANIFEST_FILE), 'utf8'));
     // a "new version" that is only a different scenario's commands, with no patch of its own
-    fs.copyFileSync(path.join(unpatched, 'scale-out-refused.json'), path.join(unpatched, 'scale-out-refused.v1.json'));
-    manifest['scale-out-refused.v1.json'] = manifest['scale-out-refused.json'];
+    fs.copyFileSync(path.join(unpatched, 'scale-out-refused.json'), path.join(unpatched, 'scale-out-refused.v2.json'));
+    manifest['scale-out-refused.v2.json'] = manifest['scale-out-refused.json'];
     fs.writeFileSync(path.join(unpatched, MANIFEST_FILE), JSON.stringify(manifest));
-    expect(versioningProblems(unpatched).join('\n')).toMatch(/scale-out-refused\.json changed the commands of scale-out-refused\.v1\.json without a new patched\(\) id/);
+    expect(versioningProblems(unpatched).join('\n')).toMatch(/scale-out-refused\.v2\.json changed the commands of scale-out-refused\.json without a new patched\(\) id/);
   });
 });
