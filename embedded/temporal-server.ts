@@ -12,6 +12,8 @@ export interface RunningTemporal {
   address: string;
   uiUrl: string | null;
   source: string;
+  /** the server process (a test pauses it with SIGSTOP to prove a Temporal outage) */
+  pid: number | null;
   stop(): Promise<void>;
 }
 
@@ -106,6 +108,7 @@ export async function startTemporalDevServer(options: {
     address,
     uiUrl,
     source: cli.source,
+    pid: child.pid ?? null,
     stop: () => stopChild(child),
   };
 }

@@ -1,8 +1,9 @@
 // Unambiguous starts (DESIGN.md §4): a 503 means nothing started, ever, and a retry with the same
-// Idempotency-Key answers the operation that key started. Temporal is "paused" for the control
-// plane by a TCP relay in front of the real dev server that holds every byte until resumed.
-import net from 'node:net';
+// Idempotency-Key answers the operation that key started. Temporal is paused for real: this file's
+// own dev server gets SIGSTOP while a scale is asked, and SIGCONT after the API answered.
 import path from 'node:path';
+import { freePort } from '../../embedded/processes';
+import { startTemporalDevServer, type RunningTemporal } from '../../embedded/temporal-server';
 import { ADMIT_BY_MEMO } from '../../protocol';
 import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
@@ -14,57 +15,18 @@ const body = {
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
 };
 
-/** A relay to `target` that can hold traffic in both directions (a paused server) and release it. */
-async function startRelay(target: string) {
-  const [host, port] = [target.split(':')[0], Number(target.split(':')[1])];
-  let paused = false;
-  const held: (() => void)[] = [];
-  const sockets = new Set<net.Socket>();
-  const pipe = (from: net.Socket, to: net.Socket) => from.on('data', (chunk) => {
-    if (paused) held.push(() => to.write(chunk));
-    else to.write(chunk);
-  });
-  const server = net.createServer((client) => {
-    const upstream = net.connect(port, host);
-    sockets.add(client).add(upstream);
-    pipe(client, upstream);
-    pipe(upstream, client);
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('close', close).on('error', close);
-    upstream.on('close', close).on('error', close);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    pause: () => { paused = true; },
-    /** releases what was held, in order; answers how many chunks */
-    resume: () => {
-      paused = false;
-      const n = held.length;
-      for (const write of held.splice(0)) write();
-      return n;
-    },
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
 let stack: Stack;
-let relay: Awaited<ReturnType<typeof startRelay>>;
+/** This file pauses its Temporal server (SIGSTOP): a server of its own, so the files beside it keep theirs. */
+let temporal: RunningTemporal;
 
 beforeAll(async () => {
-  relay = await startRelay(testEnv().temporalAddress);
+  temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(testEnv().tmpDir, 'temporal-unambiguous.log') });
   // A short request deadline: the admission deadline is 1 s after the request arrives.
-  stack = await startStack({ env: { TEMPORAL_ADDRESS: relay.address, SCALEGATE_REQUEST_DEADLINE_MS: '3000' }, agents: [{ id: 'us-a' }, { id: 'us-b' }] });
+  stack = await startStack({ temporalAddress: temporal.address, env: { SCALEGATE_REQUEST_DEADLINE_MS: '3000' }, agents: [{ id: 'us-a' }, { id: 'us-b' }] });
 });
 afterAll(async () => {
   await stack?.stop();
-  await relay?.close();
+  await temporal?.stop();
 });
 
 it('a scale answered 503 while Temporal is paused never starts afterwards; a retry with the same Idempotency-Key returns the one it started', async () => {
@@ -76,11 +38,16 @@ it('a scale answered 503 while Temporal is paused never starts afterwards; a ret
   }).then(async (r) => ({ status: r.status, body: await r.json() as any }));
 
   const applied = (await stack.temporal.workflow.getHandle('scale:paused').describe()).runId; // the definition's apply
-  relay.pause();
-  const refused = await scale('retry-me-1');
+  // Temporal paused: the start the API sends waits in the server's socket, and reaches it late.
+  process.kill(temporal.pid!, 'SIGSTOP');
+  let refused;
+  try {
+    refused = await scale('retry-me-1');
+  } finally {
+    process.kill(temporal.pid!, 'SIGCONT');
+  }
   expect(refused.status).toBe(503);
   expect(refused.body.message).toMatch(/nothing was started/);
-  expect(relay.resume()).toBeGreaterThan(0); // the held start goes on to Temporal now, late
 
   const untouched = (await stack.api('GET', '/v1/workloads/paused', { role: 'viewer' })).body;
   expect(untouched.placement.fence).toBe(before.placement.fence);
@@ -99,6 +66,14 @@ it('a scale answered 503 while Temporal is paused never starts afterwards; a ret
   // Counted: one scale-out ran, the retry's; the request answered 503 ran nowhere (a late copy of it refuses itself).
   const ledger = (await stack.api('GET', '/v1/ledger?workload=paused&kind=scale-out', { role: 'viewer' })).body.events;
   expect(ledger.map((e: any) => `${e.workflowId}/${e.runId}:${e.outcome}`)).toEqual([`scale:paused/${started.body.runId}:completed`]);
+  // Any other run of scale:paused is the held start, arrived after the API's 503: it refused itself.
+  const runs: { runId: string; status: string }[] = [];
+  for await (const run of stack.temporal.workflow.list({ query: 'WorkflowId = "scale:paused"' })) runs.push({ runId: run.runId, status: run.status.name });
+  for (const late of runs.filter((r) => r.runId !== applied && r.runId !== started.body.runId)) {
+    expect(late.status).toBe('FAILED');
+    const failure = await stack.temporal.workflow.getHandle('scale:paused', late.runId).result().then(() => null, (e: Error) => e);
+    expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/after its admission deadline/);
+  }
 
   // The same key on another request is refused; a malformed key is a 400.
   const other = await fetch(`${stack.apiUrl}/v1/runtimes/us-a/recover`, {

@@ -70,8 +70,10 @@ export async function startStack(options: {
   agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv;
   /** a PostgreSQL of the file's own (one it freezes) instead of the shared one */
   postgresAdminUrl?: string;
+  /** a Temporal server of the file's own (one it pauses) instead of the shared one */
+  temporalAddress?: string;
 } = {}): Promise<Stack> {
-  const env = testEnv();
+  const env = { ...testEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress } : {}) };
   const { name, databaseUrl } = await createTestDatabase('t', options.postgresAdminUrl);
   const db = createPool(databaseUrl, { max: 5 });
   await migrate(db);
