@@ -9,6 +9,26 @@ export function taskActivities(deps: ActivityDeps) {
   const { agents, now } = deps;
   const { agentOf } = lookups(deps);
 
+  /** Stops every task of `workload` that each runtime's agent reports; `skip` says whether an agent that does not answer is passed over (else the failure is thrown). */
+  async function stopEveryTaskOf(workload: string, options: { graceMs?: number }, skip: (runtime: { id: string; status: string }) => boolean): Promise<TaskRef[]> {
+    const stopped: TaskRef[] = [];
+    for (const runtime of await runtimes.list()) {
+      heartbeat({ runtime: runtime.id });
+      let tasks: TaskStatus[];
+      try {
+        tasks = await agents.listTasks(await agentOf(runtime.id));
+      } catch (error) {
+        if (skip(runtime)) continue;
+        throw error;
+      }
+      for (const task of tasks.filter((t) => t.workload === workload)) {
+        await agents.stopTask(await agentOf(runtime.id), task.taskId, { graceMs: options.graceMs });
+        stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+      }
+    }
+    return stopped;
+  }
+
   return {
     /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
     async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[]; joinAt?: number }) {
@@ -78,47 +98,23 @@ export function taskActivities(deps: ActivityDeps) {
       return receipts;
     },
 
-    /** Stop-the-world: every task of the workload on every reachable runtime, placed or not. */
     /**
      * Retirement's stop, after the placement was cleared: every task of the workload that an agent
      * reports is stopped; a runtime that does not answer is skipped and named. Nothing places the
      * workload there any more, so its next heartbeat is told the tasks are revoked and it stops them.
      */
     async stopRetiredTasks(input: { workload: string }): Promise<{ stopped: TaskRef[]; unreachable: string[] }> {
-      const stopped: TaskRef[] = [];
       const unreachable: string[] = [];
-      for (const runtime of await runtimes.list()) {
-        heartbeat({ runtime: runtime.id });
-        const tasks = await agentOf(runtime.id).then((agent) => agents.listTasks(agent)).catch(() => null);
-        if (tasks === null) {
-          unreachable.push(runtime.id);
-          continue;
-        }
-        for (const task of tasks.filter((t) => t.workload === input.workload)) {
-          await agents.stopTask(await agentOf(runtime.id), task.taskId);
-          stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
-        }
-      }
+      const stopped = await stopEveryTaskOf(input.workload, {}, (runtime) => {
+        unreachable.push(runtime.id);
+        return true;
+      });
       return { stopped, unreachable };
     },
 
+    /** Stop-the-world: every task of the workload on every reachable runtime, placed or not (a LOST one that does not answer is skipped). */
     async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
-      const stopped: TaskRef[] = [];
-      for (const runtime of await runtimes.list()) {
-        heartbeat({ runtime: runtime.id });
-        let tasks: TaskStatus[];
-        try {
-          tasks = await agents.listTasks(await agentOf(runtime.id));
-        } catch (error) {
-          if (runtime.status === 'LOST') continue;
-          throw error;
-        }
-        for (const task of tasks.filter((t) => t.workload === input.workload)) {
-          await agents.stopTask(await agentOf(runtime.id), task.taskId, { graceMs: input.graceMs });
-          stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
-        }
-      }
-      return stopped;
+      return stopEveryTaskOf(input.workload, { graceMs: input.graceMs }, (runtime) => runtime.status === 'LOST');
     },
   };
 }

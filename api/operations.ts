@@ -44,7 +44,8 @@ const ADMISSION_MARGIN_MS = 2_000;
 
 /**
  * Starts one operation, unambiguously (DESIGN.md §4 "Unambiguous starts"):
- * - the same Idempotency-Key answers the operation its first request started (202, same ids);
+ * - the operation an Idempotency-Key starts is recorded: a later request with the key is answered
+ *   it (by `earlierStart`, which the route builder asks first for every start route);
  * - a 503 means nothing started, ever: the start carries an admission deadline (memo
  *   `scalegateAdmitBy`) that the workflow checks against the time Temporal recorded the start
  *   (workflows/operation.ts `refuseLateStart`), and the API answers 503 only after that deadline.
@@ -58,11 +59,6 @@ export async function startOperation(
   },
 ): Promise<StartedOperation> {
   const key = options.request ? idempotencyKeyOf(options.request.headers) : undefined;
-  const requestLine = options.request ? requestLineOf(options.request) : '';
-  if (key) {
-    const earlier = await deps.operationStarts.get(key);
-    if (earlier) return sameRequest(key, earlier, requestLine);
-  }
   const admitWithinMs = Math.max(1_000, deps.config.SCALEGATE_REQUEST_DEADLINE_MS - ADMISSION_MARGIN_MS);
   const admitBy = new Date(Date.now() + admitWithinMs);
   const unavailable = () => new ApiError('unavailable', `Temporal did not take the start of ${options.workflowId} within ${admitWithinMs} ms; nothing was started (a start that arrives later is refused). Try again${key ? ' with the same Idempotency-Key' : ''}`);
@@ -84,13 +80,14 @@ export async function startOperation(
     const handle = await Promise.race([start, late]);
     const uiUrl = `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(handle.workflowId)}/${handle.firstExecutionRunId}`;
     const started: StartedOperation = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
-    if (!key) return started;
+    if (!key || !options.request) return started;
+    const requestLine = requestLineOf(options.request);
     return sameRequest(key, await deps.operationStarts.record(key, { ...started, request: requestLine }), requestLine);
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
       // A retry of a start that went through, racing its own first attempt's record.
-      const earlier = key ? await deps.operationStarts.get(key) : null;
-      if (earlier) return sameRequest(key!, earlier, requestLine);
+      const earlier = options.request ? await earlierStart(deps, options.request) : null;
+      if (earlier) return earlier;
       throw new ApiError('operation-in-progress', `an operation on ${options.workflowId} is already running`, {
         workflowId: options.workflowId,
       });

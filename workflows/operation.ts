@@ -30,7 +30,6 @@ export function handleAborts() {
     for (const scope of guarded) scope.cancel();
   });
   return {
-    state,
     get reason() {
       return state.reason;
     },
@@ -53,7 +52,6 @@ export function handleAborts() {
     },
   };
 }
-export type Aborts = ReturnType<typeof handleAborts>;
 
 /** Activity option profiles, named once. */
 export const profiles = {

@@ -89,7 +89,6 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
   };
   setHandler(recoveryStatusQuery, () => status);
   const aborts = handleAborts();
-  const aborted = aborts.state;
   const enter = (phase: string) => {
     op.enter(phase);
     status.phase = phase;
@@ -180,7 +179,7 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
         return;
       } catch (error) {
         // Another change wrote the placement first: decide again on it (before this recovery wrote anything).
-        if (!state.committed && isStalePlan(error) && attempt < MAX_DECISION_ATTEMPTS && !aborted.reason) {
+        if (!state.committed && isStalePlan(error) && attempt < MAX_DECISION_ATTEMPTS && !aborts.reason) {
           const again = await store.prepareRecovery.executeWithOptions(
             { summary: `decide again for ${state.workload} (its placement moved)` }, [{ runtimeId: input.runtime, only: [state.workload] }],
           );
@@ -204,7 +203,7 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
 
   // 3. Apply every decided target (independent workloads, in parallel); an abort cancels them.
   const failures: unknown[] = [];
-  if (!aborted.reason && items.some((i) => i.plan)) {
+  if (!aborts.reason && items.some((i) => i.plan)) {
     enter('applying');
     try {
       await aborts.guard(async () => {
@@ -214,13 +213,13 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
     } catch (error) {
       failures.push(error);
     }
-    // A Temporal cancellation is an abort: what was applied is compensated below.
-    for (const failure of failures) aborts.isAbort(failure);
+    // A Temporal cancellation is an abort: its reason is recorded, and what was applied is compensated below.
+    failures.some((failure) => aborts.isAbort(failure));
   }
 
   /** Steps 3b–5: stream replans, compensation, the end. Runs whole, in a scope no cancellation cuts. */
   const finish = async (failures: unknown[]): Promise<RecoveryStatus> => {
-  // 3b. Stream jobs: the stop-the-world replan from the last completed checkpoint, unless a failed
+    // 3b. Stream jobs: the stop-the-world replan from the last completed checkpoint, unless a failed
     // subtask's report started it already (then that one carries it out).
     for (const state of status.decisions.filter((d) => d.kind === 'stream' && d.decisions.some((r) => r.action === 'replanned'))) {
       // Even after an abort: a job that lost a subtask runs again only through this replan.
@@ -243,8 +242,8 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
 
     // 4. An abort or a failure: the stop-the-world replan of every affected workload that did not converge.
     const unfinished = status.decisions.filter((d) => d.target !== null && d.applied !== 'converged' && d.applied !== 'skipped');
-    if ((aborted.reason || failures.length) && unfinished.length) {
-      const reason = aborted.reason ?? `recovery of ${input.runtime} failed: ${failures.map(failureMessage).join('; ')}`;
+    if ((aborts.reason || failures.length) && unfinished.length) {
+      const reason = aborts.reason ?? `recovery of ${input.runtime} failed: ${failures.map(failureMessage).join('; ')}`;
       enter('compensating');
       status.compensation = { reason, workloads: unfinished.map((d) => ({ workload: d.workload, replicas: d.replicas, outcome: null })) };
       try {
@@ -259,7 +258,7 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
       }
       return end('compensated', 'compensated', reason);
     }
-    if (aborted.reason && !items.some((i) => i.plan)) return end('cancelled', 'cancelled', `${aborted.reason} (${input.runtime} stays LOST; it held nothing to move)`);
+    if (aborts.reason && !items.some((i) => i.plan)) return end('cancelled', 'cancelled', `${aborts.reason} (${input.runtime} stays LOST; it held nothing to move)`);
     // A failure nothing compensated (a stream replan that failed): never `completed` over it.
     if (failures.length) {
       status.error = failures.map(failureMessage).join('; ');

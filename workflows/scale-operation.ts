@@ -158,5 +158,5 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     await ledger('failed', status.error);
     throw error;
   };
-  return { workload: workload as Workload, placement, from, status, aborts, aborted: aborts.state, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged };
+  return { workload: workload as Workload, placement, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged };
 }
