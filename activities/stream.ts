@@ -1,10 +1,10 @@
 // Stream job activities for the stop-the-world replan (DESIGN.md §4.5, §5 "stream"): resize a job's
 // operators in its definition, stop every subtask wherever it runs, and read the checkpoint the new
 // generation restores from.
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { buildPlan } from '../domain/plan';
 import { scaleParallelism, subtaskCount, withParallelism } from '../domain/stream';
-import { describeIssues, StreamSpecSchema, type TaskStatus } from '../protocol';
+import { describeIssues, StreamSpecSchema, type FailedSubtasks, type TaskStatus } from '../protocol';
 import { createPlanner } from '../store/planner';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 
@@ -79,6 +79,33 @@ export function streamActivities(deps: ActivityDeps) {
     /** The newest completed checkpoint of a job: what its next generation restores from (null: none, it starts empty). */
     async streamRestorePoint(input: { workload: string }) {
       return streamJobs.lastCompletedCheckpoint(input.workload);
+    },
+
+    /**
+     * What reported subtask failures mean for a stream job (workflow handleSubtaskFailures decides on
+     * it): the reports of subtasks its current placement holds on the reporting runtime (an older
+     * generation's end is no news), and the operation that owns them if one runs on the job (`busy`: a
+     * hot rescale, whose abort path replans, or a replan, which stops them). A job that is gone,
+     * retired or no stream job has no current failures.
+     */
+    async currentSubtaskFailures(input: { workload: string; reports: readonly FailedSubtasks[] }): Promise<{ current: FailedSubtasks[]; busy: string | null }> {
+      const workload = await registry.getWorkload(input.workload);
+      if (!workload || workload.kind !== 'stream' || workload.retired) return { current: [], busy: null };
+      const placement = await registry.getPlacement(input.workload);
+      const held = new Set((placement?.assignments ?? []).map((a) => `${a.runtimeId}/${a.taskId}`));
+      const current = input.reports
+        .map((report) => ({ runtimeId: report.runtimeId, taskIds: report.taskIds.filter((taskId) => held.has(`${report.runtimeId}/${taskId}`)) }))
+        .filter((report) => report.taskIds.length > 0);
+      if (current.length === 0) return { current, busy: null };
+      const client = Context.current().client;
+      for (const workflowId of [`rescale:${input.workload}`, `replan:${input.workload}`]) {
+        const description = await client.workflow.getHandle(workflowId).describe().catch((error: Error) => {
+          if (error.name === 'WorkflowNotFoundError') return null;
+          throw error;
+        });
+        if (description?.status.name === 'RUNNING') return { current, busy: workflowId };
+      }
+      return { current, busy: null };
     },
   };
 }

@@ -1,41 +1,31 @@
-// A stream subtask that fails, or whose peer died, cannot rejoin its dataflow: its job is replanned
-// from the last completed checkpoint (DESIGN.md §5 "stream"). Heartbeats carry the failure here; the
-// replan (replan:<job>) runs once however many subtasks and heartbeats report it.
+// A stream subtask that fails, or whose peer died, cannot rejoin its dataflow (DESIGN.md §5
+// "stream"). Heartbeats carry the failure here and this module only reports it: to the workflow
+// handleSubtaskFailures of the job (signal-with-start under `subtask-failures:<job>`), which decides
+// whether and when the job is replanned.
 import type { TaskReport } from '../protocol';
-import { stopTheWorldReplan } from '../workflows/stop-the-world-replan';
-import { ApiError } from '../http/errors';
+import { handleSubtaskFailures, subtasksFailedSignal } from '../workflows/subtask-failures';
 import type { ApiDeps } from './deps';
-import { startOperation } from './operations';
 
-async function isRunning(deps: ApiDeps, workflowId: string): Promise<boolean> {
-  const client = await deps.temporal.client();
-  const description = await client.workflow.getHandle(workflowId).describe().catch(() => null);
-  return description?.status.name === 'RUNNING';
-}
-
-/** Starts the replan of every stream job with a failed subtask of its current placement on this runtime. */
-export async function replanJobsWithFailedSubtasks(deps: ApiDeps, runtimeId: string, tasks: readonly TaskReport[]): Promise<string[]> {
-  const failed = tasks.filter((t) => t.state === 'failed');
-  const started: string[] = [];
-  for (const name of new Set(failed.map((t) => t.workload))) {
-    const workload = await deps.registry.getWorkload(name);
-    if (!workload || workload.kind !== 'stream' || workload.retired) continue;
-    const placement = await deps.registry.getPlacement(name);
-    // Only subtasks of the current generation: an old one reporting its end is no news.
-    const current = failed.filter((t) => t.workload === name && placement?.assignments.some((a) => a.taskId === t.taskId && a.runtimeId === runtimeId));
-    if (current.length === 0) continue;
-    // A hot rescale running on the job owns its failures: its abort path replans it.
-    if (await isRunning(deps, `rescale:${name}`)) continue;
-    try {
-      const operation = await startOperation(deps, {
-        workflow: stopTheWorldReplan, workflowId: `replan:${name}`,
-        input: { workload: name, reason: `subtask ${current.map((t) => t.taskId).join(', ')} on ${runtimeId} failed` },
-        summary: `replan stream job ${name}: a subtask failed`,
-      });
-      started.push(operation.workflowId);
-    } catch (error) {
-      if (!(error instanceof ApiError && error.code === 'operation-in-progress')) throw error;
-    }
+/** Reports the failed subtasks of each stream job among a runtime's task reports; answers the workflows signalled. */
+export async function reportFailedSubtasks(deps: ApiDeps, runtimeId: string, tasks: readonly TaskReport[]): Promise<string[]> {
+  const failedByJob = new Map<string, string[]>();
+  for (const task of tasks) {
+    if (task.state === 'failed') failedByJob.set(task.workload, [...(failedByJob.get(task.workload) ?? []), task.taskId]);
   }
-  return started;
+  const signalled: string[] = [];
+  for (const [name, taskIds] of failedByJob) {
+    // Only stream jobs have subtasks; a failed service or consumer task is its agent's to restart.
+    if ((await deps.registry.getWorkload(name))?.kind !== 'stream') continue;
+    const client = await deps.temporal.client();
+    const handle = await client.workflow.signalWithStart(handleSubtaskFailures, {
+      taskQueue: deps.config.SCALEGATE_TASK_QUEUE,
+      workflowId: `subtask-failures:${name}`,
+      args: [{ workload: name }],
+      signal: subtasksFailedSignal,
+      signalArgs: [{ runtimeId, taskIds }],
+      staticSummary: `subtask failures of stream job ${name}`,
+    });
+    signalled.push(handle.workflowId);
+  }
+  return signalled;
 }

@@ -109,3 +109,10 @@ export const RescaleRequestSchema = z.strictObject({
   parallelism: z.int().min(1).max(32768),
   reason: z.string().min(1).max(500).optional(),
 });
+
+/** Failed subtasks one runtime reported (its heartbeat → signal `subtasksFailed` of handleSubtaskFailures). */
+export const FailedSubtasksSchema = z.strictObject({
+  runtimeId: z.string().min(1).max(63),
+  taskIds: z.array(z.string().min(1).max(200)).min(1).max(10_000),
+});
+export type FailedSubtasks = z.infer<typeof FailedSubtasksSchema>;

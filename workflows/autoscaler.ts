@@ -25,6 +25,7 @@ import { failureMessage, parseInput, profiles, trackOperation } from './operatio
 import { rescaleOperator, type RescaleStatus } from './rescale-operator';
 import { scaleIn } from './scale-in';
 import { scaleOut } from './scale-out';
+import { chooseScale, isRefusal } from './scale-choice';
 import type { ScaleStatus } from './scale-operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -322,8 +323,14 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
         }, extra);
         continue;
       }
-      const workflowId = size.stream ? `rescale:${size.workload}` : `scale:${size.workload}`;
-      const kind = size.stream ? 'rescaleOperator' : decision.action === 'scale-out' ? 'scaleOut' : 'scaleIn';
+      // Every tier workload is sized by its replicas but a stream job, by its keyed aggregate (size.stream).
+      const choice = chooseScale({ door: 'autoscaler', workload: size.workload, kind: size.stream ? 'stream' : 'service', current: decision.from, target: to });
+      if (isRefusal(choice)) {
+        await record(ws, { ...base, to: decision.from, label: 'no-change: bounded', reason: choice.message, desiredPerSignal: perSignal, outcome: 'no-change' }, extra);
+        continue;
+      }
+      const { workflowId } = choice;
+      const kind = choice.workflow as RunningOperation['kind'];
       const reason = `autoscale ${tier}: ${decision.reason}`.slice(0, 500);
       let handle: ChildWorkflowHandle<typeof scaleOut> | ChildWorkflowHandle<typeof rescaleOperator>;
       try {

@@ -10,3 +10,4 @@ export { retireWorkload } from './retire-workload';
 export { scaleIn } from './scale-in';
 export { scaleOut } from './scale-out';
 export { stopTheWorldReplan } from './stop-the-world-replan';
+export { handleSubtaskFailures } from './subtask-failures';

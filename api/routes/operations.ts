@@ -1,6 +1,8 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from '../../protocol';
-import { abortSignal, approveUpdate, scaleOut, statusQuery } from '../../workflows/scale-out';
+import { abortSignal, approveUpdate, scaleOut } from '../../workflows/scale-out';
+import { statusQueryOf, type OperationStatus } from '../../workflows/status';
+import type { ScaleStatus } from '../../workflows/scale-operation';
 import { scaleIn } from '../../workflows/scale-in';
 import { applyPlan } from '../../workflows/apply-plan';
 import { recoverRuntime } from '../../workflows/recover-runtime';
@@ -10,6 +12,7 @@ import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
 import { requireActiveWorkload, startOperation } from '../operations';
+import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { defineRoute, ok } from '../../http/route';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
@@ -39,32 +42,25 @@ export function operationRoutes(deps: ApiDeps) {
       method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator', startsOperation: true,
       summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>; a stream job replans every operator proportionally under replan:<name>',
       params: WorkloadParamsSchema, body: ScaleRequestSchema,
-      handler: async ({ params, body , request }) => {
+      handler: async ({ params, body, request }) => {
         const workload = await requireActiveWorkload(deps, params.name);
-        const placement = await deps.registry.getPlacement(params.name);
-        const current = placement?.assignments.length ?? 0;
         if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
-        if (body.replicas === current) throw new ApiError('conflict', `${params.name} already runs ${current} replica(s)`, { current });
-        if (workload.kind === 'stream') {
-          // A stream job's size is its operators' parallelism: every operator scales proportionally,
-          // through the stop-the-world replan from the last completed checkpoint.
-          if (body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out of services and consumers; a stream job scales through the stop-the-world replan');
-          const started = await startOperation(deps, { request,
-            workflow: stopTheWorldReplan, workflowId: `replan:${params.name}`,
-            input: { workload: params.name, replicas: body.replicas, reason: body.reason ?? 'scale requested via API' },
-            summary: `scale stream job ${params.name} ${current} → ${body.replicas} subtasks (stop-the-world replan)`,
-          });
-          return ok(started, 202);
-        }
-        const kind = body.replicas > current ? 'scaleOut' : 'scaleIn';
-        if (kind === 'scaleIn' && body.approval === 'manual') throw new ApiError('validation-failed', 'manual approval applies to scale-out only');
+        const current = (await deps.registry.getPlacement(params.name))?.assignments.length ?? 0;
+        const choice = chooseScale({ door: 'request', workload: params.name, kind: workload.kind, current, target: body.replicas, approval: body.approval });
+        if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message, { current });
         const { replicas, approval, reason, ...options } = body;
-        const started = await startOperation(deps, { request,
-          workflow: kind === 'scaleOut' ? scaleOut : scaleIn, workflowId: `scale:${params.name}`,
-          input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(kind === 'scaleOut' ? { approval } : {}), ...options },
-          summary: `scale ${params.name} ${current} → ${replicas}`,
-        });
+        const started = choice.workflow === 'stopTheWorldReplan'
+          ? await startOperation(deps, { request,
+            workflow: stopTheWorldReplan, workflowId: choice.workflowId,
+            input: { workload: params.name, replicas, reason: reason ?? 'scale requested via API' },
+            summary: `scale stream job ${params.name} ${current} → ${replicas} subtasks (stop-the-world replan)`,
+          })
+          : await startOperation(deps, { request,
+            workflow: choice.workflow === 'scaleOut' ? scaleOut : scaleIn, workflowId: choice.workflowId,
+            input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(choice.workflow === 'scaleOut' ? { approval } : {}), ...options },
+            summary: `scale ${params.name} ${current} → ${replicas}`,
+          });
         return ok(started, 202);
       },
     }),
@@ -82,9 +78,14 @@ export function operationRoutes(deps: ApiDeps) {
           throw error;
         }
         const temporalStatus = description.status.name;
-        let detail: Record<string, unknown> | null = null;
-        if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as Record<string, unknown>;
-        else if (temporalStatus === 'RUNNING') detail = (await handle.query(statusQuery).catch(() => null)) as Record<string, unknown> | null;
+        // A completed operation's result is its final status (the scale operations, rescale, recovery) or its outcome.
+        let detail: (OperationStatus | Record<string, unknown>) | null = null;
+        if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as OperationStatus | Record<string, unknown>;
+        else if (temporalStatus === 'RUNNING') {
+          const query = statusQueryOf(description.type);
+          detail = query ? await handle.query(query).catch(() => null) : null;
+        }
+        const scale = detail && (description.type === scaleOut.name || description.type === scaleIn.name) ? detail as ScaleStatus : null;
         let status: string;
         if (temporalStatus === 'RUNNING') status = 'running';
         else if (temporalStatus === 'COMPLETED') status = STATUS_OF_OUTCOME[String(detail?.outcome ?? 'completed')] ?? 'completed';
@@ -95,10 +96,10 @@ export function operationRoutes(deps: ApiDeps) {
         return ok({
           workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
           phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
-          // The scale operations' status (discriminated by its kind) is spread out; every other kind's is `result`.
-          ...(detail && (detail.kind === 'scaleOut' || detail.kind === 'scaleIn') ? {
-            gates: detail.gates, evidenceGap: detail.evidenceGap, plan: detail.plan, evidence: { baseline: detail.baseline, after: detail.after, comparison: detail.comparison },
-            approval: detail.approval, scaleIn: detail.scaleIn ?? null, compensation: detail.compensation, tierRules: detail.tierRules ?? null,
+          // The scale operations' status (by the workflow type, not the shape) is spread out; every other kind's is `result`.
+          ...(scale ? {
+            gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
+            approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
           } : { result: detail }),
           failure,
         });

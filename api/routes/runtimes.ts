@@ -9,7 +9,7 @@ import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeParamsSchema } from '../
 import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
 import { recoverRuntime } from '../../workflows/recover-runtime';
 import { startOperation } from '../operations';
-import { replanJobsWithFailedSubtasks } from '../stream-failures';
+import { reportFailedSubtasks } from '../stream-failures';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
 import { defineRoute, ok, type RuntimeAccess } from '../../http/route';
@@ -68,10 +68,10 @@ export function runtimeRoutes(deps: ApiDeps) {
         try {
           const runtime = await deps.runtimes.heartbeat(params.id, body.fence, body.tasks, leaseTtlMs);
           const revoked = await revokedOf(params.id, body.tasks);
-          // The lease is renewed whatever happens here: a replan that cannot start now starts at the next heartbeat.
-          await replanJobsWithFailedSubtasks(deps, params.id, body.tasks).then(
-            (started) => started.forEach((workflowId) => request.log.warn({ runtime: params.id, workflowId }, 'stream subtask failed: job replanned')),
-            (error: Error) => request.log.error({ runtime: params.id, err: error }, 'stream replan could not start'),
+          // The lease is renewed whatever happens here: a report that cannot be made now is made at the next heartbeat.
+          await reportFailedSubtasks(deps, params.id, body.tasks).then(
+            (signalled) => signalled.forEach((workflowId) => request.log.warn({ runtime: params.id, workflowId }, 'stream subtask failed: reported')),
+            (error: Error) => request.log.error({ runtime: params.id, err: error }, 'stream subtask failure could not be reported'),
           );
           return ok({ leaseExpiresAt: runtime.leaseExpiresAt, fence: runtime.fence, status: runtime.status, revoked, ...leaseTerms });
         } catch (error) {

@@ -4,6 +4,7 @@ import { describeIssues, PlanParamsSchema, PlanRequestSchema, redactEnvValues, W
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
+import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { retireWorkload } from '../../workflows/retire-workload';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
@@ -87,17 +88,17 @@ export function workloadRoutes(deps: ApiDeps) {
         // plan/apply is the scale procedure (DESIGN.md §3): a plan that raises replicas passes the
         // scale-out gates and comparison, one that lowers them drains like a scale-in.
         const current = placement?.assignments.length ?? 0;
-        const direction = workload.kind === 'stream' || current === 0 || plan.target.length === current ? null
-          : plan.target.length > current ? scaleOut : scaleIn;
-        const started = direction
+        const choice = chooseScale({ door: 'plan', workload: plan.workload, kind: workload.kind, current, target: plan.target.length });
+        if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message);
+        const started = choice.workflow === 'applyPlan'
           ? await startOperation(deps, { request,
-            workflow: direction, workflowId: `scale:${plan.workload}`,
-            input: { workload: plan.workload, replicas: plan.target.length, planId: plan.id, reason: `plan ${plan.id} applied` },
-            summary: `apply plan ${plan.workload} ${current} → ${plan.target.length} (${direction.name})`,
+            workflow: applyPlan, workflowId: choice.workflowId, input: { planId: plan.id },
+            summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
           })
           : await startOperation(deps, { request,
-            workflow: applyPlan, workflowId: `scale:${plan.workload}`, input: { planId: plan.id },
-            summary: `apply plan ${plan.workload} ${plan.fromReplicas} → ${plan.target.length}`,
+            workflow: choice.workflow === 'scaleOut' ? scaleOut : scaleIn, workflowId: choice.workflowId,
+            input: { workload: plan.workload, replicas: plan.target.length, planId: plan.id, reason: `plan ${plan.id} applied` },
+            summary: `apply plan ${plan.workload} ${current} → ${plan.target.length} (${choice.workflow})`,
           });
         await deps.plans.markApplied(plan.id, started.workflowId);
         return ok(started, 202);

@@ -8,6 +8,7 @@ import { createStreamJobStore } from '../../store/stream-jobs';
 import { STREAM_CHECKPOINTS_TABLE } from '../../protocol/stream-tables';
 import { STREAM_APPLICATION_NAME } from '../../agent/drivers/stream';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
+import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
 
@@ -198,6 +199,35 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     expect(outcome.comparison).toMatchObject({ verdict: 'pass', conservation: { duplicates: 0, extra: 0 } });
   });
 
+  test('reported subtask failures: the workflow replans for a current subtask, once however often reported, and ignores any other', async () => {
+    const running = await readySubtasks(job, 6);
+    const victim = running[0];
+    const workflowId = `subtask-failures:${job}`;
+    const report = (taskIds: string[]) => ({ runtimeId: victim.runtimeId, taskIds });
+    // A report naming no subtask of the current placement decides nothing.
+    const stale = await stack.temporal.workflow.signalWithStart(handleSubtaskFailures, {
+      taskQueue: stack.taskQueue, workflowId, args: [{ workload: job, idleMs: 500 }], signal: subtasksFailedSignal, signalArgs: [report(['no-such-subtask'])],
+    });
+    expect(await stale.result()).toEqual({ replans: 0 });
+    // Three heartbeats' worth of the same failure: one replan, started by this workflow.
+    const reported = await stack.temporal.workflow.signalWithStart(handleSubtaskFailures, {
+      taskQueue: stack.taskQueue, workflowId, args: [{ workload: job, idleMs: 3_000, backoffMs: 0 }], signal: subtasksFailedSignal, signalArgs: [report([victim.taskId])],
+    });
+    await reported.signal(subtasksFailedSignal, report([victim.taskId]));
+    const replan = await stack.waitFor('the replan it started', async () => {
+      const description = await stack.temporal.workflow.getHandle(`replan:${job}`).describe().catch(() => null);
+      return description?.parentExecution?.workflowId === workflowId ? description : null;
+    });
+    await reported.signal(subtasksFailedSignal, report([victim.taskId]));
+    expect(await reported.result()).toEqual({ replans: 1 });
+    const outcome = (await stack.temporal.workflow.getHandle(`replan:${job}`, replan.runId).result()) as StreamReplanOutcome;
+    await readySubtasks(job, 6, outcome.generation);
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${job}&kind=replan`, { role: 'viewer' })).body;
+    expect(ledger.events.filter((e: any) => e.workflowId === `replan:${job}` && e.runId === replan.runId)).toEqual([
+      expect.objectContaining({ outcome: 'completed', reason: `subtask ${victim.taskId} on ${victim.runtimeId} failed` }),
+    ]);
+  });
+
   test('SIGKILL of the agent hosting an aggregate subtask: the job replans from the last completed checkpoint, exactly-once', async () => {
     const running = await tasksOf(stack, job);
     const generation = running[0].generation;
@@ -206,12 +236,17 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     const loading = runLoad({ databaseUrl: stack.databaseUrl, source: tables.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs: 6_000, keySpace: 500, signal: controller.signal });
     try {
       await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const killedAt = Date.now();
       stack.agents[aggregateHost].process.kill('SIGKILL');
       const replanned = await stack.waitFor('the job running again in a newer generation, without the killed agent', async () => {
         const tasks = (await tasksOf(stack, job)).filter((t) => t.generation > generation);
         return tasks.length === 6 && tasks.every((t) => t.state === 'ready' && t.runtimeId !== aggregateHost) ? tasks : null;
       }, 90_000);
       expect(new Set(replanned.map((t) => t.counts.restoredFrom)).size).toBe(1);
+      // The survivors' heartbeats reported the subtasks whose peer died (the route reports, a workflow decides).
+      const reports = [];
+      for await (const run of stack.temporal.workflow.list({ query: `WorkflowId = 'subtask-failures:${job}'` })) reports.push(run);
+      expect(reports.some((run) => run.startTime.getTime() >= killedAt)).toBe(true);
     } finally {
       await loading;
     }

@@ -16,6 +16,7 @@ import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, r
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { observeSignal } from '../../workflows/autoscaler';
+import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
 import { historyToJSON } from './history-json';
@@ -226,6 +227,14 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async stopStreamJob() {
       call('stopStreamJob');
       return { stopped: current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: ['rt-9'] };
+    },
+    async currentSubtaskFailures(input) {
+      call('currentSubtaskFailures');
+      const held = new Set(current.map((a) => `${a.runtimeId}/${a.taskId}`));
+      const currentReports = input.reports
+        .map((r) => ({ runtimeId: r.runtimeId, taskIds: r.taskIds.filter((taskId) => held.has(`${r.runtimeId}/${taskId}`)) }))
+        .filter((r) => r.taskIds.length > 0);
+      return { current: currentReports, busy: null };
     },
     async streamRestorePoint() {
       call('streamRestorePoint');
@@ -757,6 +766,25 @@ export const SCENARIOS: Scenario[] = [
       assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [1, 2]);
       assert.equal(fakes.count('stopTasks'), 1); // the retired aggregate subtask, nothing drained as a replica
       return { workflowId, runId };
+    },
+  },
+  {
+    // Heartbeats report failed subtasks: one of an older generation (ignored), then a current one
+    // (one replan:<job> child, abandoned); no report for idleMs ends it.
+    name: 'subtask-failures',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `subtask-failures:${workload}`;
+      const handle = await client.workflow.signalWithStart(handleSubtaskFailures, {
+        taskQueue, workflowId, args: [{ workload, idleMs: 1000, backoffMs: 0 }],
+        signal: subtasksFailedSignal, signalArgs: [{ runtimeId: 'rt-0', taskIds: [`${workload}-0-g0`] }],
+      });
+      await waitFor('the older report judged', async () => fakes.count('currentSubtaskFailures') >= 1);
+      await handle.signal(subtasksFailedSignal, { runtimeId: 'rt-1', taskIds: [`${workload}-1-g1`] });
+      assert.deepEqual(await handle.result(), { replans: 1 });
+      await client.workflow.getHandle(`replan:${workload}`).result();
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId, extra: [{ name: 'stop-the-world-replan-after-subtask-failure', workflowId: `replan:${workload}` }] };
     },
   },
   {

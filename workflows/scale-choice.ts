@@ -1,0 +1,52 @@
+// Which operation changes a workload's size (DESIGN.md §3 "plan/apply is the scale procedure", §4):
+// one decision for every door (POST /scale, a plan's apply, the autoscaler), on the workflow side.
+// The doors translate: they read the workload and its placement, ask here, and start what comes back.
+// The operation chosen checks its own start again (a scaleOut/scaleIn whose placement moved meanwhile
+// refuses, naming what it found), so a read that raced another change never changes the wrong way.
+import type { WorkloadKind } from '../protocol';
+
+export type ScaleDoor = 'request' | 'plan' | 'autoscaler';
+
+export type ScaleChoice =
+  | { workflow: 'scaleOut' | 'scaleIn' | 'applyPlan'; workflowId: string }
+  | { workflow: 'stopTheWorldReplan'; workflowId: string }
+  | { workflow: 'rescaleOperator'; workflowId: string };
+
+/** A request no operation takes: `conflict` (it asks for what runs) or `validation-failed` (it cannot be asked so). */
+export interface ScaleRefusal {
+  refused: 'conflict' | 'validation-failed';
+  message: string;
+}
+
+export interface ScaleAsk {
+  door: ScaleDoor;
+  workload: string;
+  kind: WorkloadKind;
+  /** the replicas (subtasks) the placement holds now */
+  current: number;
+  target: number;
+  approval?: 'auto' | 'manual';
+}
+
+export function chooseScale(ask: ScaleAsk): ScaleChoice | ScaleRefusal {
+  const scale = (workflow: 'scaleOut' | 'scaleIn' | 'applyPlan'): ScaleChoice => ({ workflow, workflowId: `scale:${ask.workload}` });
+  const manual = ask.approval === 'manual';
+  if (ask.door === 'plan') {
+    // A plan is reviewed as a whole: a stream job's, a first placement's and a same-size one (moves) apply as planned.
+    if (ask.kind === 'stream' || ask.current === 0 || ask.target === ask.current) return scale('applyPlan');
+    return scale(ask.target > ask.current ? 'scaleOut' : 'scaleIn');
+  }
+  if (ask.target === ask.current) return { refused: 'conflict', message: `${ask.workload} already runs ${ask.current} replica(s)` };
+  if (ask.kind === 'stream') {
+    // The autoscaler sizes a stream job by its keyed aggregate: hot for an integer factor, else the replan once.
+    if (ask.door === 'autoscaler') return { workflow: 'rescaleOperator', workflowId: `rescale:${ask.workload}` };
+    // A request scales every operator proportionally, through the replan from the last completed checkpoint.
+    if (manual) return { refused: 'validation-failed', message: 'manual approval applies to scale-out of services and consumers; a stream job scales through the stop-the-world replan' };
+    return { workflow: 'stopTheWorldReplan', workflowId: `replan:${ask.workload}` };
+  }
+  if (ask.target > ask.current) return scale('scaleOut');
+  if (manual) return { refused: 'validation-failed', message: 'manual approval applies to scale-out only' };
+  return scale('scaleIn');
+}
+
+export const isRefusal = (choice: ScaleChoice | ScaleRefusal): choice is ScaleRefusal => 'refused' in choice;

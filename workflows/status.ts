@@ -1,0 +1,21 @@
+// The status of each operation type that has one, as GET /v1/operations/:id and the CLI read it:
+// one typed query per workflow type, discriminated by `kind` (the workflow type). All are named
+// `status`, so `temporal workflow query --type status` reads any of them.
+import type { QueryDefinition } from '@temporalio/workflow';
+import { recoveryStatusQuery, type RecoveryStatus } from './recover-runtime';
+import { rescaleStatusQuery, type RescaleStatus } from './rescale-operator';
+import { statusQuery, type ScaleStatus } from './scale-operation';
+
+export type OperationStatus = ScaleStatus | RescaleStatus | RecoveryStatus;
+
+const STATUS_QUERIES: Record<OperationStatus['kind'], QueryDefinition<OperationStatus>> = {
+  scaleOut: statusQuery,
+  scaleIn: statusQuery,
+  rescaleOperator: rescaleStatusQuery,
+  recoverRuntime: recoveryStatusQuery,
+};
+
+/** The status query of a workflow type (null: the type has only its `phase` query). */
+export function statusQueryOf(workflowType: string): QueryDefinition<OperationStatus> | null {
+  return Object.hasOwn(STATUS_QUERIES, workflowType) ? STATUS_QUERIES[workflowType as OperationStatus['kind']] : null;
+}
