@@ -9,6 +9,8 @@ export const ApiConfigSchema = z.object({
   /** where the HTTP API listens */
   SCALEGATE_API_HOST: z.string().default('127.0.0.1'),
   SCALEGATE_API_PORT: port.default(8080),
+  /** where clients reach the API (the OpenAPI document's server); default: the listen address */
+  SCALEGATE_API_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** PostgreSQL connection URL (the embedded server's when started by `npm start`) */
   DATABASE_URL: z.string().min(1),
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
@@ -38,4 +40,12 @@ export function parseApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig 
   }
   checkRoleTokens({ operator: parsed.data.SCALEGATE_OPERATOR_TOKEN, agent: parsed.data.SCALEGATE_AGENT_TOKEN, viewer: parsed.data.SCALEGATE_VIEWER_TOKEN });
   return parsed.data;
+}
+
+/** The URL clients reach the API at: SCALEGATE_API_URL, else the listen address (loopback for a wildcard one). */
+export function apiUrlOf(config: Pick<ApiConfig, 'SCALEGATE_API_URL' | 'SCALEGATE_API_HOST' | 'SCALEGATE_API_PORT'>): string {
+  if (config.SCALEGATE_API_URL) return config.SCALEGATE_API_URL.replace(/\/+$/, '');
+  const host = config.SCALEGATE_API_HOST;
+  const reachable = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${config.SCALEGATE_API_PORT}`;
 }

@@ -9,12 +9,22 @@
 //   - placement passes, skips, duration    the reconcile marker; the reconcilePass activities in
 //                                          the reconcile loop's history
 //   - unplaced workloads, runtimes         the registry
+//   - desired / placed / ready replicas    the registry, the placements and the agents' task
+//                                          reports (domain/replicas.ts, as GET /v1/state)
 //   - lease expirations                    counted where this API declares runtimes LOST
 //   - recoveries                           the ledger's `recover` rows (none until recovery lands)
 // A source that cannot be read leaves its figures as they were and sets
 // scalegate_metrics_source_up{source} to 0; a scrape never fails because of one.
+//
+// Every label takes its values from a fixed enum (METRIC_LABELS below): a value a source holds
+// outside it (free text, a kind from a newer version) is counted as `other`, never copied.
 import type { Client } from '@temporalio/client';
+import { STATUS_CODES } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { DECISION_CODE } from '../domain/autoscale';
+import { GATE_ORDER } from '../domain/gates';
+import { REPLICA_STATES, replicaCounts } from '../domain/replicas';
+import { LEDGER_KIND, LEDGER_OUTCOMES, RUNTIME_STATUSES, type Labels, type Placement, type ReplicaCount, type Runtime, type TaskReport, type Unplaced } from '../protocol';
 import type { LedgerStats } from '../store/ledger';
 
 /** Workflow type → the kind the ledger writes for it, the one label every operation metric uses. */
@@ -30,12 +40,106 @@ const KINDS = Object.values(OPERATION_KINDS);
 /** the workflows that converge (await new tasks ready) */
 const CONVERGING_TYPES = ['scaleOut', 'scaleIn', 'applyPlan', 'stopTheWorldReplan', 'rescaleOperator'];
 
+// ---------------------------------------------------------------------------------------------
+// Label enums
+
+/** What a label says for a value outside its enum. */
+export const OTHER = 'other';
+/** The route label of a request no route matched (a 404 on an unknown path). */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+/**
+ * The autoscaler's decision labels (the `inputs.decision` of its ledger rows, written by
+ * workflows/autoscaler.ts) → the code the decision label of /metrics says. A refusal's label
+ * carries its detail (`refused: <why>`): it counts as `refused`.
+ */
+const DECISION_OF_LABEL: Record<string, string> = {
+  'scale-out': DECISION_CODE.scaleOut,
+  'scale-in': DECISION_CODE.scaleIn,
+  'no-change: within tolerance': DECISION_CODE.withinTolerance,
+  'no-change: at desired size': DECISION_CODE.atDesired,
+  'no-change: stabilizing': DECISION_CODE.stabilizing,
+  'no-change: change window': DECISION_CODE.changeWindow,
+  'no-change: cooldown': DECISION_CODE.cooldown,
+  'no-change: no observation': DECISION_CODE.noObservation,
+  'no-change: workload not active': 'not-active',
+  'no-change: backing off after a refusal': 'backing-off',
+  'no-change: bounded': 'bounded',
+  'no-change: operation running': 'operation-running',
+};
+const REFUSED_PREFIX = 'refused:';
+
+/** The values of each label kind; `other` ends each whose source may hold something else (text, a number, a row). */
+export const LABEL_VALUES = {
+  method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', OTHER],
+  status: [...Object.keys(STATUS_CODES), OTHER],
+  operationKind: [...KINDS, OTHER],
+  ledgerKind: [...Object.values(LEDGER_KIND), OTHER],
+  /** `none`: a row without outcome */
+  ledgerOutcome: [...LEDGER_OUTCOMES, 'none', OTHER],
+  gate: [...GATE_ORDER, OTHER],
+  /** how an awaitTasksReady activity ended */
+  activityOutcome: ['completed', 'failed', 'timed-out', 'cancelled'],
+  unplacedReason: ['placement-unavailable' satisfies Unplaced['reason'], OTHER],
+  runtimeStatus: [...RUNTIME_STATUSES],
+  decision: [...new Set(Object.values(DECISION_OF_LABEL)), 'refused', OTHER],
+  source: ['postgres', 'temporal'],
+  replicaState: [...REPLICA_STATES],
+} as const satisfies Record<string, readonly string[]>;
+type LabelKind = keyof typeof LABEL_VALUES;
+/**
+ * Labels whose values are not a constant list but still bounded: `route` by the API's route
+ * table (the patterns, never a raw URL, plus `unmatched`), `workload` by the registry (workload
+ * names are bounded by protocol/workload.ts; retired workloads have no series).
+ */
+export type DynamicLabel = 'route' | 'workload';
+
+/** Every label of every scalegate_* metric and where its values come from. */
+export const METRIC_LABELS = {
+  scalegate_http_requests_total: { method: 'method', route: 'route', status: 'status' },
+  scalegate_http_request_duration_seconds: { method: 'method', route: 'route' },
+  scalegate_operations_started_total: { kind: 'operationKind' },
+  scalegate_operations_completed_total: { kind: 'operationKind' },
+  scalegate_operations_refused_total: { kind: 'operationKind' },
+  scalegate_operations_compensated_total: { kind: 'operationKind' },
+  scalegate_ledger_events_total: { kind: 'ledgerKind', outcome: 'ledgerOutcome' },
+  scalegate_gate_failures_total: { gate: 'gate' },
+  scalegate_converge_duration_seconds: { kind: 'operationKind', outcome: 'activityOutcome' },
+  scalegate_placement_pass_duration_seconds: {},
+  scalegate_placement_passes_total: {},
+  scalegate_placement_pass_skips_total: {},
+  scalegate_unplaced_workloads: { reason: 'unplacedReason' },
+  scalegate_runtimes: { status: 'runtimeStatus' },
+  scalegate_workload_replicas: { workload: 'workload', state: 'replicaState' },
+  scalegate_lease_expirations_total: {},
+  scalegate_autoscaler_decisions_total: { decision: 'decision' },
+  scalegate_recoveries_total: { outcome: 'ledgerOutcome' },
+  scalegate_metrics_source_up: { source: 'source' },
+} as const satisfies Record<string, Record<string, LabelKind | DynamicLabel>>;
+
+/** `value` when its enum holds it, else `other`. */
+function bounded(kind: LabelKind, value: string): string {
+  return (LABEL_VALUES[kind] as readonly string[]).includes(value) ? value : OTHER;
+}
+
+/** An autoscaler decision label (free text for a refusal) → its code, `other` when unknown. */
+export function decisionCode(label: string): string {
+  const text = label.trim();
+  if (text.startsWith(REFUSED_PREFIX)) return 'refused';
+  return Object.hasOwn(DECISION_OF_LABEL, text) ? DECISION_OF_LABEL[text] : OTHER;
+}
+
+/** An unplaced row's reason → its code, `other` when unknown. */
+export const unplacedReasonCode = (reason: string): string => bounded('unplacedReason', reason.trim());
+
 export interface MetricSources {
   taskQueue: string;
   ledgerStats(): Promise<LedgerStats>;
   reconcileMarker(): Promise<{ passes: number; skips: number }>;
   unplaced(): Promise<{ workload: string; reason: string }[]>;
-  runtimes(): Promise<{ status: string }[]>;
+  runtimes(): Promise<(Runtime & { tasks: readonly TaskReport[] })[]>;
+  workloads(): Promise<{ name: string; replicas: ReplicaCount; selector: Labels; retired: boolean }[]>;
+  placements(): Promise<Pick<Placement, 'workload' | 'assignments'>[]>;
   temporal(): Promise<Client>;
 }
 
@@ -51,17 +155,18 @@ const secondsOf = (time: { seconds?: unknown; nanos?: number | null } | null | u
   return (typeof s === 'number' ? s : s.toNumber()) + (time.nanos ?? 0) / 1e9;
 };
 
+type ActivityOutcome = (typeof LABEL_VALUES.activityOutcome)[number];
 /** Durations of the activities of one type in a history: scheduled → completed, failed or timed out. */
-function activityDurations(events: any[], activityType: string, afterEventId = 0): { seconds: number; outcome: string; eventId: number }[] {
+function activityDurations(events: any[], activityType: string, afterEventId = 0): { seconds: number; outcome: ActivityOutcome; eventId: number }[] {
   const scheduled: Record<string, number> = {};
-  const found: { seconds: number; outcome: string; eventId: number }[] = [];
+  const found: { seconds: number; outcome: ActivityOutcome; eventId: number }[] = [];
   for (const event of events) {
     const id = Number(event.eventId);
     const at = secondsOf(event.eventTime);
     if (at === null) continue;
     const attrs = event.activityTaskScheduledEventAttributes;
     if (attrs?.activityType?.name === activityType) scheduled[id] = at;
-    const ended: [string, { scheduledEventId?: unknown } | null | undefined][] = [
+    const ended: [ActivityOutcome, { scheduledEventId?: unknown } | null | undefined][] = [
       ['completed', event.activityTaskCompletedEventAttributes],
       ['failed', event.activityTaskFailedEventAttributes],
       ['timed-out', event.activityTaskTimedOutEventAttributes],
@@ -109,8 +214,12 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
   const skips = new Counter({ name: 'scalegate_placement_pass_skips_total', help: 'reconcile placement passes skipped because nothing they decide from changed (reconcile marker)', registers: [registry] });
   const unplaced = new Gauge({ name: 'scalegate_unplaced_workloads', help: 'workloads with unplaced replicas, by reason', labelNames: ['reason'] as const, registers: [registry] });
   const runtimes = new Gauge({ name: 'scalegate_runtimes', help: 'runtimes by status', labelNames: ['status'] as const, registers: [registry] });
+  const replicas = new Gauge({
+    name: 'scalegate_workload_replicas', help: 'replicas of each workload not retired: desired (registry), placed (its placement), ready (its assigned tasks the agents report ready)',
+    labelNames: ['workload', 'state'] as const, registers: [registry],
+  });
   const leaseExpirations = new Counter({ name: 'scalegate_lease_expirations_total', help: 'runtimes this API declared LOST because their lease ran out', registers: [registry] });
-  const autoscaleDecisions = new Counter({ name: 'scalegate_autoscaler_decisions_total', help: 'autoscaler decisions, by decision (ledger rows of kind autoscale: scale-out, scale-in, no-change: <why>)', labelNames: ['decision'] as const, registers: [registry] });
+  const autoscaleDecisions = new Counter({ name: 'scalegate_autoscaler_decisions_total', help: 'autoscaler decisions, by decision code (ledger rows of kind autoscale: scale-out, scale-in, refused, within-tolerance, cooldown, ...)', labelNames: ['decision'] as const, registers: [registry] });
   const recoveries = new Counter({ name: 'scalegate_recoveries_total', help: 'runtime recoveries, by outcome (ledger rows of kind recover)', labelNames: ['outcome'] as const, registers: [registry] });
   const sourceUp = new Gauge({ name: 'scalegate_metrics_source_up', help: 'whether the last scrape could read a source (postgres, temporal)', labelNames: ['source'] as const, registers: [registry] });
   leaseExpirations.inc(0);
@@ -122,25 +231,34 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
   const reconcileSeen = { runId: '', eventId: 0, markerPasses: -1 };
   const WINDOW_MS = 15 * 60_000;
 
+  /** The routes the API serves (declareRoutes); a request outside them is `unmatched`. */
+  let routes: ReadonlySet<string> | null = null;
+
   async function readPostgres(sources: MetricSources) {
-    const [stats, marker, unplacedRows, runtimeRows] = await Promise.all([sources.ledgerStats(), sources.reconcileMarker(), sources.unplaced(), sources.runtimes()]);
+    const [stats, marker, unplacedRows, runtimeRows, workloads, placements] = await Promise.all([
+      sources.ledgerStats(), sources.reconcileMarker(), sources.unplaced(), sources.runtimes(), sources.workloads(), sources.placements(),
+    ]);
     const outcomes = (wanted: string[]) => KINDS.map((kind) => ({
       labels: { kind }, value: stats.byOutcome.filter((r) => r.kind === kind && wanted.includes(r.outcome)).reduce((n, r) => n + r.count, 0),
     }));
     setCounter(completed, outcomes(['completed', 'completed-above-target', 'degraded']));
     setCounter(refused, outcomes(['refused']));
     setCounter(compensated, outcomes(['compensated']));
-    setCounter(ledgerEvents, stats.byOutcome.map((r) => ({ labels: { kind: r.kind, outcome: r.outcome }, value: r.count })));
-    setCounter(gateFailures, stats.gateFailures.map((r) => ({ labels: { gate: r.gate }, value: r.count })));
-    setCounter(autoscaleDecisions, stats.autoscaleDecisions.map((r) => ({ labels: { decision: r.decision }, value: r.count })));
-    setCounter(recoveries, stats.byOutcome.filter((r) => r.kind === 'recover').map((r) => ({ labels: { outcome: r.outcome }, value: r.count })));
+    setCounter(ledgerEvents, stats.byOutcome.map((r) => ({ labels: { kind: bounded('ledgerKind', r.kind), outcome: bounded('ledgerOutcome', r.outcome) }, value: r.count })));
+    setCounter(gateFailures, stats.gateFailures.map((r) => ({ labels: { gate: bounded('gate', r.gate) }, value: r.count })));
+    setCounter(autoscaleDecisions, stats.autoscaleDecisions.map((r) => ({ labels: { decision: decisionCode(r.decision) }, value: r.count })));
+    setCounter(recoveries, stats.byOutcome.filter((r) => r.kind === 'recover').map((r) => ({ labels: { outcome: bounded('ledgerOutcome', r.outcome) }, value: r.count })));
     setCounter(passes, [{ labels: {}, value: marker.passes }]);
     setCounter(skips, [{ labels: {}, value: marker.skips }]);
     unplaced.reset();
     unplaced.set({ reason: 'placement-unavailable' }, 0);
-    for (const row of unplacedRows) unplaced.inc({ reason: row.reason }, 1);
+    for (const row of unplacedRows) unplaced.inc({ reason: unplacedReasonCode(row.reason) }, 1);
     runtimes.reset();
-    for (const status of ['READY', 'CORDONED', 'LOST']) runtimes.set({ status }, runtimeRows.filter((r) => r.status === status).length);
+    for (const status of RUNTIME_STATUSES) runtimes.set({ status }, runtimeRows.filter((r) => r.status === status).length);
+    replicas.reset();
+    const active = workloads.filter((w) => !w.retired);
+    const counts = replicaCounts(active, placements, runtimeRows, Date.now());
+    for (const w of active) for (const state of REPLICA_STATES) replicas.set({ workload: w.name, state }, counts[w.name][state]);
     return marker;
   }
 
@@ -161,7 +279,7 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
       read += 1;
       const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
       for (const d of activityDurations(history.events ?? [], 'awaitTasksReady')) {
-        converge.observe({ kind: OPERATION_KINDS[wf.type as keyof typeof OPERATION_KINDS] ?? wf.type, outcome: d.outcome }, d.seconds);
+        converge.observe({ kind: bounded('operationKind', OPERATION_KINDS[wf.type as keyof typeof OPERATION_KINDS] ?? OTHER), outcome: d.outcome }, d.seconds);
       }
       seenRuns[wf.runId] = wf.closeTime?.getTime() ?? Date.now();
     }
@@ -187,9 +305,15 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
   let scraping: Promise<unknown> = Promise.resolve();
   return {
     contentType: registry.contentType,
-    countRequest(method: string, route: string, status: number, seconds?: number) {
-      httpRequests.inc({ method, route, status: String(status) });
-      if (seconds !== undefined) httpDuration.observe({ method, route }, seconds);
+    /** The route patterns the API serves: the only values of the route label besides `unmatched`. */
+    declareRoutes(patterns: readonly string[]) {
+      routes = new Set(patterns);
+    },
+    /** One request: `route` is the pattern that matched (undefined: none), never the raw URL. */
+    countRequest(method: string, route: string | undefined, status: number, seconds?: number) {
+      const labels = { method: bounded('method', method.toUpperCase()), route: route !== undefined && routes?.has(route) ? route : UNMATCHED_ROUTE };
+      httpRequests.inc({ ...labels, status: bounded('status', String(status)) });
+      if (seconds !== undefined) httpDuration.observe(labels, seconds);
     },
     countLeaseExpirations(count: number) {
       if (count > 0) leaseExpirations.inc(count);

@@ -4,7 +4,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
 
-import { ADMIT_BY_MEMO, type StartedOperation, type Workload } from '../protocol';
+import { ADMIT_BY_MEMO, IDEMPOTENCY_KEY, type StartedOperation, type Workload } from '../protocol';
 import type { RecordedStart } from '../store/operation-starts';
 export type { StartedOperation };
 
@@ -14,9 +14,6 @@ export async function requireActiveWorkload(deps: ApiDeps, name: string): Promis
   if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${name}`);
   return workload;
 }
-
-/** Idempotency-Key: what a client may send (bounded before any work is done on it). */
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
 
 /** The Idempotency-Key header of a request (undefined when absent); a malformed one is a 400. */
 export function idempotencyKeyOf(headers: Record<string, string | string[] | undefined>): string | undefined {

@@ -5,12 +5,31 @@ export type Cell = string | number | boolean | null | undefined;
 
 const text = (cell: Cell): string => (cell === null || cell === undefined || cell === '' ? '-' : String(cell));
 
-/** An aligned table: upper-case headers, two spaces between columns, `-` for an empty cell. */
-export function table(headers: string[], rows: Cell[][]): string {
+/** The width tables are cut to: a reason or a list never makes a row wrap on a 120-column terminal. */
+export const TABLE_WIDTH = 120;
+/** A column is never cut below this (a header and a short value stay whole). */
+const MIN_COLUMN = 10;
+
+const cut = (cell: string, width: number) => (cell.length <= width ? cell : `${cell.slice(0, Math.max(0, width - 1))}…`);
+
+/**
+ * An aligned table: upper-case headers, two spaces between columns, `-` for an empty cell. Rows
+ * wider than `maxWidth` have their widest columns cut (ending in `…`) until they fit; line breaks
+ * in a cell become spaces. `--json` has every value whole.
+ */
+export function table(headers: string[], rows: Cell[][], maxWidth = TABLE_WIDTH): string {
   if (rows.length === 0) return '(none)';
-  const cells = [headers.map((h) => h.toUpperCase()), ...rows.map((row) => row.map(text))];
+  const cells = [headers.map((h) => h.toUpperCase()), ...rows.map((row) => row.map((cell) => text(cell).replace(/\s*\n\s*/g, ' ')))];
   const widths = headers.map((_, i) => Math.max(...cells.map((row) => (row[i] ?? '').length)));
-  return cells.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ').trimEnd()).join('\n');
+  const total = () => widths.reduce((sum, w) => sum + w, 0) + 2 * (widths.length - 1);
+  while (total() > maxWidth) {
+    const widest = widths.indexOf(Math.max(...widths));
+    if (widths[widest] <= MIN_COLUMN) break;
+    widths[widest] = Math.max(MIN_COLUMN, widths[widest] - (total() - maxWidth));
+  }
+  return cells
+    .map((row) => row.map((cell, i) => (i === row.length - 1 ? cut(cell, widths[i]) : cut(cell, widths[i]).padEnd(widths[i]))).join('  ').trimEnd())
+    .join('\n');
 }
 
 /** `key: value` lines, keys aligned; entries whose value is undefined are left out. */

@@ -4,14 +4,19 @@
 // server's message (on stderr; with --json its body on stdout too); a usage error exits 2.
 // Tokens come from the environment (SCALEGATE_OPERATOR_TOKEN / SCALEGATE_VIEWER_TOKEN) or the
 // state folder's tokens.json (what `npm start` writes).
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import type { z } from 'zod';
 import { describeIssues, LedgerQuerySchema, PlanRequestSchema, RescaleRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
-import { fields, labels, relative, runtimesOf, section, table } from './format';
+import { fields, labels, relative, runtimesOf, section, table, type Cell } from './format';
+import { exitCodeOf, followOperation } from './watch';
+import { readStackFile } from '../embedded/stack-file';
+import { installedTemporalCli } from '../embedded/temporal-cli';
 
 export const USAGE = `usage: scalegate <command> [options]
 
@@ -22,27 +27,35 @@ export const USAGE = `usage: scalegate <command> [options]
   workloads get <name>                       a workload with its placement
   workloads retire <name>                    stop its tasks and empty its placement (a workflow)
   plan <workload> <replicas|all>             plan a change: starts, stops, moves, warnings, basis
-  apply <planId>                             apply a plan (a workflow)
+  apply <planId> [--wait]                    apply a plan (a workflow)
   scale <workload> <replicas> [--approval auto|manual] [--reason TEXT] [--soak-ms N]
-        [--converge-timeout-ms N] [--drain-timeout-ms N] [--per-instance-limit N]
-  recover <runtime>                          start the recovery of a runtime
+        [--converge-timeout-ms N] [--drain-timeout-ms N] [--per-instance-limit N] [--wait]
+  recover <runtime> [--wait]                 start the recovery of a runtime
   cordon <runtime> | uncordon <runtime>      take a runtime out of (or back into) placement
   operations show <workflowId>               status, phase, gates, plan, evidence, compensation
+  operations watch <workflowId>              follow it to its end (as --wait does)
   operations approve <workflowId>            approve a scale-out waiting for manual approval
   operations abort <workflowId>              abort (after a change, the replan compensates)
   ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
   jobs <job>                                 a stream job: operators, subtasks with their counters,
                                              last completed checkpoint, running operation
-  rescale <job> <operator> <parallelism> [--reason TEXT]
+  rescale <job> <operator> <parallelism> [--reason TEXT] [--wait]
                                              rescale one operator: hot at a checkpoint barrier when it
                                              can (integer factor, keyed aggregate), else stop-the-world
   tiers show <tier>                          policy, latest observations, last decision, running operation
   tiers policy <tier> -f FILE                set a tier's autoscaler policy (YAML or JSON)
   tiers signal <tier> [--qps N] [--active-users N] [--cpu-utilization F] [--queue-depth N] [--at ISO]
                                              send a load observation to autoscale:<tier>
+  temporal <args...>                         the Temporal CLI scalegate provisioned, pointed at the
+                                             running stack's Temporal, e.g. scalegate temporal workflow list
 
+  --wait       follow the operation it starts to its end: a line per step (gates, plan, tasks
+               ready n/m, soak countdown, comparison), then the outcome and its reason; the
+               default on a terminal (--no-wait: return at once). Exit code: 0 completed,
+               1 failed, 3 refused, 4 compensated, 5 cancelled (2: a usage error)
   --json       print the API's JSON answer instead of tables
-  --api URL    the API (default $SCALEGATE_API_URL or http://127.0.0.1:8080)
+  --api URL    the API (default $SCALEGATE_API_URL, else the one npm start runs, from
+               .scalegate/stack.json, else http://127.0.0.1:8080)
   -h, --help   this text
 
   (older spellings still work: workload put|get|retire, op, approve, abort)`;
@@ -59,10 +72,13 @@ class ApiRefusal extends Error {
   }
 }
 
+/** The state folder `npm start` keeps (tokens.json, stack.json). */
+const stateHome = () => process.env.SCALEGATE_HOME ?? '.scalegate';
+
 function token(role: Role): string {
   const fromEnv = role === 'operator' ? process.env.SCALEGATE_OPERATOR_TOKEN : process.env.SCALEGATE_VIEWER_TOKEN ?? process.env.SCALEGATE_OPERATOR_TOKEN;
   if (fromEnv) return fromEnv;
-  const file = path.join(process.env.SCALEGATE_HOME ?? '.scalegate', 'tokens.json');
+  const file = path.join(stateHome(), 'tokens.json');
   let stored: Record<string, string>;
   try {
     stored = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, string>;
@@ -208,10 +224,10 @@ function renderPlan(p: any): string {
 
 function renderStarted(what: string, s: any): string {
   return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl]]) +
-    `\nfollow it with: scalegate operations show ${s.workflowId}`;
+    `\nfollow it with: scalegate operations watch ${s.workflowId}`;
 }
 
-function renderOperation(o: any): string {
+export function renderOperation(o: any): string {
   const parts = [fields([
     ['workflow', o.workflowId], ['run', o.runId], ['kind', o.kind], ['status', o.status], ['phase', o.phase],
     ['started', o.startedAt], ['closed', o.closedAt],
@@ -232,8 +248,55 @@ function renderOperation(o: any): string {
     parts.push(section('COMPENSATION', fields([['reason', o.compensation.reason], ['replicas', o.compensation.replicas],
       ['outcome', o.compensation.outcome ? `fence ${o.compensation.outcome.fence}, generation ${o.compensation.outcome.generation}` : 'running']])));
   }
-  if (o.result !== undefined && o.result !== null && !o.gates) parts.push(section('RESULT', JSON.stringify(o.result, null, 2)));
+  if (o.result !== undefined && o.result !== null && !o.gates) parts.push(...resultSections(o.kind, o.result));
   return parts.join('\n\n');
+}
+
+const list = (items: unknown[] | null | undefined, max = 6): string | undefined =>
+  items?.length ? `${items.slice(0, max).join(', ')}${items.length > max ? ` +${items.length - max}` : ''}` : undefined;
+const ratio = (record: Record<string, number> | null | undefined) => (record ? Object.entries(record).map(([k, v]) => `${k} ${v}`).join(', ') : undefined);
+
+/** The sections of an operation's own status or result, by its kind; a kind without its own shows its fields. */
+function resultSections(kind: string, r: any): string[] {
+  if (kind === 'rescaleOperator') {
+    const sections = [section('RESCALE', fields([
+      ['operator', r.operator], ['parallelism', `${r.from ?? '?'} → ${r.to}`], ['outcome', r.outcome],
+      ['hot', r.hot === null ? undefined : r.hot ? 'yes: cut over at a checkpoint barrier' : 'no: the stop-the-world replan'],
+      ['reason', r.reason ?? undefined], ['checkpoint', r.checkpoint ?? undefined], ['added', list(r.added)], ['retired', list(r.retired)], ['error', r.error ?? undefined],
+    ]))];
+    if (r.compensation) {
+      const c = r.compensation;
+      sections.push(section('COMPENSATION', fields([['reason', c.reason], ['joined', c.joined ?? undefined],
+        ['restored from', c.outcome?.restoredFrom ?? undefined], ['generation', c.outcome?.generation ?? undefined],
+        ['parallelism', c.outcome?.parallelism ? `${ratio(c.outcome.parallelism.from)} → ${ratio(c.outcome.parallelism.to)}` : undefined]])));
+    }
+    return sections;
+  }
+  if (kind === 'recoverRuntime') {
+    const t = r.timings ?? {};
+    const sections = [section('RECOVERY', fields([
+      ['runtime', r.runtime], ['by', r.by], ['reason', r.reason], ['outcome', r.outcome],
+      ['lost', r.lost ? `${r.lost.outcome} (fence ${r.lost.fence}${r.lost.lostAt ? `, at ${r.lost.lostAt}` : ''})` : undefined],
+      ['timings', [['started', t.startedAt], ['decided', t.decidedAt], ['converged', t.convergedAt], ['ended', t.endedAt]].filter(([, at]) => at).map(([what, at]) => `${what} ${at}`).join(', ') || undefined],
+      ['error', r.error ?? undefined],
+    ]))];
+    if (r.decisions?.length) {
+      sections.push(section('DECISIONS', table(['workload', 'kind', 'from→to', 'phase', 'applied', 'attempts', 'error'],
+        r.decisions.map((d: any) => [d.workload, d.kind, `${d.fromReplicas}→${d.toReplicas}`, d.phase, d.applied, d.attempts, d.error]))));
+    }
+    if (r.compensation) sections.push(section('COMPENSATION', fields([['reason', r.compensation.reason], ['workloads', list(r.compensation.workloads.map((w: any) => w.workload))]])));
+    return sections;
+  }
+  // applyPlan, stopTheWorldReplan, retireWorkload and the loops: their fields, one per line.
+  return [section('RESULT', fields(Object.entries(r).map(([key, value]): [string, Cell] => [key, summarize(value)])))];
+}
+
+/** A value on one line: scalars as they are, short lists joined, anything else as compact JSON cut to 100 characters. */
+function summarize(value: unknown): Cell {
+  if (value === null || ['string', 'number', 'boolean'].includes(typeof value)) return value as Cell;
+  if (Array.isArray(value) && value.every((v) => ['string', 'number'].includes(typeof v))) return list(value, 10) ?? '(none)';
+  const json = JSON.stringify(value);
+  return json.length > 100 ? `${json.slice(0, 99)}…` : json;
 }
 
 function renderLedger(events: any[]): string {
@@ -288,14 +351,37 @@ function renderRuntime(r: any): string {
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * `scalegate temporal ...`: the Temporal CLI scalegate provisioned, pointed at the running stack's
+ * Temporal (stack.json; TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE win), its arguments as they are.
+ */
+async function runTemporal(args: string[]): Promise<void> {
+  const cli = installedTemporalCli();
+  if (!cli) throw new UsageError('the Temporal CLI is not installed here: `npx tsx scripts/temporal-cli.ts` provisions it (npm start and .ci/run do too)');
+  const stack = readStackFile(stateHome());
+  const env = {
+    ...process.env,
+    ...(process.env.TEMPORAL_ADDRESS || !stack ? {} : { TEMPORAL_ADDRESS: stack.temporalAddress }),
+    ...(process.env.TEMPORAL_NAMESPACE || !stack ? {} : { TEMPORAL_NAMESPACE: stack.namespace }),
+  };
+  const code = await new Promise<number>((resolve, reject) => {
+    const child = spawn(cli.path, args, { stdio: 'inherit', env });
+    child.once('error', reject);
+    child.once('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : 1)));
+  });
+  process.exitCode = code;
+}
+
 export async function run(argv: string[], out: (text: string) => void = (t) => process.stdout.write(`${t}\n`)): Promise<void> {
+  // Everything after `temporal` is the Temporal CLI's own arguments: not parsed here.
+  if (argv[0] === 'temporal') return runTemporal(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
       api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
       limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
-      json: { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
+      json: { type: 'boolean' }, wait: { type: 'boolean' }, 'no-wait': { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
       'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' },
       qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
     },
@@ -305,8 +391,26 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     if (!values.help) process.exitCode = 2;
     return;
   }
-  const call = client(values.api ?? process.env.SCALEGATE_API_URL ?? 'http://127.0.0.1:8080');
+  const call = client(values.api ?? process.env.SCALEGATE_API_URL ?? readStackFile(stateHome())?.apiUrl ?? 'http://127.0.0.1:8080');
   const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
+  // A start is followed to its end with --wait, and by default on a terminal (not with --json).
+  const wait = values['no-wait'] ? false : values.wait ?? (Boolean(process.stdout.isTTY) && !values.json);
+  const follow = async (workflowId: string) => {
+    const ended = await followOperation(workflowId, {
+      get: (urlPath) => call('GET', urlPath, 'viewer'),
+      // With --json only the final view is printed.
+      write: values.json ? () => {} : (text) => process.stdout.isTTY ? process.stdout.write(text) : out(text.replace(/\n$/, '')),
+      tty: Boolean(process.stdout.isTTY) && !values.json,
+    });
+    if (values.json) out(JSON.stringify(ended, null, 2));
+    process.exitCode = exitCodeOf(ended.status);
+  };
+  const started = async (what: string, answer: any) => {
+    if (!answer?.workflowId) return show(answer, (s) => JSON.stringify(s, null, 2));
+    if (!wait) return show(answer, (s) => renderStarted(what, s));
+    if (!values.json) out(`${what} ${answer.kind} ${answer.workflowId} (web ui: ${answer.uiUrl})`);
+    return follow(answer.workflowId);
+  };
   let [command, sub, a] = positionals;
 
   // Older spellings: `workload put <name> --file F|get|retire`, `op`, `approve`, `abort`.
@@ -352,18 +456,19 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       return show(await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/plan`, 'operator', request), renderPlan);
     }
     case 'apply':
-      return show(await call('POST', `/v1/plans/${enc(need(sub, 'the plan id'))}/apply`, 'operator', {}), (s) => renderStarted('applying', s));
+      return started('applying', await call('POST', `/v1/plans/${enc(need(sub, 'the plan id'))}/apply`, 'operator', {}));
     case 'scale': {
       const request = body(ScaleRequestSchema, {
         replicas: replicasArg(need(a, 'the replicas: scale <workload> <replicas>')), approval: values.approval, reason: values.reason,
         soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']),
         drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']),
       });
-      return show(await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request), (s) => renderStarted('started', s));
+      return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));
     }
     case 'operations': {
       const id = enc(need(a, 'the workflow id, e.g. scale:orders'));
       if (sub === 'show') return show(await call('GET', `/v1/operations/${id}`, 'viewer'), renderOperation);
+      if (sub === 'watch') return follow(need(a, 'the workflow id'));
       if (sub === 'approve') {
         return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
       }
@@ -374,7 +479,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       const [operator, parallelism] = [a, positionals[3]];
       const request = body(RescaleRequestSchema, { parallelism: numberArg(need(parallelism, 'the parallelism: rescale <job> <operator> <parallelism>')), reason: values.reason });
       const path = `/v1/jobs/${enc(need(sub, 'the job: rescale <job> <operator> <parallelism>'))}/operators/${enc(need(operator, 'the operator'))}/rescale`;
-      return show(await call('POST', path, 'operator', request), (s) => renderStarted('rescaling', s));
+      return started('rescaling', await call('POST', path, 'operator', request));
     }
     case 'jobs':
       return show(await call('GET', `/v1/jobs/${enc(need(sub, 'the job: jobs <job>'))}`, 'viewer'), renderJob);
@@ -399,7 +504,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     case 'uncordon':
       return show(await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/${command}`, 'operator'), renderRuntime);
     case 'recover':
-      return show(await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/recover`, 'operator'), (s: any) => (s.workflowId ? renderStarted('recovering', s) : JSON.stringify(s, null, 2)));
+      return started('recovering', await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/recover`, 'operator'));
   }
   throw new UsageError(`unknown command: ${positionals.join(' ')}`);
 }

@@ -66,13 +66,13 @@ export function demoTour(apiUrl: string): string[] {
   return [
     'demo: demo-web (service), demo-orders (consumer, fed by loadgen-orders), demo-clicks (stream job, fed by loadgen-clicks), tier demo',
     `  ${cli} state                                   # everything at a glance (SCALEGATE_API_URL=${apiUrl})`,
-    `  ${cli} scale demo-web 3                        # scaleOut: gates, plan, apply, soak, compare`,
-    `  ${cli} scale demo-orders 1                     # scaleIn: drain a consumer, hand its partitions over`,
+    `  ${cli} scale demo-web 3 --wait                 # scaleOut, followed live: gates, plan, tasks ready, soak, compare`,
+    `  ${cli} scale demo-orders 1 --wait              # scaleIn: drain a consumer, hand its partitions over`,
     `  ${cli} jobs demo-clicks                        # the stream job: subtasks, counters, checkpoints`,
-    `  ${cli} rescale demo-clicks agg 4               # hot rescale at a checkpoint barrier`,
-    `  ${cli} rescale demo-clicks agg 3               # not an integer factor: the stop-the-world replan`,
+    `  ${cli} rescale demo-clicks agg 4 --wait        # hot rescale at a checkpoint barrier`,
+    `  ${cli} rescale demo-clicks agg 3 --wait        # not an integer factor: the stop-the-world replan, saying why`,
     `  ${cli} tiers signal demo --qps 150             # the autoscaler: desired = ceil(150 / 100) = 2, a scale-in after 10 s of it`,
-    `  ${cli} recover agent-c                         # recoverRuntime: move agent-c's work elsewhere`,
+    `  ${cli} recover agent-c --wait                  # recoverRuntime: move agent-c's work elsewhere`,
     `  ${cli} ledger --limit 10                       # every decision, newest first`,
   ];
 }

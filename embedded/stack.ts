@@ -7,14 +7,18 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Connection } from '@temporalio/client';
 import { z } from 'zod';
 import { createPool } from '../store/db';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
 import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
+import { waitUntilReady } from './readiness';
+import { removeStackFile, writeStackFile } from './stack-file';
 import { supervise, type Supervised } from './supervisor';
 import { startTemporalDevServer, waitForTemporal } from './temporal-server';
+import { installedTemporalCli } from './temporal-cli';
 import { DEMO_FEEDS, DEMO_TIER, demoTour, installDemo } from './demo';
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -24,6 +28,8 @@ const StartConfigSchema = z.object({
   /** set to use an external Temporal server instead of starting the dev server */
   TEMPORAL_ADDRESS: z.string().optional(),
   SCALEGATE_TEMPORAL_PORT: port.default(7233),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  SCALEGATE_TASK_QUEUE: z.string().min(1).default('scalegate'),
   SCALEGATE_UI_PORT: port.default(8233),
   /** set to use an external PostgreSQL instead of the embedded one */
   DATABASE_URL: z.string().optional(),
@@ -88,6 +94,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
     if (stopping) return;
     stopping = true;
     say(`stopping (${reason})`);
+    removeStackFile(home); // the CLI stops pointing at a stack that is going away
     // agents first (they drain their tasks), then worker and API, then the servers
     for (const group of [services.filter((s) => s.name.startsWith('agent')), services.filter((s) => !s.name.startsWith('agent'))]) {
       await Promise.all(group.map((s) => s.stop()));
@@ -162,15 +169,24 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   };
 
   launch('api', 'api/main.ts');
-  launch('worker', 'workers/main.ts');
+  const worker = launch('worker', 'workers/main.ts');
   await waitForHttp(`${apiUrl}/healthz`, 60_000);
-  for (const [i, zone] of ['a', 'b', 'c'].entries()) {
-    const agentPort = config.SCALEGATE_AGENT_BASE_PORT + i;
+  const agents = ['a', 'b', 'c'].map((zone, i) => ({ id: `agent-${zone}`, zone, port: config.SCALEGATE_AGENT_BASE_PORT + i }));
+  for (const { id, zone, port: agentPort } of agents) {
     // 8 slots each: room for the demo's stream job to hold its old and new subtasks during a hot rescale.
-    launch(`agent-${zone}`, 'agent/main.ts', ['--id', `agent-${zone}`, '--port', String(agentPort), '--labels', `zone=${zone}`, '--slots', String(config.SCALEGATE_AGENT_SLOTS),
-      '--state-dir', path.join(home, 'agents', `agent-${zone}`), '--api', apiUrl]);
+    launch(id, 'agent/main.ts', ['--id', id, '--port', String(agentPort), '--labels', `zone=${zone}`, '--slots', String(config.SCALEGATE_AGENT_SLOTS),
+      '--state-dir', path.join(home, 'agents', id), '--api', apiUrl]);
   }
-  await waitForHttp(`${apiUrl}/readyz`, 120_000);
+  // Ready means the API answers, the worker polls its task queue and every agent is READY.
+  const temporal = await Connection.connect({ address: temporalAddress });
+  try {
+    await waitUntilReady({
+      apiUrl, viewerToken: tokens.viewer, temporal, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE,
+      workerPid: () => worker.current().child.pid, agents: agents.map((a) => ({ id: a.id, url: `http://127.0.0.1:${a.port}` })),
+    }, { timeoutMs: 180_000, log: say });
+  } finally {
+    await temporal.close();
+  }
   let tour: string[] = [];
   if (demo) {
     const defined = await installDemo(apiUrl, tokens.operator);
@@ -181,13 +197,16 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
     tour = ['', ...demoTour(apiUrl)];
   }
 
+  // What `npx scalegate` reads to reach this stack (the API, and Temporal for `scalegate temporal ...`).
+  writeStackFile(home, { apiUrl, uiUrl, temporalAddress, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE });
   console.log(
     [
       '',
       'scalegate is running',
       `  API            ${apiUrl}   (OpenAPI: ${apiUrl}/openapi.json)`,
-      `  Temporal       ${temporalAddress}   (namespace default, task queue scalegate)`,
+      `  Temporal       ${temporalAddress}   (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.SCALEGATE_TASK_QUEUE})`,
       `  Web UI         ${uiUrl}`,
+      ...temporalCliLines(),
       `  PostgreSQL     ${databaseUrl}`,
       `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c, ${config.SCALEGATE_AGENT_SLOTS} slots each)`,
       `  tokens         operator=${tokens.operator}`,
@@ -201,6 +220,16 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       '',
     ].join('\n'),
   );
+  say(`ready: the API, the worker (polling task queue ${config.SCALEGATE_TASK_QUEUE}) and ${agents.map((a) => a.id).join(', ')} (READY)`);
+}
+
+/** How to reach the Temporal CLI from a shell: through the scalegate CLI, or on PATH. */
+function temporalCliLines(): string[] {
+  const cli = installedTemporalCli();
+  if (!cli) return [];
+  const lines = ['  temporal CLI   npx scalegate temporal workflow list   (this stack\'s Temporal; any temporal command works)'];
+  if (cli.source !== 'PATH') lines.push(`                 or put it on PATH: export PATH="${path.dirname(cli.path)}:$PATH"`);
+  return lines;
 }
 
 /** Runs the embedded stack until SIGINT/SIGTERM; a failed start stops whatever did start. */

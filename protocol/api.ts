@@ -1,7 +1,8 @@
 // Bodies, params and queries of the HTTP API (DESIGN.md §6) that are not a workload definition or
 // a runtime message. The routes validate with them, the CLI builds its requests from them.
 import { z } from 'zod';
-import { LIMITS, Replicas, RuntimeId, WorkloadName } from './workload';
+import { RuntimeSummarySchema } from './runtime';
+import { AssignmentSchema, LIMITS, Replicas, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -38,10 +39,153 @@ export const LedgerQuerySchema = z.object({
 });
 export type LedgerQuery = z.infer<typeof LedgerQuerySchema>;
 
+/** The Idempotency-Key header a start route takes (DESIGN.md §4 "Unambiguous starts"): bounded before any work is done on it. */
+export const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
+
 /** 202 answer of every route that starts an operation. */
-export interface StartedOperation {
-  workflowId: string;
-  runId: string;
-  kind: string;
-  uiUrl: string;
-}
+export const StartedOperationSchema = z
+  .object({
+    /** the operation's target, e.g. scale:<workload>, rescale:<job>, recover:<runtime> */
+    workflowId: z.string(),
+    runId: z.string(),
+    /** the workflow type: scaleOut, scaleIn, applyPlan, stopTheWorldReplan, rescaleOperator, recoverRuntime, retireWorkload */
+    kind: z.string(),
+    /** the operation in the Temporal Web UI */
+    uiUrl: z.string(),
+  })
+  .meta({ title: 'StartedOperation' });
+export type StartedOperation = z.infer<typeof StartedOperationSchema>;
+
+/** GET /healthz */
+export const LivenessSchema = z.object({ status: z.literal('ok') }).meta({ title: 'Liveness' });
+
+/** GET /readyz: 200 when both answer, 503 otherwise, with the same body. */
+export const ReadinessSchema = z
+  .object({ status: z.enum(['ready', 'not-ready']), postgres: z.boolean(), temporal: z.boolean() })
+  .meta({ title: 'Readiness' });
+
+const nullableInstant = z.string().nullable();
+
+/** GET /v1/state (DESIGN.md §6 gives its least shape; more fields are welcome). */
+export const StateSchema = z
+  .object({
+    runtimes: z.array(RuntimeSummarySchema),
+    workloads: z.array(z.object({
+      name: z.string(),
+      kind: z.enum(WORKLOAD_KINDS),
+      replicas: Replicas,
+      /** what operations decided: reconcile and recovery restore it; for replicas `all`, the fresh READY runtimes its selector matches (domain/replicas.ts) */
+      desired: z.int().min(0),
+      /** the assignments its placement holds */
+      placed: z.int(),
+      /** the assigned tasks their runtimes report ready */
+      ready: z.int(),
+      selector: z.record(z.string(), z.string()),
+      revision: z.int(),
+      status: z.enum(['retired', 'pending', 'degraded', 'placed']),
+      placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(AssignmentSchema) }).nullable(),
+    })),
+    unplaced: z.array(UnplacedSchema.extend({ detail: z.string().nullable(), at: z.string() })),
+    /** running operations, from Temporal's visibility */
+    operations: z.array(z.object({
+      workflowId: z.string(),
+      runId: z.string(),
+      kind: z.string(),
+      target: z.string(),
+      phase: z.string().nullable(),
+      startedAt: z.string(),
+    })),
+    /** false when Temporal did not answer: `operations` is then empty for want of an answer, not because nothing runs */
+    operationsAvailable: z.boolean(),
+    reconcile: z.object({ at: nullableInstant, skipped: z.boolean(), passes: z.int(), skips: z.int() }),
+    /** when the API and the lease sweeper last showed they were alive, and came back from a gap */
+    controlPlane: z.object({
+      leaseTtlMs: z.int(),
+      api: z.object({ at: z.string(), resumedAt: z.string() }).nullable(),
+      leaseSweeper: z.object({ at: z.string(), resumedAt: z.string() }).nullable(),
+    }),
+    /** the newest runtime events: declared LOST (by whom), mass expiries */
+    runtimeEvents: z.array(z.object({ id: z.int(), at: z.string(), type: z.string(), subject: z.string(), detail: z.record(z.string(), z.unknown()) })),
+  })
+  .meta({ title: 'State' });
+
+/** POST /v1/workloads/:name/plan (201): a stored plan, applied with POST /v1/plans/:id/apply. */
+export const PlanSchema = z
+  .object({
+    id: z.string(),
+    createdAt: z.string(),
+    /** the workflow that applied it, once applied */
+    appliedWorkflow: z.string().nullable(),
+    workload: z.string(),
+    kind: z.enum(WORKLOAD_KINDS),
+    fromReplicas: z.int(),
+    replicas: Replicas,
+    /** the assignments the plan leads to */
+    target: z.array(AssignmentSchema),
+    generation: z.int(),
+    starts: z.array(AssignmentSchema),
+    stops: z.array(AssignmentSchema),
+    moves: z.array(z.object({ from: AssignmentSchema, to: AssignmentSchema })),
+    warnings: z.array(z.string()),
+    evidenceRequired: z.array(z.string()),
+    unplaced: UnplacedSchema.nullable(),
+    /** what it was computed on: applying it after either moved is refused (409 stale-plan) */
+    basis: z.object({ registryRevision: z.int(), placementFence: z.int() }),
+  })
+  .meta({ title: 'Plan' });
+
+/** GET /v1/operations/:workflowId. Scale operations spread their status out; every other kind's is `result`. */
+export const OperationViewSchema = z
+  .object({
+    workflowId: z.string(),
+    runId: z.string(),
+    kind: z.string(),
+    status: z.string().describe('running, completed, refused (gates failed, nothing changed), compensated (aborted and replanned), failed or cancelled'),
+    temporalStatus: z.string(),
+    phase: z.unknown().describe('the phase it is in or ended in (null when it reports none)'),
+    startedAt: z.string(),
+    closedAt: nullableInstant,
+    gates: z.unknown().optional(),
+    evidenceGap: z.unknown().optional(),
+    plan: z.unknown().optional(),
+    evidence: z.object({ baseline: z.unknown(), after: z.unknown(), comparison: z.unknown() }).optional(),
+    approval: z.unknown().optional(),
+    scaleIn: z.unknown().optional(),
+    compensation: z.unknown().optional(),
+    tierRules: z.unknown().optional(),
+    /** other kinds: the workflow's result or status */
+    result: z.unknown().optional(),
+    /** a failed operation: its innermost cause */
+    failure: z.string().nullable(),
+  })
+  .meta({ title: 'Operation' });
+
+/** POST /v1/operations/:workflowId/approve: the scale operation's status after the approval. */
+export const ScaleStatusSchema = z
+  .object({
+    kind: z.enum(['scaleOut', 'scaleIn']),
+    workload: z.string(),
+    phase: z.string(),
+    outcome: z.enum(['running', 'completed', 'refused', 'compensated', 'rejected', 'cancelled', 'failed']),
+    fromReplicas: z.int().nullable(),
+    toReplicas: z.int(),
+    gates: z.unknown(),
+    evidenceGap: z.string().nullable(),
+    plan: z.unknown(),
+    baseline: z.unknown(),
+    after: z.unknown(),
+    comparison: z.unknown(),
+    approval: z.object({ mode: z.enum(['auto', 'manual']), decision: z.enum(['approved', 'rejected']).nullable(), by: z.string().nullable() }),
+    scaleIn: z.unknown(),
+    compensation: z.unknown(),
+    error: z.string().nullable(),
+  })
+  .meta({ title: 'ScaleStatus' });
+
+/** POST /v1/operations/:workflowId/abort (202): the abort signal was sent. */
+export const AbortAnswerSchema = z.object({ workflowId: z.string(), aborting: z.literal(true) }).meta({ title: 'AbortAnswer' });
+
+/** GET /openapi.json: an OpenAPI 3.1 document. */
+export const OpenApiDocumentSchema = z
+  .object({ openapi: z.string(), info: z.object({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) })
+  .meta({ title: 'OpenApiDocument' });

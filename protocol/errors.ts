@@ -1,6 +1,8 @@
 // Every error code that crosses a process boundary, with its HTTP status and whether a caller
 // may retry it. The API, the agents, the agent client in activities/ and the workflows all map
 // codes through this one table.
+import { z } from 'zod';
+
 export const ERROR_CODES = {
   // request shape and access
   'invalid-json': { status: 400, retryable: false },
@@ -66,6 +68,16 @@ export interface ErrorBody {
   message: string;
   [detail: string]: unknown;
 }
+
+/** ErrorBody as a schema (the OpenAPI document's `Error`): the code, the message, and the code's details. */
+export const ErrorBodySchema = z
+  .looseObject({
+    error: z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]),
+    message: z.string(),
+    /** validation-failed: every bad field, e.g. `body.replicas` */
+    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .meta({ title: 'Error', description: 'the code (its HTTP status is fixed by the code), a message for people, and details that depend on the code (e.g. workflowId for operation-in-progress)' });
 
 /** An error that carries a protocol code; thrown by handlers and drivers, mapped to HTTP in http/. */
 export class CodedError extends Error {

@@ -1,7 +1,7 @@
 // Runtimes (nodes with an agent) as the API sees them: registration, heartbeats and the task
 // reports they carry (DESIGN.md §3, §6).
 import { z } from 'zod';
-import { LabelsSchema, RuntimeId, type Labels } from './workload';
+import { LabelsSchema, RuntimeId } from './workload';
 
 export const RUNTIME_STATUSES = ['READY', 'CORDONED', 'LOST'] as const;
 export type RuntimeStatus = (typeof RUNTIME_STATUSES)[number];
@@ -44,10 +44,15 @@ export const RuntimeCredentialSchema = z.string().regex(/^[A-Za-z0-9_-]{43,512}$
  * agent token (201) carries the runtime's new `credential`, once; a resume with the runtime's own
  * credential (200, `resumed: true`) keeps fence and credential and carries neither secret.
  */
+export const LeaseTermsSchema = z.object({
+  leaseTtlMs: z.int(),
+  /** how often the runtime should heartbeat: a third of the lease */
+  heartbeatIntervalMs: z.int(),
+});
+
 export const RegisterAnswerSchema = z.object({
   fence: z.int(),
-  leaseTtlMs: z.int(),
-  heartbeatIntervalMs: z.int(),
+  ...LeaseTermsSchema.shape,
   credential: RuntimeCredentialSchema.optional(),
   resumed: z.boolean().default(false),
 });
@@ -69,13 +74,46 @@ export const HeartbeatAnswerSchema = z
   .loose();
 export type HeartbeatAnswer = z.infer<typeof HeartbeatAnswerSchema>;
 
-export interface Runtime {
-  id: string;
-  endpoint: string;
-  labels: Labels;
-  slots: number;
-  status: RuntimeStatus;
+/** A runtime (a node with an agent) as placement and the API see it. */
+export const RuntimeSchema = z.object({
+  id: z.string(),
+  endpoint: z.string(),
+  labels: z.record(z.string(), z.string()),
+  slots: z.int(),
+  status: z.enum(RUNTIME_STATUSES),
   /** ISO-8601 instant */
-  leaseExpiresAt: string;
-  fence: number;
-}
+  leaseExpiresAt: z.string(),
+  fence: z.int(),
+});
+export type Runtime = z.infer<typeof RuntimeSchema>;
+
+/** What the control plane keeps about a runtime beside `Runtime` (the API answers it too). */
+const runtimeRecord = {
+  lastHeartbeatAt: z.string().nullable(),
+  /** when it was last declared LOST */
+  lostAt: z.string().nullable(),
+  /** set while a mass expiry holds it (not declared LOST, not recovered automatically) */
+  heldAt: z.string().nullable(),
+};
+
+/** POST /v1/runtimes/:id/cordon and /uncordon: the runtime with the task reports of its last heartbeat. */
+export const RuntimeViewSchema = RuntimeSchema.extend({ ...runtimeRecord, tasks: z.array(TaskReportSchema) }).meta({ title: 'Runtime' });
+/** A runtime in GET /v1/state: how many tasks it reported instead of the reports. */
+export const RuntimeSummarySchema = RuntimeSchema.extend({ ...runtimeRecord, tasks: z.int() });
+
+/**
+ * POST /v1/runtimes: the runtime and its lease terms; a new registration (201) carries its
+ * `credential`, once; a resume (200) has `resumed: true` and no credential.
+ */
+export const RegistrationSchema = RuntimeViewSchema.extend(RegisterAnswerSchema.shape).meta({ title: 'Registration' });
+
+/** POST /v1/runtimes/:id/heartbeat (200): the renewed lease and the reported tasks no placement assigns to the runtime. */
+export const HeartbeatRenewalSchema = z
+  .object({
+    leaseExpiresAt: z.string(),
+    fence: z.int(),
+    status: z.enum(RUNTIME_STATUSES),
+    revoked: z.array(z.string()),
+    ...LeaseTermsSchema.shape,
+  })
+  .meta({ title: 'HeartbeatRenewal' });

@@ -82,7 +82,7 @@ export const StreamJobViewSchema = z.object({
   checkpointInFlight: CheckpointViewSchema.nullable(),
   /** the running operation on the job (replan:<job>, rescale:<job>), if any */
   runningOperation: z.object({ workflowId: z.string(), kind: z.string(), phase: z.string().nullable() }).nullable(),
-});
+}).meta({ title: 'Job' });
 export type StreamJobView = z.infer<typeof StreamJobViewSchema>;
 
 /**

@@ -85,3 +85,70 @@ export interface StoredTierPolicy {
   policy: TierPolicy;
   updatedAt: string;
 }
+
+const storedTierPolicy = {
+  tier: z.string(),
+  /** one more on every PUT (1 for a new tier) */
+  revision: z.int(),
+  /** the policy, defaults filled */
+  policy: TierPolicySchema,
+  updatedAt: z.string(),
+};
+
+/** PUT /v1/tiers/:tier/policy (201 new, 200 replaced): the stored revision, delivered to autoscale:<tier>. */
+export const TierPolicyAnswerSchema = z
+  .object({ ...storedTierPolicy, workflowId: z.string().describe('autoscale:<tier>') })
+  .meta({ title: 'TierPolicyAnswer' });
+
+/** POST /v1/tiers/:tier/signals (202): the autoscaler workflow the observation went to. */
+export const TierSignalAnswerSchema = z.object({ workflowId: z.string().describe('autoscale:<tier>') }).meta({ title: 'TierSignalAnswer' });
+
+/**
+ * GET /v1/tiers/:tier: the policy, what the autoscaler is doing and its last decision. `source` says
+ * where the figures come from: the running workflow's `status` query, or (when it does not run)
+ * the newest `autoscale` ledger row, which has no per-workload decisions, waits or counts.
+ */
+export const TierViewSchema = z
+  .object({
+    ...storedTierPolicy,
+    autoscaler: z.object({
+      workflowId: z.string(),
+      /** Temporal's status in lowercase (running, completed, ...), or not-started */
+      status: z.string(),
+      phase: z.string().nullable(),
+      /** runs across continue-as-new */
+      runs: z.int().nullable(),
+    }),
+    source: z.enum(['workflow', 'ledger']),
+    observations: z.array(z.unknown()),
+    latest: z.unknown().describe('the newest observation, or null'),
+    lastDecision: z
+      .object({
+        at: z.string(),
+        workload: z.string().nullable(),
+        from: z.number().nullable(),
+        to: z.number().nullable(),
+        decision: z.unknown().describe('e.g. "no-change: within tolerance", "scale-out"'),
+        reason: z.string().nullable(),
+        observation: z.unknown(),
+        desiredPerSignal: z.unknown().describe('per signal: observed, desired, withinTolerance'),
+        operation: z.unknown().describe('the workflow id of the operation it started, or null'),
+        outcome: z.string().nullable(),
+      })
+      .nullable(),
+    /** the last decision per workload (null from the ledger) */
+    decisions: z.record(z.string(), z.unknown()).nullable(),
+    runningOperations: z.array(z.object({
+      workload: z.string(),
+      workflowId: z.string(),
+      runId: z.string(),
+      kind: z.string(),
+      startedAt: z.string(),
+      by: z.enum(['autoscaler', 'other']),
+      from: z.number().optional(),
+      to: z.number().optional(),
+    })),
+    waiting: z.array(z.object({ workload: z.string(), reason: z.string(), untilMs: z.number() })),
+    counts: z.object({ signals: z.int(), decisions: z.int(), suppressedRows: z.int(), rejectedSignals: z.int() }).nullable(),
+  })
+  .meta({ title: 'Tier' });

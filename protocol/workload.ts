@@ -186,12 +186,12 @@ const workloadBase = {
  * job's size lives in its operators' parallelism: its `replicas` is optional, ignored if given, and
  * set to its subtask count (what placement places).
  */
+const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, spec: ServiceSpecSchema });
+const ConsumerDefinition = z.strictObject({ kind: z.literal('consumer'), ...workloadBase, spec: ConsumerSpecSchema });
+const StreamDefinition = z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema });
+
 export const WorkloadDefinitionSchema = z
-  .discriminatedUnion('kind', [
-    z.strictObject({ kind: z.literal('service'), ...workloadBase, spec: ServiceSpecSchema }),
-    z.strictObject({ kind: z.literal('consumer'), ...workloadBase, spec: ConsumerSpecSchema }),
-    z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema }),
-  ])
+  .discriminatedUnion('kind', [ServiceDefinition, ConsumerDefinition, StreamDefinition])
   .transform((definition) =>
     definition.kind === 'stream'
       ? { ...definition, replicas: definition.spec.operators.reduce((sum, op) => sum + op.parallelism, 0) as ReplicaCount }
@@ -200,6 +200,19 @@ export const WorkloadDefinitionSchema = z
 export type WorkloadDefinition = z.infer<typeof WorkloadDefinitionSchema>;
 export type Workload = WorkloadDefinition & { name: string; revision: number; retired: boolean };
 export type WorkloadKind = Workload['kind'];
+
+/** What the registry keeps beside a definition. */
+const registered = { name: WorkloadName, revision: z.int(), retired: z.boolean() };
+
+/** A workload as the API answers it (PUT and GET /v1/workloads/:name): its definition, defaults filled, and its registry fields. */
+export const WorkloadSchema = z
+  .discriminatedUnion('kind', [
+    ServiceDefinition.extend(registered),
+    ConsumerDefinition.extend(registered),
+    // a stored stream job's replicas is its subtask count
+    StreamDefinition.extend({ ...registered, replicas: Replicas }),
+  ])
+  .meta({ title: 'Workload' });
 
 export const PortPairSchema = z.object({ public: z.int(), internal: z.int() });
 export type PortPair = z.infer<typeof PortPairSchema>;
@@ -215,21 +228,26 @@ export const AssignmentSchema = z.object({
 export type Assignment = z.infer<typeof AssignmentSchema>;
 
 
-export interface Placement {
-  workload: string;
+export const PlacementSchema = z.object({
+  workload: z.string(),
   /** monotonic; every write is compare-and-set on it */
-  fence: number;
+  fence: z.int(),
   /** generation of the task set; a stop-the-world replan starts a new one */
-  generation: number;
-  assignments: Assignment[];
-}
+  generation: z.int(),
+  assignments: z.array(AssignmentSchema),
+});
+export type Placement = z.infer<typeof PlacementSchema>;
 
-export interface Unplaced {
-  workload: string;
-  reason: 'placement-unavailable';
+export const UnplacedSchema = z.object({
+  workload: z.string(),
+  reason: z.literal('placement-unavailable'),
   /** how many replicas could not be placed */
-  missing: number;
-}
+  missing: z.int(),
+});
+export type Unplaced = z.infer<typeof UnplacedSchema>;
+
+/** GET /v1/workloads/:name: the workload (a viewer sees its task environment's keys, not their values) and its placement. */
+export const WorkloadViewSchema = z.intersection(WorkloadSchema, z.object({ placement: PlacementSchema.nullable() })).meta({ title: 'WorkloadView' });
 
 /** What a viewer may read of a workload: its task environment's keys, never their values (secrets live there). */
 export function redactEnvValues(workload: Workload): Workload {

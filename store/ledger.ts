@@ -1,6 +1,6 @@
 // The append-only scale ledger.
 import type { Pool } from 'pg';
-import type { LedgerKind, LedgerOutcome } from '../protocol/ledger';
+import type { LedgerEvent, LedgerKind, LedgerOutcome } from '../protocol/ledger';
 
 export interface LedgerEntry {
   kind: LedgerKind;
@@ -19,10 +19,8 @@ export interface LedgerEntry {
   idempotencyKey?: string | null;
 }
 
-export interface LedgerRow extends LedgerEntry {
-  id: number;
-  at: string;
-}
+/** A row as read back: every column (null when unset), as GET /v1/ledger answers it. */
+export type LedgerRow = LedgerEvent;
 
 /** What /metrics reads from the ledger. */
 export interface LedgerStats {

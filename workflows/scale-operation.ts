@@ -39,6 +39,8 @@ export interface ScaleStatus {
   /** scaleIn: victims and why, partition hand-overs, drain receipts, proof that the removed own nothing */
   scaleIn: (Omit<ScaleInDecision, 'survivors'> & { receipts: unknown[]; confirmation: unknown; forced?: string[] }) | null;
   compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
+  /** scaleOut: when the soak ends (workflow time, ISO-8601), set on entering it */
+  soakEndsAt?: string | null;
   /** scaleIn: the tier rules it would break, and the override reason that let it past them */
   tierRules?: { violations: string[]; override: string | null } | null;
   error: string | null;

@@ -140,6 +140,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
         convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; }, desired: input.replicas,
       });
       if (input.soakMs > 0) {
+        status.soakEndsAt = new Date(Date.now() + input.soakMs).toISOString();
         enter('soaking');
         await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}` });
       }

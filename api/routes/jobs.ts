@@ -3,8 +3,8 @@
 // heartbeats; checkpoints from the stream tables; the running operation from Temporal.
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { subtaskAt } from '../../domain/stream';
-import { PHASE_KEY, type Assignment, type StreamSpec, type TaskReport } from '../../protocol';
-import { JobParamsSchema, OperatorParamsSchema, RescaleRequestSchema, STREAM_COUNTERS, type StreamJobView } from '../../protocol/stream';
+import { PHASE_KEY, StartedOperationSchema, type Assignment, type StreamSpec, type TaskReport } from '../../protocol';
+import { JobParamsSchema, OperatorParamsSchema, RescaleRequestSchema, STREAM_COUNTERS, StreamJobViewSchema, type StreamJobView } from '../../protocol/stream';
 import { rescaleOperator } from '../../workflows/rescale-operator';
 import { requireActiveWorkload, startOperation } from '../operations';
 import type { ApiDeps } from '../deps';
@@ -101,14 +101,15 @@ export function jobRoutes(deps: ApiDeps) {
   return [
     defineRoute({
       method: 'GET', path: '/v1/jobs/:job', access: 'viewer',
-      summary: 'a stream job: operators, subtasks with their counters, last completed checkpoint, running operation',
-      params: JobParamsSchema,
+      summary: 'a stream job: operators, subtasks with their counters, last completed checkpoint, running operation', operationId: 'getJob',
+      params: JobParamsSchema, response: { schema: StreamJobViewSchema, status: { 200: 'the job as it runs' } }, errors: [404, 422],
       handler: async ({ params }) => ok(await streamJobView(deps, params.job)),
     }),
     defineRoute({
       method: 'POST', path: '/v1/jobs/:job/operators/:op/rescale', access: 'operator', startsOperation: true,
       summary: 'rescale one operator: hot at a checkpoint barrier when eligible (integer factor, keyed aggregate), else the stop-the-world replan; rescale:<job>, 409 while an operation on the job runs',
-      params: OperatorParamsSchema, body: RescaleRequestSchema,
+      operationId: 'rescaleOperator', params: OperatorParamsSchema, body: RescaleRequestSchema,
+      response: { schema: StartedOperationSchema, status: { 202: 'rescaleOperator started under rescale:<job>' } }, errors: [404, 409, 422, 503],
       handler: async ({ params, body , request }) => {
         const workload = await requireActiveWorkload(deps, params.job);
         if (workload.kind !== 'stream') throw new ApiError('unsupported-kind', `${params.job} is a ${workload.kind}, not a stream job: scale it with POST /v1/workloads/${params.job}/scale`);

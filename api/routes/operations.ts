@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { OperationParamsSchema, ScaleRequestSchema, WorkloadParamsSchema } from '../../protocol';
+import { AbortAnswerSchema, OperationParamsSchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut } from '../../workflows/scale-out';
 import { statusQueryOf, type OperationStatus } from '../../workflows/status';
 import type { ScaleStatus } from '../../workflows/scale-operation';
@@ -39,7 +39,8 @@ export function operationRoutes(deps: ApiDeps) {
 
   return [
     defineRoute({
-      method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator', startsOperation: true,
+      method: 'POST', path: '/v1/workloads/:name/scale', access: 'operator', startsOperation: true, operationId: 'scaleWorkload',
+      response: { schema: StartedOperationSchema, status: { 202: 'scaleOut or scaleIn started under scale:<name>, or stopTheWorldReplan under replan:<name>' } }, errors: [404, 409, 422],
       summary: 'scale to a replica count: starts scaleOut or scaleIn (from current vs requested) under scale:<name>; a stream job replans every operator proportionally under replan:<name>',
       params: WorkloadParamsSchema, body: ScaleRequestSchema,
       handler: async ({ params, body, request }) => {
@@ -66,8 +67,8 @@ export function operationRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'GET', path: '/v1/operations/:workflowId', access: 'viewer',
-      summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation',
-      params: OperationParamsSchema,
+      summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation', operationId: 'getOperation',
+      params: OperationParamsSchema, response: { schema: OperationViewSchema, status: { 200: 'the operation' } }, errors: [404],
       handler: async ({ params }) => {
         const handle = await handleOf(params.workflowId);
         let description;
@@ -100,13 +101,15 @@ export function operationRoutes(deps: ApiDeps) {
           ...(scale ? {
             gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
             approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
+            soakEndsAt: scale.soakEndsAt ?? null,
           } : { result: detail }),
           failure,
         });
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval',
+      method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval', operationId: 'approveOperation',
+      response: { schema: ScaleStatusSchema, status: { 200: 'approved: the operation goes on' } }, errors: [404, 409],
       // an update waits for a worker: after a worker crash Temporal moves the task on within ~10 s
       deadlineMs: 60_000,
       params: OperationParamsSchema,
@@ -121,8 +124,8 @@ export function operationRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/operations/:workflowId/abort', access: 'operator', summary: 'abort an operation (after a change: the replan compensates)',
-      params: OperationParamsSchema,
+      method: 'POST', path: '/v1/operations/:workflowId/abort', access: 'operator', summary: 'abort an operation (after a change: the replan compensates)', operationId: 'abortOperation',
+      params: OperationParamsSchema, response: { schema: AbortAnswerSchema, status: { 202: 'the abort was signalled' } }, errors: [404, 409],
       handler: async ({ params }) => {
         try {
           const handle = await handleOf(params.workflowId);

@@ -5,7 +5,7 @@
 // reported tasks no placement assigns to that runtime, also when its fence is stale (it was declared
 // LOST): the rest it keeps running while it registers again.
 import { z } from 'zod';
-import { HeartbeatSchema, RegisterRuntimeSchema, RuntimeParamsSchema } from '../../protocol';
+import { HeartbeatRenewalSchema, HeartbeatSchema, RegisterRuntimeSchema, RegistrationSchema, RuntimeParamsSchema, RuntimeViewSchema, StartedOperationSchema } from '../../protocol';
 import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
 import { recoverRuntime } from '../../workflows/recover-runtime';
 import { startOperation } from '../operations';
@@ -38,7 +38,9 @@ export function runtimeRoutes(deps: ApiDeps) {
     defineRoute({
       method: 'POST', path: '/v1/runtimes', access: 'agent-or-runtime', runtime: bodyRuntime,
       summary: 'register a runtime: with the agent token a new (or lapsed) one, 201 with its credential; with its own credential a live one resumes (200)',
-      body: RegisterRuntimeSchema,
+      body: RegisterRuntimeSchema, operationId: 'registerRuntime',
+      response: { schema: RegistrationSchema, status: { 201: 'registered: a new fence and the runtime\'s credential (shown once)', 200: 'resumed with its own credential: same fence, no credential' } },
+      errors: [409],
       handler: async ({ body, runtime: caller }) => {
         if (caller) {
           // Its own credential: resume. Same fence, same credential, nothing revoked.
@@ -63,7 +65,8 @@ export function runtimeRoutes(deps: ApiDeps) {
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/heartbeat', access: 'runtime', runtime: pathRuntime,
       summary: 'renew the lease and report tasks (the runtime\'s own credential); the answer lists the reported tasks no placement assigns to it (revoked)',
-      params: RuntimeParamsSchema, body: HeartbeatSchema,
+      params: RuntimeParamsSchema, body: HeartbeatSchema, operationId: 'heartbeatRuntime',
+      response: { schema: HeartbeatRenewalSchema, status: { 200: 'the lease is renewed' } }, errors: [404, 409],
       handler: async ({ params, body, request }) => {
         try {
           const runtime = await deps.runtimes.heartbeat(params.id, body.fence, body.tasks, leaseTtlMs);
@@ -90,17 +93,20 @@ export function runtimeRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/runtimes/:id/cordon', access: 'operator', summary: 'cordon: no new tasks',
+      method: 'POST', path: '/v1/runtimes/:id/cordon', access: 'operator', summary: 'cordon: no new tasks', operationId: 'cordonRuntime',
+      response: { schema: RuntimeViewSchema, status: { 200: 'the runtime, cordoned' } }, errors: [404],
       params: RuntimeParamsSchema, handler: setCordon(true),
     }),
     defineRoute({
-      method: 'POST', path: '/v1/runtimes/:id/uncordon', access: 'operator', summary: 'uncordon',
+      method: 'POST', path: '/v1/runtimes/:id/uncordon', access: 'operator', summary: 'uncordon', operationId: 'uncordonRuntime',
+      response: { schema: RuntimeViewSchema, status: { 200: 'the runtime, no longer cordoned' } }, errors: [404],
       params: RuntimeParamsSchema, handler: setCordon(false),
     }),
     defineRoute({
       method: 'POST', path: '/v1/runtimes/:id/recover', access: 'operator', startsOperation: true,
       summary: 'start recoverRuntime (recover:<id>): declare the runtime LOST, move its work to eligible runtimes; 409 while one runs',
-      params: RuntimeParamsSchema,
+      params: RuntimeParamsSchema, operationId: 'recoverRuntime',
+      response: { schema: StartedOperationSchema, status: { 202: 'recoverRuntime started under recover:<id>' } }, errors: [404],
       handler: async ({ params , request }) => {
         const runtime = await deps.runtimes.get(params.id);
         if (!runtime) throw new ApiError('not-found', `no runtime ${params.id}`);

@@ -1,4 +1,5 @@
-import { LedgerQuerySchema, PHASE_KEY, WORKLOAD_KEY } from '../../protocol';
+import { LedgerPageSchema, LedgerQuerySchema, PHASE_KEY, StateSchema, WORKLOAD_KEY } from '../../protocol';
+import { replicaCounts } from '../../domain/replicas';
 import type { ApiDeps } from '../deps';
 import { defineRoute, ok } from '../../http/route';
 
@@ -31,9 +32,10 @@ const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry'];
 export function stateRoutes(deps: ApiDeps) {
   return [
     defineRoute({
-      method: 'GET', path: '/v1/state', access: 'viewer',
+      method: 'GET', path: '/v1/state', access: 'viewer', operationId: 'getState',
       summary: 'runtimes, workloads with placements, unplaced, running operations, last reconcile',
-      handler: async () => {
+      response: { schema: StateSchema, status: { 200: 'the state' } },
+      handler: async (_ctx) => {
         // A read: leases are judged by the lease sweeper workflow, never here.
         const [runtimes, workloads, placements, unplaced, operations, reconcile, liveness, runtimeEvents] = await Promise.all([
           deps.runtimes.list(),
@@ -50,13 +52,15 @@ export function stateRoutes(deps: ApiDeps) {
           return row ? { at: row.at, resumedAt: row.resumedAt } : null;
         };
         const placementOf = Object.fromEntries(placements.map((p) => [p.workload, p]));
+        const counts = replicaCounts(workloads, placements, runtimes, Date.now());
         return ok({
           runtimes: runtimes.map(({ tasks, ...r }) => ({ ...r, tasks: tasks.length })),
           workloads: workloads.map((w) => {
             const placement = placementOf[w.name];
             return {
-              // desired (what operations decided: reconcile and recovery restore it) beside placed (what the placement holds)
-              name: w.name, kind: w.kind, replicas: w.replicas, desired: w.replicas, placed: placement?.assignments.length ?? 0,
+              // desired (what operations decided: reconcile and recovery restore it; `all`: the matching
+              // fresh runtimes) beside placed (what the placement holds) and ready (what its agents report ready)
+              name: w.name, kind: w.kind, replicas: w.replicas, ...counts[w.name],
               selector: w.selector, revision: w.revision,
               status: w.retired ? 'retired' : !placement ? 'pending' : unplaced.some((u) => u.workload === w.name) ? 'degraded' : 'placed',
               placement: placement
@@ -80,8 +84,8 @@ export function stateRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/ledger', access: 'viewer', summary: 'scale events, newest first',
-      query: LedgerQuerySchema,
+      method: 'GET', path: '/v1/ledger', access: 'viewer', summary: 'scale events, newest first', operationId: 'listLedgerEvents',
+      query: LedgerQuerySchema, response: { schema: LedgerPageSchema, status: { 200: 'the newest events that match, newest first' } },
       handler: async ({ query }) => ok({ events: await deps.ledger.list(query) }),
     }),
   ];

@@ -3,10 +3,8 @@
 // revision and delivered to the workflow as a `policy` signal (also signal-with-start, so a policy
 // and a first observation racing each other still leave the workflow on the newest revision).
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { z } from 'zod';
 import { cronProblem } from '../../domain/change-windows';
-import { describeIssues } from '../../protocol';
-import { TierParamsSchema, TierPolicySchema, TierSignalSchema, type StoredTierPolicy } from '../../protocol/tiers';
+import { TierParamsSchema, TierPolicyAnswerSchema, TierPolicySchema, TierSignalAnswerSchema, TierSignalSchema, TierViewSchema, type StoredTierPolicy } from '../../protocol/tiers';
 import { createTierStore } from '../../store/tiers';
 import { autoscaler, autoscalerStatusQuery, observeSignal, policySignal, type AutoscalerStatus } from '../../workflows/autoscaler';
 import type { ApiDeps } from '../deps';
@@ -44,7 +42,7 @@ export function tierRoutes(deps: ApiDeps) {
       const d = await c.workflow.getHandle(workflowId).describe().catch(() => null);
       if (!d || d.status.name !== 'RUNNING') return null;
       const mine = ours.find((o) => o.workload === workload);
-      return { workload, workflowId, runId: d.runId, kind: d.type, startedAt: d.startTime.toISOString(), by: mine ? 'autoscaler' : 'other', ...(mine ? { from: mine.from, to: mine.to } : {}) };
+      return { workload, workflowId, runId: d.runId, kind: d.type, startedAt: d.startTime.toISOString(), by: mine ? 'autoscaler' as const : 'other' as const, ...(mine ? { from: mine.from, to: mine.to } : {}) };
     }));
     return found.filter((o) => o !== null);
   };
@@ -52,30 +50,25 @@ export function tierRoutes(deps: ApiDeps) {
   return [
     defineRoute({
       method: 'PUT', path: '/v1/tiers/:tier/policy', access: 'operator', summary: 'define or replace a tier\'s autoscaler policy (a new revision; delivered to autoscale:<tier> as a signal)',
-      params: TierParamsSchema, body: z.unknown(),
+      operationId: 'putTierPolicy', params: TierParamsSchema, body: TierPolicySchema, bodyName: 'policy',
+      response: { schema: TierPolicyAnswerSchema, status: { 201: 'defined (revision 1)', 200: 'replaced (the next revision)' } },
       handler: async ({ params, body }) => {
-        const parsed = TierPolicySchema.safeParse(body);
-        if (!parsed.success) {
-          throw new ApiError('validation-failed', `invalid policy: ${describeIssues(parsed.error)}`, {
-            issues: parsed.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
-          });
-        }
-        const cronIssues = parsed.data.changeWindows.flatMap((w, i) => {
+        const cronIssues = body.changeWindows.flatMap((w, i) => {
           const problem = cronProblem(w.cron);
           return problem ? [{ path: `body.changeWindows.${i}.cron`, message: `not a cron expression: ${problem}` }] : [];
         });
         if (cronIssues.length) {
           throw new ApiError('validation-failed', `invalid policy: ${cronIssues.map((i) => `${i.path.slice(5)}: ${i.message}`).join('; ')}`, { issues: cronIssues });
         }
-        const { created, ...stored } = await tiers.putPolicy(params.tier, parsed.data);
+        const { created, ...stored } = await tiers.putPolicy(params.tier, body);
         await signalWithStart(stored, 'policy', { policy: stored.policy, revision: stored.revision });
         return ok({ ...stored, workflowId: autoscalerWorkflowId(params.tier) }, created ? 201 : 200);
       },
     }),
     defineRoute({
       method: 'POST', path: '/v1/tiers/:tier/signals', access: 'operator-or-agent',
-      summary: 'a load observation for a tier: signal-with-start of autoscale:<tier> (202 {workflowId})',
-      params: TierParamsSchema, body: TierSignalSchema,
+      summary: 'a load observation for a tier: signal-with-start of autoscale:<tier> (202 {workflowId})', operationId: 'signalTier',
+      params: TierParamsSchema, body: TierSignalSchema, response: { schema: TierSignalAnswerSchema, status: { 202: 'delivered to autoscale:<tier>' } }, errors: [404],
       handler: async ({ params, body }) => {
         const stored = await requirePolicy(params.tier);
         await signalWithStart(stored, 'observe', body);
@@ -84,8 +77,8 @@ export function tierRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'GET', path: '/v1/tiers/:tier', access: 'viewer',
-      summary: 'a tier: policy, latest observations, last decision and its reason, running operation',
-      params: TierParamsSchema,
+      summary: 'a tier: policy, latest observations, last decision and its reason, running operation', operationId: 'getTier',
+      params: TierParamsSchema, response: { schema: TierViewSchema, status: { 200: 'the tier' } }, errors: [404],
       handler: async ({ params }) => {
         const stored = await requirePolicy(params.tier);
         const c = await client();

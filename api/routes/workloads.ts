@@ -1,6 +1,5 @@
-import { z } from 'zod';
 import { basisMoved } from '../../domain/plan';
-import { describeIssues, PlanParamsSchema, PlanRequestSchema, redactEnvValues, WorkloadDefinitionSchema, WorkloadParamsSchema } from '../../protocol';
+import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
@@ -22,25 +21,19 @@ export function workloadRoutes(deps: ApiDeps) {
 
   return [
     defineRoute({
-      method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload',
-      params: WorkloadParamsSchema, body: z.unknown(),
+      method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload', operationId: 'putWorkload',
+      params: WorkloadParamsSchema, body: WorkloadDefinitionSchema, bodyName: 'workload',
+      response: { schema: WorkloadSchema, status: { 201: 'defined', 200: 'replaced (a new revision)' } },
       handler: async ({ params, body }) => {
-        // Parsed here rather than by the builder so the message can name "replicas 0" plainly.
-        const parsed = WorkloadDefinitionSchema.safeParse(body);
-        if (!parsed.success) {
-          throw new ApiError('validation-failed', `invalid workload: ${describeIssues(parsed.error)}`, {
-            issues: parsed.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message })),
-          });
-        }
         const existed = await deps.registry.getWorkload(params.name);
-        checkReplicaLimit(parsed.data.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
-        const workload = await deps.registry.putWorkload(params.name, parsed.data);
+        checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
+        const workload = await deps.registry.putWorkload(params.name, body);
         return ok(workload, existed ? 200 : 201);
       },
     }),
     defineRoute({
-      method: 'GET', path: '/v1/workloads/:name', access: 'viewer', summary: 'a workload with its placement (viewers see env keys, not values)',
-      params: WorkloadParamsSchema,
+      method: 'GET', path: '/v1/workloads/:name', access: 'viewer', summary: 'a workload with its placement (viewers see env keys, not values)', operationId: 'getWorkload',
+      params: WorkloadParamsSchema, response: { schema: WorkloadViewSchema, status: { 200: 'the workload and its placement (null before its first)' } }, errors: [404],
       handler: async ({ params, role }) => {
         const workload = await requireWorkload(params.name);
         const placement = await deps.registry.getPlacement(params.name);
@@ -48,8 +41,8 @@ export function workloadRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'DELETE', path: '/v1/workloads/:name', access: 'operator', startsOperation: true, summary: 'retire a workload: its tasks are stopped by a workflow',
-      params: WorkloadParamsSchema,
+      method: 'DELETE', path: '/v1/workloads/:name', access: 'operator', startsOperation: true, summary: 'retire a workload: its tasks are stopped by a workflow', operationId: 'retireWorkload',
+      params: WorkloadParamsSchema, response: { schema: StartedOperationSchema, status: { 202: 'retireWorkload started under scale:<name>' } }, errors: [404],
       handler: async ({ params , request }) => {
         await requireWorkload(params.name);
         const started = await startOperation(deps, { request,
@@ -61,8 +54,8 @@ export function workloadRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/workloads/:name/plan', access: 'operator', summary: 'plan a replica change: starts, stops, moves, warnings, basis',
-      params: WorkloadParamsSchema, body: PlanRequestSchema,
+      method: 'POST', path: '/v1/workloads/:name/plan', access: 'operator', summary: 'plan a replica change: starts, stops, moves, warnings, basis', operationId: 'planWorkload',
+      params: WorkloadParamsSchema, body: PlanRequestSchema, response: { schema: PlanSchema, status: { 201: 'the plan, stored for apply' } }, errors: [404, 409],
       handler: async ({ params, body }) => {
         const workload = await requireWorkload(params.name);
         if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
@@ -71,8 +64,8 @@ export function workloadRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/plans/:id/apply', access: 'operator', startsOperation: true, summary: 'apply a plan (409 stale-plan when its basis moved)',
-      params: PlanParamsSchema,
+      method: 'POST', path: '/v1/plans/:id/apply', access: 'operator', startsOperation: true, summary: 'apply a plan (409 stale-plan when its basis moved)', operationId: 'applyPlan',
+      params: PlanParamsSchema, response: { schema: StartedOperationSchema, status: { 202: 'scaleOut, scaleIn or applyPlan started under scale:<name>' } }, errors: [404],
       handler: async ({ params , request }) => {
         const plan = await deps.plans.get(params.id);
         if (!plan) throw new ApiError('not-found', `no plan ${params.id}`);

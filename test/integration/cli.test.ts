@@ -152,7 +152,7 @@ describe('plan, apply, scale and operations', () => {
     const planId = (await json(['plan', 'cli-web', '2'])).id;
     const applied = await ok(['apply', planId]);
     expect(applied).toMatch(/^applying:\s+scaleOut scale:cli-web$/m);
-    expect(applied).toMatch(/^follow it with: scalegate operations show scale:cli-web$/m);
+    expect(applied).toMatch(/^follow it with: scalegate operations watch scale:cli-web$/m);
     expect((await finished('scale:cli-web')).kind).toBe('scaleOut');
     const show = await ok(['operations', 'show', 'scale:cli-web']);
     expect(show).toMatch(/^kind:\s+scaleOut$/m);
@@ -192,6 +192,31 @@ describe('plan, apply, scale and operations', () => {
     expect(ledger).toMatch(/^\d+\s+\S+\s+scale-in\s+cli-web\s+2→1\s+completed\s+cli test\s+scale:cli-web$/m);
     expect(ledger).toMatch(/\s+scale-out\s+cli-web\s+1→2\s+cancelled\s+aborted via API\s+scale:cli-web$/m);
     expect((await json(['ledger', '--kind', 'apply'])).events.every((e: any) => e.kind === 'apply')).toBe(true);
+  });
+
+  it('--wait follows a scale to its end, a plain line per step, and exits by the outcome (0 completed, 3 refused)', async () => {
+    const run = await cli(['scale', 'cli-web', '2', '--soak-ms', '1500', '--wait']);
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^started scaleOut scale:cli-web \(web ui: http/);
+    // The steps in their order: gates, the plan, tasks ready n/m, the soak countdown, the comparison.
+    const firstIndex = (pattern: RegExp) => lines.findIndex((line) => pattern.test(line));
+    const steps = [/gates \d+\/\d+ passed/, /plan \+1 −0/, /tasks ready \d\/2/, /^\[\s*[\d.]+ s\] soaking: .*soak \d+ s left/, /comparison pass/].map(firstIndex);
+    expect(steps.every((index) => index > 0)).toBe(true);
+    expect([...steps].sort((x, y) => x - y)).toEqual(steps);
+    expect(lines[lines.length - 1]).toMatch(/^completed \(scale:cli-web, [\d.]+ s\)$/);
+    // Off a terminal: no control characters, no line rewritten in place.
+    expect(run.stdout).not.toMatch(/[\r\x1b]/);
+
+    // cli-other declares no contract: the scale-out gates refuse it, and --wait exits 3 with the reason.
+    const refused = await cli(['scale', 'cli-other', '2', '--wait']);
+    expect(refused.code).toBe(3);
+    expect(refused.stdout).toMatch(/^refused: .*contract/m);
+    // operations watch on an ended operation prints its end and exits the same way; --json prints the final view.
+    expect(await cli(['operations', 'watch', 'scale:cli-other'])).toMatchObject({ code: 3, stdout: expect.stringMatching(/^refused: /m) });
+    const watched = await cli(['operations', 'watch', 'scale:cli-web', '--json']);
+    expect(watched.code).toBe(0);
+    expect(JSON.parse(watched.stdout)).toMatchObject({ workflowId: 'scale:cli-web', status: 'completed' });
   });
 
   it('retires a workload', async () => {

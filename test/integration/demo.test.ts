@@ -1,6 +1,7 @@
 // The demo (`npm start -- --demo`, embedded/demo.ts) on a real stack: every workload it defines is
 // placed and runs, its tier policy is in place, and the operations of the quick tour it prints
 // work on it: a scale-out of the sample service, a hot rescale of the stream job, an autoscaler signal.
+import { decisionCode } from '../../api/metrics';
 import { demoTour, demoWorkloads, DEMO_FEEDS, DEMO_TIER, installDemo } from '../../embedded/demo';
 import { runLoad } from '../../store/source-feed';
 import { auditStreamSink } from '../../store/sink-audit';
@@ -68,7 +69,7 @@ test('the demo defines a service, a fed consumer, a fed stream job and a tier, a
   // /metrics counts the rescale among the operations and the autoscaler's decisions by what they decided.
   const metrics = await fetch(`${stack.apiUrl}/metrics`).then((r) => r.text());
   expect(metrics).toMatch(/^scalegate_operations_completed_total\{kind="rescale"\} 1$/m);
-  expect(metrics).toMatch(new RegExp(`^scalegate_autoscaler_decisions_total\\{decision="${decision.inputs.decision}"\\} [1-9]`, 'm'));
+  expect(metrics).toMatch(new RegExp(`^scalegate_autoscaler_decisions_total\\{decision="${decisionCode(decision.inputs.decision)}"\\} [1-9]`, 'm'));
 });
 
 test('every command of the printed quick tour is one the CLI knows', () => {

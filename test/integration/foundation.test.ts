@@ -121,6 +121,13 @@ describe('bad input and auth', () => {
     expect((await stack.api('GET', '/readyz', { role: null })).body).toEqual({ status: 'ready', postgres: true, temporal: true });
     const openapi = (await stack.api('GET', '/openapi.json', { role: null })).body;
     expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(['/v1/state', '/v1/runtimes', '/v1/runtimes/{id}/heartbeat']));
+    // the served document names this API, and is the typed one test/unit/openapi.test.ts checks
+    expect(openapi.servers).toEqual([{ url: stack.apiUrl, description: 'this API' }]);
+    expect(openapi.paths['/v1/workloads/{name}/scale'].post).toMatchObject({
+      operationId: 'scaleWorkload',
+      responses: { 202: { content: { 'application/json': { schema: { $ref: '#/components/schemas/StartedOperation' } } } } },
+    });
+    expect(Object.keys(openapi.paths['/v1/workloads/{name}'].put.requestBody.content['application/json'].schema.oneOf[0].properties)).toEqual(expect.arrayContaining(['kind', 'replicas', 'spec']));
     const metrics = (await stack.api('GET', '/metrics', { role: null })).body as string;
     expect(metrics).toMatch(/scalegate_runtimes\{status="READY"\} 2/);
   });

@@ -4,7 +4,10 @@
 import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import path from 'node:path';
-import { createMetrics, type MetricSources } from '../../api/metrics';
+import { parseApiConfig } from '../../api/config';
+import type { ApiDeps } from '../../api/deps';
+import { allRoutes } from '../../api/server';
+import { createMetrics, METRIC_LABELS, LABEL_VALUES, UNMATCHED_ROUTE, type DynamicLabel, type MetricSources } from '../../api/metrics';
 import { ensureSearchAttributes, SearchAttributeSetupError } from '../../workers/orchestrator';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
@@ -39,6 +42,48 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
     if (Object.entries(labels).every(([k, v]) => written.includes(`${k}="${v}"`))) return Number(match[3]);
   }
   return null;
+}
+/** Every sample of the Prometheus text: its name, its labels (unescaped) and its value. */
+function samples(text: string): { name: string; labels: Record<string, string>; value: number }[] {
+  const found = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match) throw new Error(`not a sample line: ${JSON.stringify(line)}`);
+    const labels: Record<string, string> = {};
+    const written = match[2] ?? '';
+    const pair = /([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)",?/y;
+    for (let at = 0; at < written.length;) {
+      pair.lastIndex = at;
+      const m = pair.exec(written);
+      if (!m) throw new Error(`bad labels in ${JSON.stringify(line)}`);
+      labels[m[1]] = m[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+      at = pair.lastIndex;
+    }
+    found.push({ name: match[1], labels, value: Number(match[3]) });
+  }
+  return found;
+}
+/** The labels of a sample that are outside METRIC_LABELS, as `metric{label="value"}` (none: []). */
+function undeclaredLabels(text: string, dynamic: Record<DynamicLabel, readonly string[]>): string[] {
+  const declared: Record<string, Record<string, string>> = METRIC_LABELS;
+  const problems: string[] = [];
+  for (const { name, labels } of samples(text).filter((s) => s.name.startsWith('scalegate_'))) {
+    const base = /^(.*?)(_bucket|_sum|_count)?$/.exec(name)!;
+    const metric = declared[name] ? name : base[1];
+    if (!declared[metric]) {
+      problems.push(`${name}: not declared`);
+      continue;
+    }
+    for (const [label, value] of Object.entries(labels)) {
+      if (label === 'le' && base[2] === '_bucket') continue; // a histogram's bucket bounds, fixed by its definition
+      const source = declared[metric][label];
+      const allowed: readonly string[] | undefined = source === undefined ? undefined
+        : source in dynamic ? dynamic[source as DynamicLabel] : LABEL_VALUES[source as keyof typeof LABEL_VALUES];
+      if (!allowed?.includes(value)) problems.push(`${name}{${label}=${JSON.stringify(value)}}`);
+    }
+  }
+  return problems;
 }
 const scrape = async () => {
   const response = await stack.api('GET', '/metrics', { role: null });
@@ -102,6 +147,67 @@ describe('operations, logs and metrics on one stack', () => {
     expect(sample(text, 'scalegate_metrics_source_up', { source: 'postgres' })).toBe(1);
   });
 
+  it('exports desired, placed and ready replicas per workload, the figures of /v1/state, and none for a retired one', async () => {
+    // a workload retired at once (nothing placed): it keeps no series
+    expect((await stack.api('PUT', '/v1/workloads/obs-gone', { body: service(1, { selector: { pool: 'none' } }) })).status).toBe(201);
+    // (409 while the reconcile loop's apply of it still holds scale:obs-gone)
+    await stack.waitFor('obs-gone retired', async () => (await stack.api('DELETE', '/v1/workloads/obs-gone')).status === 202);
+    const figures = (text: string, workload: string) =>
+      Object.fromEntries(['desired', 'placed', 'ready'].map((state) => [state, sample(text, 'scalegate_workload_replicas', { workload, state })]));
+    // One scrape and one read of the state that agree (a heartbeat between the two may move `ready`).
+    const { text, state } = await stack.waitFor('the replica gauges equal to /v1/state', async () => {
+      const t = await scrape();
+      const s = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+      const web = s.workloads.find((w: any) => w.name === name);
+      if (!web || web.ready !== 2) return null;
+      const agree = s.workloads.filter((w: any) => w.status !== 'retired')
+        .every((w: any) => JSON.stringify(figures(t, w.name)) === JSON.stringify({ desired: w.desired, placed: w.placed, ready: w.ready }));
+      return agree ? { text: t, state: s } : null;
+    });
+    expect(state.workloads.find((w: any) => w.name === name)).toMatchObject({ replicas: 2, desired: 2, placed: 2, ready: 2 });
+    expect(figures(text, name)).toEqual({ desired: 2, placed: 2, ready: 2 });
+    expect(figures(text, 'obs-nowhere')).toEqual({ desired: 1, placed: 0, ready: 0 });
+    expect(state.workloads.find((w: any) => w.name === 'obs-gone')).toMatchObject({ status: 'retired' });
+    expect(text).not.toContain('workload="obs-gone"');
+  });
+
+  it('takes every label value of every scalegate_* metric from its declared enum, free text in the sources included', async () => {
+    // What the sources may hold beyond the enums: a refusal's free-text decision (cut, with line
+    // breaks), a kind and an outcome from elsewhere, a gate row no version of scalegate writes.
+    const refusal = `refused: ${'scale-out 1 → 2 ended refused: the delivery gate failed\nmissing evidence: '.repeat(8)}`.slice(0, 300);
+    await stack.db.query(
+      `insert into ledger (kind, workload, reason, inputs, outcome) values
+         ('autoscale', $1, 'free text', $2, 'refused'),
+         ('autoscale', $1, 'free text', '{"decision": "no-change: within tolerance"}', 'no-change'),
+         ('some kind\nof row', $1, 'free text', $3, 'an outcome, with words')`,
+      [name, JSON.stringify({ decision: refusal }), JSON.stringify({ gates: [{ gate: 'a gate\nnobody knows', passed: false }] })],
+    );
+    // A raw URL with a query, one no route matches, and a method none serves.
+    await stack.api('GET', `/v1/workloads/${name}?view=full`, { role: 'viewer' });
+    await stack.api('GET', `/v1/no/such/path/${Date.now()}`, { role: null });
+    await fetch(`${stack.apiUrl}/v1/state`, { method: 'PROPFIND' }).catch(() => null);
+
+    const text = await scrape();
+    const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    // the route table, built as the API builds it (its handlers do not run)
+    const config = parseApiConfig({ DATABASE_URL: stack.databaseUrl, SCALEGATE_OPERATOR_TOKEN: stack.tokens.operator, SCALEGATE_AGENT_TOKEN: stack.tokens.agent, SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer });
+    const routes = [...allRoutes({ config, db: stack.db } as Partial<ApiDeps> as ApiDeps).map((r) => r.path), UNMATCHED_ROUTE];
+    expect(routes).toEqual(expect.arrayContaining(['/v1/state', '/v1/workloads/:name', '/metrics']));
+    const workloads = state.workloads.filter((w: any) => w.status !== 'retired').map((w: any) => w.name);
+    expect(undeclaredLabels(text, { route: routes, workload: workloads })).toEqual([]);
+    // the free text counted under its code, never copied
+    expect(sample(text, 'scalegate_autoscaler_decisions_total', { decision: 'refused' })).toBe(1);
+    expect(sample(text, 'scalegate_autoscaler_decisions_total', { decision: 'within-tolerance' })).toBe(1);
+    expect(sample(text, 'scalegate_ledger_events_total', { kind: 'other', outcome: 'other' })).toBe(1);
+    expect(sample(text, 'scalegate_gate_failures_total', { gate: 'other' })).toBe(1);
+    expect(sample(text, 'scalegate_http_requests_total', { method: 'GET', route: '/v1/workloads/:name', status: '200' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'scalegate_http_requests_total', { route: UNMATCHED_ROUTE, status: '404' })).toBeGreaterThanOrEqual(1);
+    expect(text).not.toContain('delivery gate failed');
+    // and the check bites: a free-text label is reported
+    expect(undeclaredLabels('scalegate_gate_failures_total{gate="the delivery gate failed"} 1', { route: routes, workload: workloads }))
+      .toEqual(['scalegate_gate_failures_total{gate="the delivery gate failed"}']);
+  });
+
   it('writes JSON log lines scoped by workload, workflow and runtime', async () => {
     const lines = stack.logs.map((line) => {
       const match = /^\[([^\]]+)\] (.*)$/.exec(line);
@@ -159,19 +265,43 @@ describe('operations, logs and metrics on one stack', () => {
 });
 
 describe('/metrics rendering', () => {
-  it('escapes label values (prom-client) instead of replacing characters', async () => {
+  it('counts a value outside its label\'s enum as `other`, and escapes nothing it copies because it copies no free text', async () => {
     const metrics = createMetrics({ processMetrics: false });
     const sources: MetricSources = {
       taskQueue: 'q',
-      ledgerStats: async () => ({ byOutcome: [{ kind: 'odd"kind\\with\nnewline', outcome: 'completed', count: 2 }], gateFailures: [], autoscaleDecisions: [] }),
+      ledgerStats: async () => ({
+        byOutcome: [{ kind: 'odd"kind\\with\nnewline', outcome: 'completed', count: 2 }, { kind: 'scale-out', outcome: 'refused', count: 1 }],
+        gateFailures: [{ gate: 'delivery', count: 1 }, { gate: 'no such gate', count: 2 }],
+        autoscaleDecisions: [{ decision: 'refused: scale-out 2 → 3 ended refused: gates\nfailed: deliv', count: 3 }, { decision: 'no-change: cooldown', count: 1 }],
+      }),
       reconcileMarker: async () => ({ passes: 0, skips: 0 }),
-      unplaced: async () => [],
+      unplaced: async () => [{ workload: 'w', reason: 'placement-unavailable' }, { workload: 'v', reason: 'no runtime\nat all' }],
       runtimes: async () => [],
+      workloads: async () => [],
+      placements: async () => [],
       temporal: async () => { throw new Error('no Temporal in this test'); },
     };
+    metrics.declareRoutes(['/v1/workloads/:name']);
+    metrics.countRequest('GET', '/v1/workloads/:name', 200);
+    metrics.countRequest('GET', '/v1/workloads/web', 200); // a raw URL is no route
+    metrics.countRequest('BREW', undefined, 404);
     const text = await metrics.render(sources);
-    expect(text).toContain('scalegate_ledger_events_total{kind="odd\\"kind\\\\with\\nnewline",outcome="completed"} 2');
-    expect(text).toContain('scalegate_metrics_source_up{source="temporal"} 0');
+    const expected = [
+      'scalegate_ledger_events_total{kind="other",outcome="completed"} 2',
+      'scalegate_ledger_events_total{kind="scale-out",outcome="refused"} 1',
+      'scalegate_gate_failures_total{gate="delivery"} 1',
+      'scalegate_gate_failures_total{gate="other"} 2',
+      'scalegate_autoscaler_decisions_total{decision="refused"} 3',
+      'scalegate_autoscaler_decisions_total{decision="cooldown"} 1',
+      'scalegate_unplaced_workloads{reason="placement-unavailable"} 1',
+      'scalegate_unplaced_workloads{reason="other"} 1',
+      'scalegate_http_requests_total{method="GET",route="/v1/workloads/:name",status="200"} 1',
+      'scalegate_http_requests_total{method="GET",route="unmatched",status="200"} 1',
+      'scalegate_http_requests_total{method="other",route="unmatched",status="404"} 1',
+      'scalegate_metrics_source_up{source="temporal"} 0',
+    ];
+    expect(expected.filter((line) => !text.split('\n').includes(line))).toEqual([]);
+    expect(undeclaredLabels(text, { route: ['/v1/workloads/:name', UNMATCHED_ROUTE], workload: [] })).toEqual([]);
   });
 });
 

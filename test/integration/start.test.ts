@@ -1,0 +1,71 @@
+// `npm start` (scripts/start.ts → embedded/stack.ts) says "ready" only once it is: at the moment
+// the line appears, the API answers /readyz, the orchestrator worker polls its task queue and
+// every agent is READY. It runs against the shared Temporal server and PostgreSQL (TEMPORAL_ADDRESS
+// and DATABASE_URL set, as a user with their own servers would), with a task queue of its own and
+// no prebuilt workflow bundle, so its worker bundles the workflows at start as under `npm start`.
+import { Connection } from '@temporalio/client';
+import { portIsFree } from '../../embedded/processes';
+import { readStackFile } from '../../embedded/stack-file';
+import { testEnv } from '../support/env';
+import { EMBEDDED_AGENTS as AGENTS, startNpmStart, type NpmStart } from '../support/npm-start';
+
+/** temporal.api.enums.v1.TaskQueueType */
+const TASK_QUEUE_TYPE = { workflow: 1, activity: 2 } as const;
+
+let connection: Connection;
+let started: NpmStart | null = null;
+
+beforeAll(async () => {
+  connection = await Connection.connect({ address: testEnv().temporalAddress });
+});
+afterAll(async () => {
+  await started?.cleanUp();
+  await connection?.close();
+});
+
+test('prints the banner, then "ready" once the API, the worker (polling) and every agent (READY) are', async () => {
+  // What held when "ready" appeared: asked at once, before anything else is read.
+  let atReady: Promise<{ workflowPollers: number; activityPollers: number; readyz: number; runtimes: Record<string, string> }> | null = null;
+  const pollers = async (taskQueueType: number) =>
+    ((await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: started!.taskQueue }, taskQueueType })).pollers ?? []).length;
+  const observe = async () => {
+    const { apiUrl, tokens } = started!;
+    const [workflowPollers, activityPollers, readyz, state] = await Promise.all([
+      pollers(TASK_QUEUE_TYPE.workflow),
+      pollers(TASK_QUEUE_TYPE.activity),
+      fetch(`${apiUrl}/readyz`).then((r) => r.status),
+      fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${tokens.viewer}` } }).then((r) => r.json() as Promise<{ runtimes: { id: string; status: string }[] }>),
+    ]);
+    const runtimes = Object.fromEntries(state.runtimes.map((r) => [r.id, r.status]));
+    return { workflowPollers, activityPollers, readyz, runtimes };
+  };
+  started = await startNpmStart({ name: 'start', onLine: (line) => {
+    if (atReady === null && line.startsWith('[scalegate] ready')) atReady = observe();
+  } });
+  await started.ready;
+  const { lines, apiUrl, apiPort, agentPorts, taskQueue } = started;
+
+  const seen = await atReady!;
+  expect(seen).toMatchObject({ readyz: 200, runtimes: Object.fromEntries(AGENTS.map((id) => [id, 'READY'])) });
+  expect(seen.workflowPollers).toBeGreaterThanOrEqual(1);
+  expect(seen.activityPollers).toBeGreaterThanOrEqual(1);
+
+  // The banner with the URLs comes before "ready", and so does what the start waited for.
+  const readyAt = lines.findIndex((l) => l.startsWith('[scalegate] ready'));
+  const bannerAt = lines.indexOf('scalegate is running');
+  expect(bannerAt).toBeGreaterThanOrEqual(0);
+  expect(bannerAt).toBeLessThan(readyAt);
+  expect(lines.slice(bannerAt, readyAt).join('\n')).toContain(`API            ${apiUrl}`);
+  expect(lines.slice(bannerAt, readyAt).join('\n')).toContain(`task queue ${taskQueue}`);
+  expect(lines.slice(0, bannerAt).some((l) => l.startsWith('[scalegate] waiting for'))).toBe(true);
+  expect(lines[readyAt]).toBe(`[scalegate] ready: the API, the worker (polling task queue ${taskQueue}) and ${AGENTS.join(', ')} (READY)`);
+
+  // The CLI's pointer to this stack (no secret in it), and the banner's way to the Temporal CLI.
+  expect(readStackFile(started.home)).toEqual({ apiUrl, uiUrl: expect.stringMatching(/^http/), temporalAddress: testEnv().temporalAddress, namespace: 'default', taskQueue });
+  expect(lines.slice(bannerAt, readyAt).join('\n')).toContain('npx scalegate temporal workflow list');
+
+  // SIGTERM stops all of it: exit 0, the API's and the agents' ports free again, the pointer gone.
+  expect(await started.stop()).toBe(0);
+  expect(readStackFile(started.home)).toBeNull();
+  for (const port of [apiPort, ...agentPorts]) expect([port, await portIsFree(port)]).toEqual([port, true]);
+}, 240_000);

@@ -1,0 +1,126 @@
+// cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
+import { table, TABLE_WIDTH } from '../../cli/format';
+import { renderOperation } from '../../cli/main';
+import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
+
+const running = (fields: Record<string, unknown>) => ({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
+
+describe('progressLine', () => {
+  test('gates, plan, tasks ready and the soak countdown, as far as the operation got', () => {
+    const gates = { rows: [{ gate: 'baseline', passed: true }, { gate: 'ownership', passed: true }] };
+    const plan = { starts: [{}, {}], stops: [], moves: [] };
+    expect(progressLine(running({ phase: 'gating', gates }), null, 0).text).toBe('gating: gates 2/2 passed');
+    const converging = progressLine(running({ phase: 'converging', gates, plan }), { placed: 4, ready: 3 }, 0);
+    expect(converging.text).toBe('converging: gates 2/2 passed · plan +2 −0 · tasks ready 3/4');
+    const soakEndsAt = new Date(10_000).toISOString();
+    const soaking = progressLine(running({ phase: 'soaking', gates, plan, soakEndsAt }), { placed: 4, ready: 4 }, 2_500);
+    expect(soaking.text).toMatch(/soak 8 s left$/);
+    // The countdown is the same step (rewritten in place on a terminal), a new phase is not.
+    expect(progressLine(running({ phase: 'soaking', gates, plan, soakEndsAt }), { placed: 4, ready: 4 }, 5_000).key).toBe(soaking.key);
+    expect(converging.key).not.toBe(soaking.key);
+  });
+
+  test('a failed gate is named', () => {
+    const gates = { rows: [{ gate: 'baseline', passed: true }, { gate: 'contract', passed: false }] };
+    expect(progressLine(running({ phase: 'refused', gates }), null, 0).text).toBe('refused: gates 1/2 passed (failed: contract)');
+  });
+});
+
+test('outcomeReason and exit codes', () => {
+  expect(outcomeReason({ status: 'refused', evidenceGap: 'declare the contract' })).toBe('declare the contract');
+  expect(outcomeReason({ status: 'failed', failure: 'boom' })).toBe('boom');
+  expect(outcomeReason({ status: 'completed', result: {} })).toBeNull();
+  expect(['completed', 'failed', 'refused', 'compensated', 'cancelled', 'something'].map(exitCodeOf)).toEqual([0, 1, 3, 4, 5, 1]);
+  expect([workloadOf('scale:web'), workloadOf('rescale:clicks'), workloadOf('recover:agent-a')]).toEqual(['web', 'clicks', null]);
+});
+
+describe('followOperation', () => {
+  const views = [
+    running({ phase: 'gating' }),
+    running({ phase: 'converging', plan: { starts: [{}], stops: [], moves: [] } }),
+    running({ phase: 'converging', plan: { starts: [{}], stops: [], moves: [] } }),
+    { ...running({ phase: 'done' }), status: 'compensated', compensation: { reason: 'the converge missed its deadline' } },
+  ];
+  const follow = async (tty: boolean, ready: number[]) => {
+    let call = 0;
+    let readyCall = 0;
+    let written = '';
+    let clock = 0;
+    const ended = await followOperation('scale:web', {
+      get: async (path) => (path === '/v1/state' ? { workloads: [{ name: 'web', placed: 2, ready: ready[Math.min(readyCall++, ready.length - 1)] }] } : views[Math.min(call++, views.length - 1)]),
+      write: (text) => { written += text; },
+      tty, now: () => clock, sleep: async (ms) => { clock += ms; },
+    });
+    return { ended, written };
+  };
+
+  test('off a terminal: a plain line per change, then the outcome and its reason', async () => {
+    const { ended, written } = await follow(false, [0, 1, 1]);
+    expect(ended.status).toBe('compensated');
+    expect(written.split('\n').filter(Boolean)).toEqual([
+      '[  0.0 s] gating: tasks ready 0/2',
+      '[  0.5 s] converging: plan +1 −0 · tasks ready 1/2',
+      '[  1.5 s] done',
+      'compensated: the converge missed its deadline (scale:web, 1.5 s)',
+    ]);
+    expect(written).not.toMatch(/[\r\x1b]/);
+  });
+
+  test('on a terminal: a changed figure rewrites its line in place', async () => {
+    const { written } = await follow(true, [0, 1, 2]);
+    expect(written).toContain('\r\x1b[K[  1.0 s] converging: plan +1 −0 · tasks ready 2/2');
+    expect(written.endsWith('\ncompensated: the converge missed its deadline (scale:web, 1.5 s)\n')).toBe(true);
+  });
+
+  test('an API that does not answer for a while is said once, and followed through', async () => {
+    let call = 0;
+    let written = '';
+    const ended = await followOperation('recover:agent-a', {
+      get: async () => {
+        call++;
+        if (call <= 2) throw new Error('fetch failed');
+        return { workflowId: 'recover:agent-a', kind: 'recoverRuntime', status: 'completed', phase: 'done', result: {} };
+      },
+      write: (text) => { written += text; }, tty: false, now: () => 0, sleep: async () => {},
+    });
+    expect(ended.status).toBe('completed');
+    expect(written.match(/still trying/g)).toHaveLength(1);
+  });
+});
+
+describe('table', () => {
+  test('a row with a long reason is cut to 120 columns, the short columns whole; line breaks become spaces', () => {
+    const reason = `refused: ${'the downstream gate could not read a rate '.repeat(20)}`;
+    const printed = table(['id', 'kind', 'reason', 'workflow'], [[1, 'scale-out', reason, 'scale:web'], [2, 'apply', 'line one\nline two', 'scale:web']]);
+    const lines = printed.split('\n');
+    expect(Math.max(...lines.map((l) => l.length))).toBeLessThanOrEqual(TABLE_WIDTH);
+    expect(lines[1]).toMatch(/^1\s+scale-out\s+refused: the downstream.*…\s+scale:web$/);
+    expect(lines[2]).toMatch(/^2\s+apply\s+line one line two\s+scale:web$/);
+  });
+});
+
+describe('operations show renders every kind', () => {
+  const base = { runId: 'r1', status: 'completed', phase: 'done', startedAt: '2030-01-01T00:00:00.000Z', closedAt: '2030-01-01T00:00:09.000Z', failure: null };
+  test('a rescale: operator, parallelism, hot, checkpoint, added and retired subtasks', () => {
+    const printed = renderOperation({ ...base, workflowId: 'rescale:clicks', kind: 'rescaleOperator', result: {
+      kind: 'rescaleOperator', job: 'clicks', operator: 'agg', from: 2, to: 4, phase: 'done', outcome: 'completed', hot: true, reason: null,
+      checkpoint: 42, added: ['clicks-5-g1', 'clicks-6-g1'], retired: [], retiredCounts: {}, compensation: null, error: null,
+    } });
+    expect(printed).toMatch(/^RESCALE\noperator:\s+agg\nparallelism:\s+2 → 4\noutcome:\s+completed\nhot:\s+yes: cut over at a checkpoint barrier\ncheckpoint:\s+42\nadded:\s+clicks-5-g1, clicks-6-g1$/m);
+    expect(printed).not.toMatch(/[{}]/);
+  });
+  test('a recovery: the loss, the timings and one row per workload decided', () => {
+    const printed = renderOperation({ ...base, workflowId: 'recover:agent-b', kind: 'recoverRuntime', result: {
+      kind: 'recoverRuntime', runtime: 'agent-b', by: 'lease-sweeper', reason: 'lease expired', phase: 'done', outcome: 'completed',
+      lost: { outcome: 'declared', fence: 4, lostAt: '2030-01-01T00:00:01.000Z' },
+      decisions: [{ workload: 'web', kind: 'service', fromReplicas: 3, toReplicas: 3, phase: 'converged', applied: 'converged', attempts: 1, error: null }],
+      compensation: null, error: null, timings: { startedAt: '2030-01-01T00:00:00.000Z', lostAt: null, decidedAt: '2030-01-01T00:00:02.000Z', convergedAt: null, endedAt: null },
+    } });
+    expect(printed).toMatch(/^lost:\s+declared \(fence 4, at 2030-01-01T00:00:01.000Z\)$/m);
+    expect(printed).toMatch(/^DECISIONS\nWORKLOAD\s+KIND\s+FROM→TO\s+PHASE\s+APPLIED\s+ATTEMPTS\s+ERROR\nweb\s+service\s+3→3\s+converged\s+converged\s+1\s+-$/m);
+  });
+  test('any other kind: its fields, one per line, lists joined', () => {
+    const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } });
+    expect(printed).toMatch(/^RESULT\nstopped:\s+web-0-g1, web-1-g1\nunreachable:\s+\(none\)$/m);
+  });
+});
