@@ -53,7 +53,9 @@ export function relative(iso: string | null | undefined, now = Date.now()): stri
   const delta = Math.round((Date.parse(iso) - now) / 1000);
   if (Number.isNaN(delta)) return iso;
   if (Math.abs(delta) > 3600) return iso;
-  return delta >= 0 ? `in ${delta}s` : `${-delta}s ago`;
+  // Under a second either way (the database's clock and this one differ by that much): now.
+  if (delta === 0) return 'now';
+  return delta > 0 ? `in ${delta}s` : `${-delta}s ago`;
 }
 
 export const runtimesOf = (assignments: { runtimeId: string }[] | null | undefined): string =>

@@ -331,6 +331,13 @@ function renderTier(t: any): string {
 
 const checkpointText = (c: any, when: 'completedAt' | 'triggeredAt') => (c ? `${c.id} (generation ${c.generation}, ${when === 'completedAt' ? 'completed' : 'triggered'} ${relative(c[when])})` : undefined);
 
+/** How old a job's counters are: the agents report them with their heartbeats, the oldest report bounds them all. */
+function countersAge(subtasks: { reportedAt?: string | null }[]): string {
+  const times = subtasks.map((t) => t.reportedAt).filter((at): at is string => typeof at === 'string').sort();
+  if (times.length === 0) return 'not reported yet';
+  return `as of ${relative(times[0])} (the oldest agent report; each agent reports with its heartbeat)`;
+}
+
 function renderJob(j: any): string {
   const operators = j.operators.map((o: any) => `${o.id} (${o.kind}, ${o.parallelism})`).join(' → ');
   const operation = j.runningOperation ? `${j.runningOperation.workflowId} ${j.runningOperation.kind}${j.runningOperation.phase ? ` (${j.runningOperation.phase})` : ''}` : '(none)';
@@ -339,9 +346,10 @@ function renderJob(j: any): string {
       ['job', j.job], ['operators', operators], ['generation', j.generation],
       ['last checkpoint', checkpointText(j.lastCompletedCheckpoint, 'completedAt') ?? '(none completed yet)'],
       ['in flight', checkpointText(j.checkpointInFlight, 'triggeredAt')], ['operation', operation],
+      ['counters', countersAge(j.subtasks)],
     ]),
-    section('SUBTASKS', table(['operator', 'index', 'runtime', 'incarnation', 'state', 'in', 'out', 'read', 'checkpoint'],
-      j.subtasks.map((t: any) => [t.operator, t.index, t.runtimeId, t.incarnation?.slice(0, 8), t.state, t.recordsIn, t.recordsOut, t.recordsRead, t.lastCheckpoint]))),
+    section('SUBTASKS', table(['operator', 'index', 'runtime', 'incarnation', 'state', 'in', 'out', 'read', 'checkpoint', 'reported'],
+      j.subtasks.map((t: any) => [t.operator, t.index, t.runtimeId, t.incarnation?.slice(0, 8), t.state, t.recordsIn, t.recordsOut, t.recordsRead, t.lastCheckpoint, relative(t.reportedAt)]))),
   ].join('\n\n');
 }
 

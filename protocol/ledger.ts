@@ -27,6 +27,28 @@ export const LEDGER_OUTCOMES = [
 ] as const;
 export type LedgerOutcome = (typeof LEDGER_OUTCOMES)[number];
 
+/**
+ * How an operation ended, in the API's words (DESIGN.md §6; GET /v1/operations/:id `status`, the
+ * ScalegateOutcome search attribute, the CLI's exit code): completed, refused (nothing changed),
+ * compensated (changed, then replanned), cancelled (nothing changed), failed.
+ */
+export const OPERATION_STATUSES = ['running', 'completed', 'refused', 'compensated', 'cancelled', 'failed'] as const;
+export type OperationStatusWord = (typeof OPERATION_STATUSES)[number];
+
+/** A workflow's own outcome word → the API's status word. */
+const STATUS_OF_OUTCOME: Record<string, OperationStatusWord> = {
+  running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', cancelled: 'cancelled', failed: 'failed',
+  'stale-plan': 'refused',
+  // applied with a shortfall recorded as unplaced
+  degraded: 'completed',
+  // a rescale that could not cut over hot and went to the stop-the-world replan, as asked
+  replanned: 'completed',
+};
+
+export function statusOfOutcome(outcome: string): OperationStatusWord {
+  return Object.hasOwn(STATUS_OF_OUTCOME, outcome) ? STATUS_OF_OUTCOME[outcome] : 'completed';
+}
+
 /** One ledger row as read back (GET /v1/ledger): every column, null when unset. */
 export const LedgerEventSchema = z.object({
   id: z.int(),

@@ -5,8 +5,10 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 export const WORKLOAD_KEY = defineSearchAttributeKey('ScalegateWorkload', SearchAttributeType.KEYWORD);
 export const OPERATION_KEY = defineSearchAttributeKey('ScalegateOperation', SearchAttributeType.KEYWORD);
 export const PHASE_KEY = defineSearchAttributeKey('ScalegatePhase', SearchAttributeType.KEYWORD);
+/** How an operation ended, set at its end: completed, refused, compensated, cancelled or failed (OPERATION_STATUSES). */
+export const OUTCOME_KEY = defineSearchAttributeKey('ScalegateOutcome', SearchAttributeType.KEYWORD);
 
-export const SEARCH_ATTRIBUTE_KEYS = [WORKLOAD_KEY, OPERATION_KEY, PHASE_KEY] as const;
+export const SEARCH_ATTRIBUTE_KEYS = [WORKLOAD_KEY, OPERATION_KEY, PHASE_KEY, OUTCOME_KEY] as const;
 
 /**
  * Memo key of a start's admission deadline (ISO-8601), set by the API: a start that Temporal

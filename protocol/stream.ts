@@ -68,6 +68,8 @@ export const StreamSubtaskViewSchema = z.object({
   lastCheckpoint: z.number().nullable(),
   backlog: z.number().nullable(),
   latencyMs: z.object({ p50: z.number(), p95: z.number() }).nullable(),
+  /** when its runtime's agent last reported these counters (its last heartbeat; null: never) */
+  reportedAt: z.string().nullable(),
 });
 
 export const CheckpointViewSchema = z.object({ id: z.number(), generation: z.int(), triggeredAt: z.string(), completedAt: z.string().nullable() });

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { LedgerOutcome } from '../protocol';
 import type { Activities } from '../activities';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
-import { failureMessage, handleAborts, parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, handleAborts, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -25,6 +25,10 @@ export type ApplyPlanResult = PlacementOutcome & {
 
 /** Applies a stored plan (POST /v1/plans/:id/apply for a plan that keeps the size, and the reconcile loop). */
 export async function applyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
+  return reportingOutcome(() => runApplyPlan(rawInput));
+}
+
+async function runApplyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
   const input = parseInput(ApplyPlanInputSchema, rawInput, 'applyPlan');
   const { workflowId, runId } = workflowInfo();
   const aborts = handleAborts();

@@ -1,10 +1,10 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
 import {
-  ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
+  ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, patched, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { ADMIT_BY_MEMO, describeIssues, OPERATION_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol';
+import { ADMIT_BY_MEMO, describeIssues, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, statusOfOutcome, WORKLOAD_KEY, type OperationStatusWord } from '../protocol';
 
 export const phaseQuery = defineQuery<string>('phase');
 /** POST /v1/operations/:id/abort: an operator's abort, taken by every operation that changes a placement. */
@@ -97,6 +97,7 @@ export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType
  */
 export function trackOperation(operation: string, workload: string | null, summary?: string) {
   let phase = 'starting';
+  tracked = { summary: summary ?? operation };
   const details = () => setCurrentDetails(`${summary ?? operation}: **${phase}**`);
   details();
   setHandler(phaseQuery, () => phase);
@@ -115,6 +116,42 @@ export function trackOperation(operation: string, workload: string | null, summa
       details();
     },
   };
+}
+
+/** The summary of the operation this workflow tracks (module state is per workflow run), for its end. */
+let tracked: { summary: string } | null = null;
+
+/** The reason an operation's result gives for how it ended (null: none to give). */
+function reasonOf(result: unknown): string | null {
+  if (!result || typeof result !== 'object') return null;
+  const r = result as { error?: unknown; evidenceGap?: unknown; reason?: unknown; compensation?: { reason?: unknown } | null };
+  const candidates = [r.error, r.evidenceGap, r.reason, r.compensation?.reason];
+  return (candidates.find((c) => typeof c === 'string' && c.length > 0) as string | undefined) ?? null;
+}
+
+/**
+ * Runs an operation and makes its end visible (DESIGN.md §4 "Exits"): the API's status word
+ * (completed, refused, compensated, cancelled, failed) as the ScalegateOutcome search attribute
+ * (a column and a filter of the Web UI's list), and that word and its reason in the workflow's
+ * details. Runs recorded before `scalegate-outcome` replay without it.
+ */
+export async function reportingOutcome<T>(run: () => Promise<T>): Promise<T> {
+  let result: T;
+  try {
+    result = await run();
+  } catch (error) {
+    endVisibly(isCancellation(error) ? 'cancelled' : 'failed', failureMessage(error));
+    throw error;
+  }
+  const outcome = (result as { outcome?: unknown } | null)?.outcome;
+  endVisibly(statusOfOutcome(typeof outcome === 'string' ? outcome : 'completed'), reasonOf(result));
+  return result;
+}
+
+function endVisibly(status: OperationStatusWord, reason: string | null): void {
+  if (!patched('scalegate-outcome')) return;
+  upsertSearchAttributes([{ key: OUTCOME_KEY, value: status }]);
+  setCurrentDetails(`${tracked?.summary ?? workflowInfo().workflowType}: **${status}**${reason ? `: ${reason.slice(0, 1_000)}` : ''}`);
 }
 
 /**

@@ -14,7 +14,7 @@ import type { Activities, RecoveryItem } from '../activities';
 import type { WorkloadRecovery } from '../domain/recovery';
 import { RuntimeId, type ReplicaCount } from '../protocol';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
-import { failureMessage, formatDuration, handleAborts, parseInput, profiles, runtimesOf, trackOperation } from './operation';
+import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
 const isAlreadyStarted = (error: unknown) => error instanceof WorkflowExecutionAlreadyStartedError;
@@ -78,6 +78,10 @@ const isStalePlan = (error: unknown) =>
   error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
 
 export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
+  return reportingOutcome(() => runRecoverRuntime(rawInput));
+}
+
+async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
   const input = parseInput(RecoverRuntimeInputSchema, rawInput, 'recoverRuntime');
   const { workflowId, runId } = workflowInfo();
   const op = trackOperation('recover', null, `recover ${input.runtime} (${input.by})`);

@@ -11,7 +11,7 @@ import { ApplicationFailure, defineQuery, proxyActivities, setHandler, workflowI
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
 import { WorkloadName, type LedgerOutcome } from '../protocol';
-import { formatDuration, failureMessage, handleAborts, parseInput, profiles, runtimesOf, trackOperation } from './operation';
+import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
 
 export { abortSignal } from './operation';
@@ -65,6 +65,10 @@ export interface RescaleStatus {
 export const rescaleStatusQuery = defineQuery<RescaleStatus>('status');
 
 export async function rescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
+  return reportingOutcome(() => runRescaleOperator(rawInput));
+}
+
+async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
   const input = parseInput(RescaleInputSchema, rawInput, 'rescaleOperator');
   const { workflowId, runId } = workflowInfo();
   const status: RescaleStatus = {

@@ -4,7 +4,7 @@ import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { WorkloadName } from '../protocol';
-import { parseInput, profiles, trackOperation } from './operation';
+import { parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
@@ -13,6 +13,10 @@ export const RetireInputSchema = z.object({ workload: WorkloadName, reason: z.st
 
 /** DELETE /v1/workloads/:name: stop every task, empty the placement, ledger. */
 export async function retireWorkload(rawInput: unknown): Promise<{ stopped: string[]; unreachable?: string[] }> {
+  return reportingOutcome(() => runRetireWorkload(rawInput));
+}
+
+async function runRetireWorkload(rawInput: unknown): Promise<{ stopped: string[]; unreachable?: string[] }> {
   const input = parseInput(RetireInputSchema, rawInput, 'retireWorkload');
   const { workflowId, runId } = workflowInfo();
   const op = trackOperation('retire', input.workload, `retire ${input.workload}`);

@@ -11,7 +11,7 @@ import { compareEvidence } from '../domain/evidence';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import { WorkloadName, type Workload } from '../protocol';
-import { failureMessage, parseInput, profiles, runtimesOf } from './operation';
+import { failureMessage, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -50,6 +50,10 @@ export function forcedStops(receipts: readonly { taskId: string; receipt?: Recor
 }
 
 export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
+  return reportingOutcome(() => runScaleIn(rawInput));
+}
+
+async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
   const { workload, placement, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged } = await beginScaleOperation('scaleIn', input);
   const current = placement!.assignments; // a scale-in starts from replicas above the target

@@ -8,7 +8,7 @@ import { compareEvidence } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { LIMITS, WorkloadName } from '../protocol';
-import { failureMessage, formatDuration, parseInput, profiles, runtimesOf } from './operation';
+import { failureMessage, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -57,6 +57,10 @@ const isStalePlan = (error: unknown) =>
   error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
 
 export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
+  return reportingOutcome(() => runScaleOut(rawInput));
+}
+
+async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
   const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr } = await beginScaleOperation('scaleOut', input);
   const decide = (decision: 'approved' | 'rejected', by?: string) => {

@@ -6,7 +6,7 @@ import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
 import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../protocol';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
-import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
@@ -30,6 +30,10 @@ export type ReplanInput = z.input<typeof ReplanInputSchema>;
  * size in a new generation, redeploy, converge, ledger. Hot when possible, correct always.
  */
 export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcome> {
+  return reportingOutcome(() => runStopTheWorldReplan(rawInput));
+}
+
+async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcome> {
   const input = parseInput(ReplanInputSchema, rawInput, 'stopTheWorldReplan');
   // Runs recorded before stream jobs existed replay without this look-up.
   const workload = patched('stream-replan') ? await store.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]) : null;

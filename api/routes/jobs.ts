@@ -55,7 +55,7 @@ async function runningOperationOf(deps: ApiDeps, job: string, options: { failClo
 const counter = (report: TaskReport | undefined, name: keyof typeof STREAM_COUNTERS): number | null => report?.counts[STREAM_COUNTERS[name]] ?? null;
 
 /** One subtask row: its identity from the spec, its figures from its latest task report. */
-function subtaskView(spec: StreamSpec, assignment: Assignment, report: TaskReport | undefined): StreamJobView['subtasks'][number] {
+function subtaskView(spec: StreamSpec, assignment: Assignment, report: TaskReport | undefined, reportedAt: string | null): StreamJobView['subtasks'][number] {
   let operator = '?';
   let index = -1; // placed under a spec the job no longer has (a replan not yet applied)
   try {
@@ -70,6 +70,7 @@ function subtaskView(spec: StreamSpec, assignment: Assignment, report: TaskRepor
     incarnation: report?.incarnation ?? null, state: report?.state ?? null,
     recordsIn: counter(report, 'recordsIn'), recordsOut: counter(report, 'recordsOut'), recordsRead: counter(report, 'recordsRead'),
     lastCheckpoint: counter(report, 'lastCheckpoint'), backlog: report?.backlog ?? null, latencyMs: report?.latencyMs ?? null,
+    reportedAt: report ? reportedAt : null,
   };
 }
 
@@ -85,12 +86,14 @@ export async function streamJobView(deps: ApiDeps, job: string): Promise<StreamJ
     runningOperationOf(deps, job),
   ]);
   const reportOf = new Map(runtimes.flatMap((r) => r.tasks.map((t) => [`${r.id}/${t.taskId}`, t] as const)));
+  // The counters are the agents' heartbeat reports: as old as each runtime's last heartbeat.
+  const heartbeatOf = new Map(runtimes.map((r) => [r.id, r.lastHeartbeatAt]));
   const assignments = [...(placement?.assignments ?? [])].sort((a, b) => a.index - b.index);
   return {
     job,
     generation: placement?.generation ?? null,
     operators: workload.spec.operators.map(({ id, kind, parallelism }) => ({ id, kind, parallelism })),
-    subtasks: assignments.map((a) => subtaskView(workload.spec, a, reportOf.get(`${a.runtimeId}/${a.taskId}`))),
+    subtasks: assignments.map((a) => subtaskView(workload.spec, a, reportOf.get(`${a.runtimeId}/${a.taskId}`), heartbeatOf.get(a.runtimeId) ?? null)),
     lastCompletedCheckpoint,
     checkpointInFlight,
     runningOperation,

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { AbortAnswerSchema, OperationParamsSchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
+import { statusOfOutcome, AbortAnswerSchema, OperationParamsSchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut } from '../../workflows/scale-out';
 import { statusQueryOf, type OperationStatus } from '../../workflows/status';
 import type { ScaleStatus } from '../../workflows/scale-operation';
@@ -24,15 +24,6 @@ function rootCauseMessage(error: Error): string {
   while (cause.cause instanceof Error) cause = cause.cause;
   return cause.message;
 }
-
-/** The workflow's own outcome → the API's status words (DESIGN.md §6). */
-const STATUS_OF_OUTCOME: Record<string, string> = {
-  running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', cancelled: 'cancelled', failed: 'failed',
-  // applied with a shortfall recorded as unplaced
-  degraded: 'completed',
-  // a rescale that could not cut over hot and went to the stop-the-world replan, as asked
-  replanned: 'completed',
-};
 
 export function operationRoutes(deps: ApiDeps) {
   const handleOf = async (workflowId: string) => (await deps.temporal.client()).workflow.getHandle(workflowId);
@@ -89,7 +80,7 @@ export function operationRoutes(deps: ApiDeps) {
         const scale = detail && (description.type === scaleOut.name || description.type === scaleIn.name) ? detail as ScaleStatus : null;
         let status: string;
         if (temporalStatus === 'RUNNING') status = 'running';
-        else if (temporalStatus === 'COMPLETED') status = STATUS_OF_OUTCOME[String(detail?.outcome ?? 'completed')] ?? 'completed';
+        else if (temporalStatus === 'COMPLETED') status = statusOfOutcome(String(detail?.outcome ?? 'completed'));
         else if (temporalStatus === 'CANCELLED' || temporalStatus === 'TERMINATED') status = 'cancelled';
         else status = 'failed';
         let failure: string | null = null;

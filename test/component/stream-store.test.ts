@@ -299,7 +299,10 @@ describe('GET /v1/jobs/:job and scalegate jobs', () => {
     expect(view.subtasks[0]).toEqual({
       operator: 'src', index: 0, subtask: 0, runtimeId: 'rt-a', taskId: 'clicks-0-g2', incarnation: 'inc-0-0123456789', state: 'ready',
       recordsIn: 20, recordsOut: 20, recordsRead: 25, lastCheckpoint: 3, backlog: 2, latencyMs: { p50: 1, p95: 4 },
+      // the counters are as old as rt-a's last heartbeat
+      reportedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });
+    expect(view.subtasks[3].reportedAt).toBeNull(); // no report yet
     expect(view.subtasks[4]).toMatchObject({ recordsIn: 40, recordsOut: 7, recordsRead: null, lastCheckpoint: 3, backlog: null });
     expect(view.subtasks[3]).toMatchObject({ incarnation: null, state: null, recordsIn: null, recordsRead: null }); // no report yet
   });
@@ -353,13 +356,16 @@ describe('GET /v1/jobs/:job and scalegate jobs', () => {
       temporal = { 'rescale:clicks': { type: 'rescaleOperator', phase: 'Draining' } };
       const text = await cli('jobs', JOB);
       expect(text).toMatch(/^operators: +src \(source, 2\) → agg \(keyed-aggregate, 2\) → out \(sink, 1\)$/m);
-      expect(text).toMatch(/^last checkpoint: +3 \(generation 2, completed (\d+s ago|in \d+s)\)$/m);
-      expect(text).toMatch(/^in flight: +4 \(generation 2, triggered (\d+s ago|in \d+s)\)$/m);
+      // Past events read as past: "completed in 0s" was a clock difference below a second.
+      expect(text).toMatch(/^last checkpoint: +3 \(generation 2, completed (\d+s ago|now)\)$/m);
+      expect(text).toMatch(/^in flight: +4 \(generation 2, triggered (\d+s ago|now)\)$/m);
+      // How old the counters are: the oldest agent report.
+      expect(text).toMatch(/^counters: +as of (\d+s ago|now) \(the oldest agent report; each agent reports with its heartbeat\)$/m);
       expect(text).toMatch(/^operation: +rescale:clicks rescaleOperator \(Draining\)$/m);
       const rows = text.slice(text.indexOf('SUBTASKS')).split('\n').slice(1);
-      expect(rows[0].split(/ +/)).toEqual(['OPERATOR', 'INDEX', 'RUNTIME', 'INCARNATION', 'STATE', 'IN', 'OUT', 'READ', 'CHECKPOINT']);
-      expect(rows[1].split(/ +/)).toEqual(['src', '0', 'rt-a', 'inc-0-01', 'ready', '20', '20', '25', '3']);
-      expect(rows[4].split(/ +/)).toEqual(['agg', '1', 'rt-b', '-', '-', '-', '-', '-', '-']);
+      expect(rows[0].split(/ +/)).toEqual(['OPERATOR', 'INDEX', 'RUNTIME', 'INCARNATION', 'STATE', 'IN', 'OUT', 'READ', 'CHECKPOINT', 'REPORTED']);
+      expect(rows[1]).toMatch(/^src +0 +rt-a +inc-0-01 +ready +20 +20 +25 +3 +(\d+s ago|now)$/);
+      expect(rows[4].split(/ +/)).toEqual(['agg', '1', 'rt-b', '-', '-', '-', '-', '-', '-', '-']);
       expect(rows).toHaveLength(6);
     });
 

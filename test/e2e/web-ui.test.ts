@@ -2,7 +2,8 @@
 // by playwright-core; .ci/run installs it): a scale-out started through the API shows in the UI
 // served by the shared dev server with its summary, its ScalegatePhase search attribute and the
 // soak timer's summary, and the workflow list filtered by ScalegateWorkload finds it (and only
-// its workload's runs); a hot rescale of a stream job shows its phases and cutover barrier.
+// its workload's runs); a hot rescale of a stream job shows its phases and cutover barrier; the
+// Start Workflow form starts a scaleOut from a runbook's JSON, and the list shows ScalegateOutcome.
 // Screenshots go to test/e2e/artifacts/ (gitignored).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -44,7 +45,7 @@ beforeAll(async () => {
   page = await browser.newPage({ viewport: { width: 1600, height: 1100 } });
   stack = await startStack({
     env: { SCALEGATE_UI_URL: uiUrl },
-    agents: [{ id: 'agent-a', labels: { zone: 'a', pool: 'e2e' } }, { id: 'agent-b', labels: { zone: 'b', pool: 'e2e' } }],
+    agents: [{ id: 'agent-a', labels: { zone: 'a', pool: 'e2e' }, slots: 8 }, { id: 'agent-b', labels: { zone: 'b', pool: 'e2e' }, slots: 8 }],
   });
 });
 afterAll(async () => {
@@ -149,4 +150,40 @@ it('shows a hot rescale of a stream job: its phases, the cutover barrier in the 
   expect(attributes).toMatch(/ScalegatePhase[\s":]*complete/);
   expect(attributes).toMatch(/ScalegateWorkload[\s":]*e2e-clicks/);
   expect(attributes).toMatch(/ScalegateOperation[\s":]*rescale/);
+});
+
+it('starts a scaleOut from the Start Workflow form with a runbook\'s JSON; the list\'s ScalegateOutcome column shows it completed and another refused', async () => {
+  const name = 'e2e-form';
+  await defineWorkload(stack, name, service(1), 1);
+  // A service that declares no contract: its scale-out is refused by the gates, nothing changes.
+  const { contract: _contract, ...withoutContract } = service(1);
+  await defineWorkload(stack, 'e2e-nocontract', withoutContract, 1);
+  const refused = await stack.api('POST', '/v1/workloads/e2e-nocontract/scale', { body: { replicas: 2, reason: 'e2e web ui' } });
+  expect(await stack.temporal.workflow.getHandle(refused.body.workflowId, refused.body.runId).result()).toMatchObject({ outcome: 'refused' });
+
+  // As docs/runbooks.md says: the form's URL names the workflow id, the task queue and the type; the JSON goes into Data.
+  const formUrl = `${uiUrl}/namespaces/default/workflows/start-workflow?workflowId=${encodeURIComponent(`scale:${name}`)}&taskQueue=${stack.taskQueue}&workflowType=scaleOut`;
+  await page.goto(formUrl, { waitUntil: 'domcontentloaded' });
+  const data = page.locator('.cm-content').first();
+  await data.waitFor({ state: 'visible' });
+  await data.fill(JSON.stringify({ workload: name, replicas: 2, soakMs: 0, reason: 'started from the Web UI form' }));
+  await page.keyboard.press('Tab'); // the form takes the editor's text when it loses focus
+  await page.getByRole('button', { name: 'Start Workflow' }).click();
+  await page.getByText('Workflow started successfully').waitFor({ state: 'visible', timeout: 30_000 });
+  await page.screenshot({ path: path.join(ARTIFACTS, 'web-ui-start-workflow-form.png'), fullPage: true });
+  const formStarted = await stack.waitFor('the form\'s scaleOut', async () => stack.temporal.workflow.getHandle(`scale:${name}`).describe().then((d) => (d.type === 'scaleOut' ? d : null), () => null));
+  expect(await stack.temporal.workflow.getHandle(`scale:${name}`, formStarted.runId).result()).toMatchObject({ outcome: 'completed', toReplicas: 2 });
+
+  // The list with the ScalegateOutcome column, as the UI's "Configure Columns" keeps it (docs/runbooks.md: a saved view).
+  await page.evaluate(() => {
+    const columns = ['Status', 'Workflow ID', 'Type', 'ScalegateOutcome', 'ScalegateWorkload', 'End'].map((label, i) => ({ label, pinned: i < 2 }));
+    (globalThis as unknown as { localStorage: { setItem(key: string, value: string): void } }).localStorage.setItem('namespace-workflow-table-columns', JSON.stringify({ default: columns }));
+  });
+  const query = `ScalegateOutcome IN ("completed", "refused") AND ScalegateWorkload IN ("${name}", "e2e-nocontract")`;
+  await openUntil(`${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, 'e2e-nocontract', 'web-ui-list-outcome.png');
+  const headers = await page.$$eval('th', (cells) => cells.map((cell) => (cell as unknown as { innerText: string }).innerText.trim()));
+  expect(headers).toEqual(expect.arrayContaining(['ScalegateOutcome', 'ScalegateWorkload']));
+  const rows = await page.$$eval('tbody tr', (rows) => rows.map((row) => (row as unknown as { innerText: string }).innerText.replace(/\s+/g, ' ')));
+  expect(rows.find((row) => row.includes(`scale:${name}`) && row.includes('scaleOut'))).toMatch(/\bcompleted\b/);
+  expect(rows.find((row) => row.includes('scale:e2e-nocontract') && row.includes('scaleOut'))).toMatch(/\brefused\b/);
 });

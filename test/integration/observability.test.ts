@@ -318,10 +318,10 @@ describe('search attributes registered by the worker on any server', () => {
     const namespace = `obs-sa-${Date.now()}`;
     await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
     await stack.waitFor(`namespace ${namespace}`, async () => connection.workflowService.describeNamespace({ namespace }).then(() => true, () => false));
-    expect(await ensureSearchAttributes(connection.operatorService, namespace)).toEqual({ added: ['ScalegateWorkload', 'ScalegateOperation', 'ScalegatePhase'] });
+    expect(await ensureSearchAttributes(connection.operatorService, namespace)).toEqual({ added: ['ScalegateWorkload', 'ScalegateOperation', 'ScalegatePhase', 'ScalegateOutcome'] });
     expect(await ensureSearchAttributes(connection.operatorService, namespace)).toEqual({ added: [] });
     const listed = (await connection.operatorService.listSearchAttributes({ namespace })).customAttributes ?? {};
-    expect(Object.keys(listed)).toEqual(expect.arrayContaining(['ScalegateWorkload', 'ScalegateOperation', 'ScalegatePhase']));
+    expect(Object.keys(listed)).toEqual(expect.arrayContaining(['ScalegateWorkload', 'ScalegateOperation', 'ScalegatePhase', 'ScalegateOutcome']));
   });
 
   it('leaves the dev server\'s own registration alone', async () => {
@@ -336,7 +336,7 @@ describe('search attributes registered by the worker on any server', () => {
     } as unknown as Parameters<typeof ensureSearchAttributes>[0];
     const error = await ensureSearchAttributes(operator, 'prod').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SearchAttributeSetupError);
-    expect((error as SearchAttributeSetupError).missing).toEqual(['ScalegateOperation', 'ScalegatePhase']);
+    expect((error as SearchAttributeSetupError).missing).toEqual(['ScalegateOperation', 'ScalegatePhase', 'ScalegateOutcome']);
     expect((error as Error).message).toMatch(/lacks the permission/);
     expect((error as Error).message).toContain('temporal operator search-attribute create --namespace prod --name ScalegateOperation --type Keyword --name ScalegatePhase --type Keyword');
   });

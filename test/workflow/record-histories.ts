@@ -11,7 +11,7 @@ import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { WorkloadRecovery } from '../../domain/recovery';
-import { UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
+import { OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
@@ -360,7 +360,11 @@ async function scale(
   const workflowId = `scale:${ctx.workload}`;
   const handle = await ctx.client.workflow.start(workflow, { taskQueue: ctx.taskQueue, workflowId, args: [{ workload: ctx.workload, ...input }] });
   await during?.(handle);
-  return { workflowId, status: await handle.result() };
+  const status = await handle.result();
+  // Its end is visible in the Web UI's list: the API's status word as ScalegateOutcome.
+  const described = await handle.describe();
+  assert.equal(described.typedSearchAttributes.get(OUTCOME_KEY), statusOfOutcome(status.outcome));
+  return { workflowId, status };
 }
 
 export const SCENARIOS: Scenario[] = [
