@@ -217,6 +217,10 @@ describe('plan, apply, scale and operations', () => {
     const watched = await cli(['operations', 'watch', 'scale:cli-web', '--json']);
     expect(watched.code).toBe(0);
     expect(JSON.parse(watched.stdout)).toMatchObject({ workflowId: 'scale:cli-web', status: 'completed' });
+    // And back to 1 (the tests below expect it there), a scale-in followed the same way.
+    const back = await cli(['scale', 'cli-web', '1', '--drain-timeout-ms', '2000', '--wait']);
+    expect(back).toMatchObject({ code: 0 });
+    expect(back.stdout).toMatch(/^started scaleIn scale:cli-web[\s\S]*^completed/m);
   });
 
   it('retires a workload', async () => {
