@@ -4,25 +4,53 @@ import type { Assignment, PortPair, TaskStatus, WorkloadKind } from '../protocol
 import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
 
+/** How long a stop waits for an agent that fails to answer while its lease still runs. */
+const UNANSWERED_LIMIT_MS = 120_000;
+
 export function taskActivities(deps: ActivityDeps) {
   const { runtimes, registry } = deps.stores;
   const { agents, now } = deps;
   const { agentOf } = lookups(deps);
 
-  /** Stops every task of `workload` that each runtime's agent reports; `skip` says whether an agent that does not answer is passed over (else the failure is thrown). */
-  async function stopEveryTaskOf(workload: string, options: { graceMs?: number }, skip: (runtime: { id: string; status: string }) => boolean): Promise<TaskRef[]> {
+  /**
+   * A call to runtime `runtimeId`'s agent that may find it gone: while the runtime's lease runs the
+   * call is tried again (the agent may be restarting; a frozen one answers nothing); once it is
+   * LOST or its lease ran out, `'unreachable'` (its tasks are revoked at its next heartbeat, as no
+   * placement holds them there any more). An agent that keeps failing within a live lease fails the
+   * activity after `UNANSWERED_LIMIT_MS`.
+   */
+  async function orUnreachable<T>(runtimeId: string, call: () => Promise<T>): Promise<T | 'unreachable'> {
+    const started = now();
+    for (;;) {
+      try {
+        return await call();
+      } catch (error) {
+        if (error instanceof ApplicationFailure && error.nonRetryable) throw error; // an answer, not silence
+        const runtime = await runtimes.get(runtimeId);
+        if (!runtime || runtime.status === 'LOST' || Date.parse(runtime.leaseExpiresAt) <= now()) return 'unreachable';
+        if (now() - started > UNANSWERED_LIMIT_MS) throw error;
+        heartbeat({ waitingFor: runtimeId, error: error instanceof Error ? error.message : String(error) });
+        await sleep(1_000);
+      }
+    }
+  }
+
+  /** Stops every task of `workload` that each runtime's agent reports; one that cannot answer (LOST, its lease lapsed) is passed over, and `unreachable` is told. */
+  async function stopEveryTaskOf(workload: string, options: { graceMs?: number }, unreachable: (runtime: { id: string }) => void = () => {}): Promise<TaskRef[]> {
     const stopped: TaskRef[] = [];
     for (const runtime of await runtimes.list()) {
       heartbeat({ runtime: runtime.id });
-      let tasks: TaskStatus[];
-      try {
-        tasks = await agents.listTasks(await agentOf(runtime.id));
-      } catch (error) {
-        if (skip(runtime)) continue;
-        throw error;
+      const tasks = await orUnreachable(runtime.id, async () => agents.listTasks(await agentOf(runtime.id)));
+      if (tasks === 'unreachable') {
+        unreachable(runtime);
+        continue;
       }
       for (const task of tasks.filter((t) => t.workload === workload)) {
-        await agents.stopTask(await agentOf(runtime.id), task.taskId, { graceMs: options.graceMs });
+        const answer = await orUnreachable(runtime.id, async () => agents.stopTask(await agentOf(runtime.id), task.taskId, { graceMs: options.graceMs }));
+        if (answer === 'unreachable') {
+          unreachable(runtime);
+          break;
+        }
         stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
       }
     }
@@ -86,11 +114,9 @@ export function taskActivities(deps: ActivityDeps) {
         const beating = setInterval(() => heartbeat({ draining: t.taskId, stopped: receipts.length }), 2000);
         heartbeat({ draining: t.taskId, stopped: receipts.length });
         try {
-          const answer = await agents.stopTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs, placementFence: input.placementFence });
-          receipts.push({ ...t, ...answer });
-        } catch (error) {
-          if (runtime.status !== 'LOST') throw error;
-          receipts.push({ ...t, state: 'unreachable' });
+          const answer = await orUnreachable(runtime.id, async () =>
+            agents.stopTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs, placementFence: input.placementFence }));
+          receipts.push(answer === 'unreachable' ? { ...t, state: 'unreachable' } : { ...t, ...answer });
         } finally {
           clearInterval(beating);
         }
@@ -105,16 +131,13 @@ export function taskActivities(deps: ActivityDeps) {
      */
     async stopRetiredTasks(input: { workload: string }): Promise<{ stopped: TaskRef[]; unreachable: string[] }> {
       const unreachable: string[] = [];
-      const stopped = await stopEveryTaskOf(input.workload, {}, (runtime) => {
-        unreachable.push(runtime.id);
-        return true;
-      });
+      const stopped = await stopEveryTaskOf(input.workload, {}, (runtime) => unreachable.push(runtime.id));
       return { stopped, unreachable };
     },
 
-    /** Stop-the-world: every task of the workload on every reachable runtime, placed or not (a LOST one that does not answer is skipped). */
+    /** Stop-the-world: every task of the workload on every reachable runtime, placed or not (one LOST, or whose lease lapsed, is skipped). */
     async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
-      return stopEveryTaskOf(input.workload, { graceMs: input.graceMs }, (runtime) => runtime.status === 'LOST');
+      return stopEveryTaskOf(input.workload, { graceMs: input.graceMs });
     },
   };
 }

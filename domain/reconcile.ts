@@ -35,7 +35,11 @@ export function decideForWorkload(input: FleetSnapshot & {
   const { workload, placement } = input;
   const skip = (reason: ReconcileSkip): ReconcileDecision => ({ workload: workload.name, action: 'skip', reason });
   if (workload.retired) return skip('retired');
-  if (placement && workload.replicas !== 'all' && !input.unplaced) return skip('sticky');
+  // An emptied placement record (a workload retired, then defined again) is pending, as a first
+  // placement is: nothing of it runs. A placed workload short of its size grows only through
+  // /scale or plan/apply (their gates), or when its shortfall is recorded as unplaced.
+  const emptied = placement !== undefined && placement.assignments.length === 0;
+  if (placement && workload.replicas !== 'all' && !input.unplaced && !emptied) return skip('sticky');
   const plan = buildPlan({
     workload, replicas: workload.replicas, runtimes: input.runtimes, placements: input.placements, workloads: input.workloads, nowMs: input.nowMs,
   });

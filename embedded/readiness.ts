@@ -15,8 +15,8 @@ export interface ReadinessTargets {
   temporal: Connection;
   namespace: string;
   taskQueue: string;
-  /** the worker's current process id (it changes when the supervisor restarts it) */
-  workerPid(): number | undefined;
+  /** each worker's current process id (it changes when the supervisor restarts it) */
+  workerPids(): (number | undefined)[];
   agents: readonly { id: string; url: string }[];
 }
 
@@ -28,14 +28,15 @@ const answers = async (url: string, headers: Record<string, string> = {}) => {
   }
 };
 
-async function workerPolls(targets: ReadinessTargets): Promise<boolean> {
-  const pid = targets.workerPid();
-  if (pid === undefined) return false;
+/** Every worker polls the task queue for workflow and for activity tasks. */
+async function workersPoll(targets: ReadinessTargets): Promise<boolean> {
+  const pids = targets.workerPids();
+  if (pids.length === 0 || pids.some((pid) => pid === undefined)) return false;
   const polled = await Promise.all(Object.values(TASK_QUEUE_TYPE).map(async (taskQueueType) => {
     const described = await targets.temporal.workflowService.describeTaskQueue({
       namespace: targets.namespace, taskQueue: { name: targets.taskQueue }, taskQueueType,
     }).catch(() => null);
-    return (described?.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`));
+    return pids.every((pid) => (described?.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`)));
   }));
   return polled.every(Boolean);
 }
@@ -44,7 +45,7 @@ async function workerPolls(targets: ReadinessTargets): Promise<boolean> {
 export async function notReady(targets: ReadinessTargets): Promise<string[]> {
   const [api, worker, state, registered] = await Promise.all([
     answers(`${targets.apiUrl}/readyz`),
-    workerPolls(targets),
+    workersPoll(targets),
     answers(`${targets.apiUrl}/v1/state`, { authorization: `Bearer ${targets.viewerToken}` })
       .then(async (r) => (r?.ok ? ((await r.json()) as { runtimes: { id: string; status: string }[] }) : null)),
     Promise.all(targets.agents.map(async (a) => {

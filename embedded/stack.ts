@@ -41,6 +41,8 @@ const StartConfigSchema = z.object({
   SCALEGATE_LEASE_TTL_MS: z.coerce.number().int().min(300).default(45_000),
   /** tasks each embedded agent takes (stream subtasks share a runtime up to this) */
   SCALEGATE_AGENT_SLOTS: z.coerce.number().int().min(1).max(1024).default(8),
+  /** orchestrator workers on the task queue (the control plane scaled out: the loops still run once) */
+  SCALEGATE_WORKERS: z.coerce.number().int().min(1).max(16).default(1),
   /** one token per role; generated (and kept in the state folder) when unset */
   SCALEGATE_OPERATOR_TOKEN: z.string().optional(),
   SCALEGATE_AGENT_TOKEN: z.string().optional(),
@@ -159,7 +161,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   };
   const output = (name: string, line: string) => console.log(`[${name}] ${line}`);
   const launch = (name: string, entry: string, args: string[] = []) => {
-    const env = envOf[name === 'api' || name === 'worker' ? name : name.startsWith('loadgen') ? 'loadgen' : 'agent'];
+    const env = envOf[name === 'api' ? 'api' : name.startsWith('worker') ? 'worker' : name.startsWith('loadgen') ? 'loadgen' : 'agent'];
     const service = supervise({
       name, log: say,
       start: () => spawnService({ name, entry, args, env, output, logFile: path.join(logs, `${name}.log`) }),
@@ -169,7 +171,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   };
 
   launch('api', 'api/main.ts');
-  const worker = launch('worker', 'workers/main.ts');
+  const workers = Array.from({ length: config.SCALEGATE_WORKERS }, (_, i) => launch(config.SCALEGATE_WORKERS > 1 ? `worker-${i + 1}` : 'worker', 'workers/main.ts'));
   await waitForHttp(`${apiUrl}/healthz`, 60_000);
   const agents = ['a', 'b', 'c'].map((zone, i) => ({ id: `agent-${zone}`, zone, port: config.SCALEGATE_AGENT_BASE_PORT + i }));
   for (const { id, zone, port: agentPort } of agents) {
@@ -182,7 +184,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   try {
     await waitUntilReady({
       apiUrl, viewerToken: tokens.viewer, temporal, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE,
-      workerPid: () => worker.current().child.pid, agents: agents.map((a) => ({ id: a.id, url: `http://127.0.0.1:${a.port}` })),
+      workerPids: () => workers.map((w) => w.current().child.pid), agents: agents.map((a) => ({ id: a.id, url: `http://127.0.0.1:${a.port}` })),
     }, { timeoutMs: 180_000, log: say });
   } finally {
     await temporal.close();
@@ -220,7 +222,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       '',
     ].join('\n'),
   );
-  say(`ready: the API, the worker (polling task queue ${config.SCALEGATE_TASK_QUEUE}) and ${agents.map((a) => a.id).join(', ')} (READY)`);
+  say(`ready: the API, ${config.SCALEGATE_WORKERS > 1 ? `${config.SCALEGATE_WORKERS} workers` : 'the worker'} (polling task queue ${config.SCALEGATE_TASK_QUEUE}) and ${agents.map((a) => a.id).join(', ')} (READY)`);
 }
 
 /** How to reach the Temporal CLI from a shell: through the scalegate CLI, or on PATH. */

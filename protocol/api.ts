@@ -1,6 +1,7 @@
 // Bodies, params and queries of the HTTP API (DESIGN.md §6) that are not a workload definition or
 // a runtime message. The routes validate with them, the CLI builds its requests from them.
 import { z } from 'zod';
+import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema } from './runtime';
 import { AssignmentSchema, LIMITS, Replicas, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
@@ -153,7 +154,7 @@ export const OperationViewSchema = z
     scaleIn: z.unknown().optional(),
     compensation: z.unknown().optional(),
     tierRules: z.unknown().optional(),
-    /** other kinds: the workflow's result or status */
+    /** other kinds: the workflow's status (rescaleOperator, recoverRuntime: protocol/operation-status.ts, by kind) or its result */
     result: z.unknown().optional(),
     /** a failed operation: its innermost cause */
     failure: z.string().nullable(),
@@ -161,26 +162,7 @@ export const OperationViewSchema = z
   .meta({ title: 'Operation' });
 
 /** POST /v1/operations/:workflowId/approve: the scale operation's status after the approval. */
-export const ScaleStatusSchema = z
-  .object({
-    kind: z.enum(['scaleOut', 'scaleIn']),
-    workload: z.string(),
-    phase: z.string(),
-    outcome: z.enum(['running', 'completed', 'refused', 'compensated', 'rejected', 'cancelled', 'failed']),
-    fromReplicas: z.int().nullable(),
-    toReplicas: z.int(),
-    gates: z.unknown(),
-    evidenceGap: z.string().nullable(),
-    plan: z.unknown(),
-    baseline: z.unknown(),
-    after: z.unknown(),
-    comparison: z.unknown(),
-    approval: z.object({ mode: z.enum(['auto', 'manual']), decision: z.enum(['approved', 'rejected']).nullable(), by: z.string().nullable() }),
-    scaleIn: z.unknown(),
-    compensation: z.unknown(),
-    error: z.string().nullable(),
-  })
-  .meta({ title: 'ScaleStatus' });
+export const ScaleStatusSchema = ScaleOperationStatusSchema.meta({ title: 'ScaleStatus' });
 
 /** POST /v1/operations/:workflowId/abort (202): the abort signal was sent. */
 export const AbortAnswerSchema = z.object({ workflowId: z.string(), aborting: z.literal(true) }).meta({ title: 'AbortAnswer' });

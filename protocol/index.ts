@@ -4,6 +4,7 @@ export * from './api';
 export * from './errors';
 export * from './issues';
 export * from './ledger';
+export * from './operation-status';
 export * from './runtime';
 export * from './search-attributes';
 export * from './stream';

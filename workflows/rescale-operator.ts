@@ -7,7 +7,7 @@
 // over hot, and every abort, go to the stop-the-world replan from the last completed checkpoint at
 // the requested parallelism: hot when possible, correct always.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ApplicationFailure, defineQuery, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, defineQuery, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
 import { WorkloadName, type LedgerOutcome } from '../protocol';
@@ -97,7 +97,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
     status.compensation = { reason, outcome: null, joined: null };
     const attemptedAt = new Date(Date.now()).toISOString();
     try {
-      const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism })) as StreamReplanOutcome;
+      const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism }, { onRunning: 'throw' })) as StreamReplanOutcome;
       status.compensation.outcome = { restoredFrom: replanned.restoredFrom, parallelism: replanned.parallelism, generation: replanned.generation };
     } catch (error) {
       if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
@@ -130,6 +130,18 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       // planRescale may have paused the clock before it failed or was cancelled: never leave it paused.
       const resumed = await windowCalls.resumeCheckpointClock.executeWithOptions({ summary: `resume the checkpoint clock of ${input.job}` }, [{ job: input.job }])
         .then((answer) => answer.resumed, (resumeError) => `not resumed: ${failureMessage(resumeError)}`);
+      // What stopped the preparation was no refusal of the request (an agent that does not answer,
+      // the store away): hot is not possible now, correct still is, through the replan at the asked
+      // parallelism. Runs recorded before `rescale-plan-failure-replans` failed here.
+      const refusal = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && ['invalid-input', 'not-found'].includes(error.cause.type ?? '');
+      if (!abort && !refusal && patched('rescale-plan-failure-replans')) {
+        status.hot = false;
+        status.reason = `preparing the hot cutover failed (${failureMessage(error)}); the clock ${resumed === true ? 'resumed' : String(resumed)}`;
+        enter('stop-the-world');
+        await replan(`not hot: ${status.reason}`, 'replanned');
+        enter('complete');
+        return status;
+      }
       status.outcome = abort ? 'cancelled' : 'failed';
       status.error = abort ? aborts.reason : failureMessage(error);
       enter(abort ? 'cancelled' : 'aborted');

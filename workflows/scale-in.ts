@@ -55,7 +55,11 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
 
 async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
-  const { workload, placement, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged } = await beginScaleOperation('scaleIn', input);
+  const { workload, placement, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay } = await beginScaleOperation('scaleIn', input);
+  if (wrongWay) {
+    status.error = wrongWay;
+    return endUnchanged('refused', 'refused', wrongWay);
+  }
   const current = placement!.assignments; // a scale-in starts from replicas above the target
 
   // Before the drain begins nothing changed: an abort or a cancellation ends it `cancelled`.

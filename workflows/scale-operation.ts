@@ -84,12 +84,13 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   }
   const placement = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   const from = placement?.assignments.length ?? 0;
-  const wrongWay = kind === 'scaleOut' ? input.replicas <= from : input.replicas >= from;
-  if (wrongWay) {
-    throw ApplicationFailure.create({
-      type: 'invalid-input', nonRetryable: true,
-      message: `${kind}: replicas ${input.replicas} is not ${kind === 'scaleOut' ? 'above' : 'below'} the current ${from}; use ${kind === 'scaleOut' ? 'scaleIn' : 'scaleOut'}`,
-    });
+  const wrongWay = (kind === 'scaleOut' ? input.replicas <= from : input.replicas >= from)
+    ? `replicas ${input.replicas} is not ${kind === 'scaleOut' ? 'above' : 'below'} the current ${from}; use ${kind === 'scaleOut' ? 'scaleIn' : 'scaleOut'}`
+    : null;
+  // The size the request was chosen from moved before it ran (another operation, the reconcile
+  // loop): a refusal, nothing changed. Runs recorded before `wrong-way-refused` failed instead.
+  if (wrongWay && !patched('wrong-way-refused')) {
+    throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${kind}: ${wrongWay}` });
   }
   const op = trackOperation(kind, input.workload, `scale ${input.workload} ${from} → ${input.replicas}`);
   const status: ScaleStatus = {
@@ -160,5 +161,5 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     await ledger('failed', status.error);
     throw error;
   };
-  return { workload: workload as Workload, placement, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged };
+  return { workload: workload as Workload, placement, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay };
 }

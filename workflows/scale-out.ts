@@ -62,7 +62,11 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 
 async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
-  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr } = await beginScaleOperation('scaleOut', input);
+  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, wrongWay } = await beginScaleOperation('scaleOut', input);
+  if (wrongWay) {
+    status.error = wrongWay;
+    return endUnchanged('refused', 'refused', wrongWay);
+  }
   const decide = (decision: 'approved' | 'rejected', by?: string) => {
     status.approval.decision = decision;
     status.approval.by = by ?? 'operator';

@@ -2,11 +2,17 @@
 // one typed query per workflow type, discriminated by `kind` (the workflow type). All are named
 // `status`, so `temporal workflow query --type status` reads any of them.
 import type { QueryDefinition } from '@temporalio/workflow';
+import type { OperationStatusView } from '../protocol';
 import { recoveryStatusQuery, type RecoveryStatus } from './recover-runtime';
 import { rescaleStatusQuery, type RescaleStatus } from './rescale-operator';
 import { statusQuery, type ScaleStatus } from './scale-operation';
 
 export type OperationStatus = ScaleStatus | RescaleStatus | RecoveryStatus;
+
+// Each workflow's status is the protocol's for its kind (protocol/operation-status.ts): a field
+// renamed or retyped on either side fails the compile here.
+type Conforms<T extends OperationStatusView> = T;
+export type StatusConformance = [Conforms<ScaleStatus>, Conforms<RescaleStatus>, Conforms<RecoveryStatus>];
 
 const STATUS_QUERIES: Record<OperationStatus['kind'], QueryDefinition<OperationStatus>> = {
   scaleOut: statusQuery,

@@ -1,5 +1,6 @@
 // stopTheWorldReplan (DESIGN.md §4.5): the one compensation. Every abort path ends here as a child.
-import { ApplicationFailure, executeChild, patched, proxyActivities, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, executeChild, isCancellation, log, patched, proxyActivities, sleep, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
@@ -103,23 +104,43 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     );
     parallelism = { from: resized.from, to: resized.to };
     const baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-    op.enter('stopping-the-world');
-    const stop = await long.stopStreamJob.executeWithOptions({ summary: `stop the world: every subtask of ${input.workload}` }, [{ workload: input.workload }]);
-    const restorePoint = await store.streamRestorePoint.executeWithOptions({ summary: `find the last completed checkpoint of ${input.workload}` }, [{ workload: input.workload }]);
-    op.enter('planning');
-    const plan = await store.preparePlan.executeWithOptions(
-      { summary: `plan ${input.workload} at ${JSON.stringify(resized.to)} in a new generation` },
-      [{ workload: input.workload, replicas: resized.replicas, newGeneration: true, avoidRuntimes: stop.unreachable }],
-    );
-    if (plan.unplaced) {
-      // A partial job cannot run (its sources would wait for absent peers): say so rather than start part of it.
-      throw ApplicationFailure.create({
-        type: 'placement-unavailable', nonRetryable: true,
-        message: `job ${input.workload}: ${plan.unplaced.missing} of ${resized.replicas} subtasks do not fit the runtimes that answered (unreachable: ${stop.unreachable.join(', ') || 'none'}); the job is stopped until a replan fits`,
-      });
+    // One attempt: stop the world, restore, place, converge. A subtask that fails while the new
+    // generation converges (its peer's agent died meanwhile) is no end of the replan: the world is
+    // stopped again and the job placed anew, a few times, as the replan is the one compensation.
+    const attempt = async () => {
+      op.enter('stopping-the-world');
+      const stop = await long.stopStreamJob.executeWithOptions({ summary: `stop the world: every subtask of ${input.workload}` }, [{ workload: input.workload }]);
+      const restorePoint = await store.streamRestorePoint.executeWithOptions({ summary: `find the last completed checkpoint of ${input.workload}` }, [{ workload: input.workload }]);
+      op.enter('planning');
+      const plan = await store.preparePlan.executeWithOptions(
+        { summary: `plan ${input.workload} at ${JSON.stringify(resized.to)} in a new generation` },
+        [{ workload: input.workload, replicas: resized.replicas, newGeneration: true, avoidRuntimes: stop.unreachable }],
+      );
+      if (plan.unplaced) {
+        // A partial job cannot run (its sources would wait for absent peers): say so rather than start part of it.
+        throw ApplicationFailure.create({
+          type: 'placement-unavailable', nonRetryable: true,
+          message: `job ${input.workload}: ${plan.unplaced.missing} of ${resized.replicas} subtasks do not fit the runtimes that answered (unreachable: ${stop.unreachable.join(', ') || 'none'}); the job is stopped until a replan fits`,
+        });
+      }
+      // The runtimes that did not answer the stop are not called again: their old subtasks can commit nothing, and are revoked when they come back.
+      const outcome = await applyPlacement(withoutRemovalsOn(plan, stop.unreachable), { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
+      return { stop, restorePoint, plan, outcome };
+    };
+    let done: Awaited<ReturnType<typeof attempt>>;
+    for (let tried = 1; ; tried++) {
+      try {
+        done = await attempt();
+        break;
+      } catch (error) {
+        const placementShort = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'placement-unavailable';
+        const noPlacement = error instanceof ApplicationFailure && error.type === 'placement-unavailable';
+        if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !patched('stream-replan-attempts')) throw error;
+        log.warn('stream replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
+        await sleep(1_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
+      }
     }
-    // The runtimes that did not answer the stop are not called again: their old subtasks can commit nothing, and are revoked when they come back.
-    const outcome = await applyPlacement(withoutRemovalsOn(plan, stop.unreachable), { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
+    const { stop, restorePoint, plan, outcome } = done;
     const restoredFrom = restorePoint?.id ?? null;
     const recordsReadBeforeStop = stop.stopped.reduce((sum, t) => sum + (t.counts?.recordsRead ?? 0), 0);
     const after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
@@ -141,16 +162,37 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
   }
 }
 
+/** Attempts of a stream replan's stop → place → converge before it fails. */
+const STREAM_REPLAN_ATTEMPTS = 3;
+
 const subtotal = (parallelism: Record<string, number>) => Object.values(parallelism).reduce((sum, n) => sum + n, 0);
 
-/** Runs the replan as a child (id replan:<workload>) and waits for it. */
-export function compensate(workload: string, replicas: Plan['replicas'] | undefined, reason: string, convergeTimeoutMs?: number, parallelism?: Record<string, number>) {
+/**
+ * Runs the replan as a child (id replan:<workload>) and waits for it. When a replan of the workload
+ * already runs (a recovery's, a failed subtask's), `onRunning: 'wait'` lets it finish and then runs
+ * this one, as asked (correct always: the later replan sees what the earlier one left);
+ * `'throw'` hands the WorkflowExecutionAlreadyStartedError to the caller (a rescale joins it instead).
+ */
+export async function compensate(
+  workload: string, replicas: Plan['replicas'] | undefined, reason: string, convergeTimeoutMs?: number, parallelism?: Record<string, number>,
+  options: { onRunning?: 'wait' | 'throw' } = {},
+): Promise<PlacementOutcome> {
   const size = parallelism ? JSON.stringify(parallelism) : String(replicas);
-  return executeChild(stopTheWorldReplan, {
+  const start = () => executeChild(stopTheWorldReplan, {
     workflowId: `replan:${workload}`,
     args: [{ workload, replicas, reason, cause: workflowInfo().workflowId, convergeTimeoutMs, ...(parallelism ? { parallelism } : {}) }],
     staticSummary: `replan ${workload} → ${size} (${reason.slice(0, 80)})`,
     workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
   });
+  for (let waited = 0; ; waited++) {
+    try {
+      return await start();
+    } catch (error) {
+      const busy = error instanceof WorkflowExecutionAlreadyStartedError;
+      // Runs recorded before this patch failed here; a replan waits at most about 10 minutes for another.
+      if (!busy || options.onRunning === 'throw' || waited >= 120 || !patched('compensate-waits-for-running-replan')) throw error;
+      await sleep(Math.min(5_000, 500 * 2 ** Math.min(waited, 4)), { summary: `replan:${workload} is running: compensate after it` });
+    }
+  }
 }
 

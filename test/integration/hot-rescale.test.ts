@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { runLoad } from '../../store/source-feed';
 import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
+import { OperationStatusSchema } from '../../protocol';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
@@ -71,6 +72,8 @@ async function rescaleViaApi(parallelism: number): Promise<{ status: RescaleStat
   expect(started).toMatchObject({ status: 202, body: { workflowId: `rescale:${JOB}`, kind: 'rescaleOperator' } });
   const secondRequest = await stack.api('POST', `/v1/jobs/${JOB}/operators/agg/rescale`, { body: { parallelism } });
   const status = (await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result()) as RescaleStatus;
+  // What it answers is the protocol's status of its kind (protocol/operation-status.ts).
+  expect(OperationStatusSchema.safeParse(status)).toMatchObject({ success: true, data: { kind: 'rescaleOperator' } });
   return { status, secondRequest };
 }
 

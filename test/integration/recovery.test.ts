@@ -6,6 +6,7 @@ import path from 'node:path';
 import { OWNERSHIP_LOG_TABLE } from '../../protocol/consumer-tables';
 import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
+import { OperationStatusSchema } from '../../protocol';
 import type { RecoveryStatus } from '../../workflows/recover-runtime';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, waitForApply } from '../support/workloads';
@@ -84,7 +85,10 @@ async function recoveryAfter(runtime: string, since: number): Promise<RecoverySt
     const d = await handle.describe().catch(() => null);
     return d !== null && d.startTime.getTime() >= since && d.status.name !== 'RUNNING';
   }, 120_000);
-  return (await handle.result()) as RecoveryStatus;
+  const status = (await handle.result()) as RecoveryStatus;
+  // What it answers is the protocol's status of its kind (protocol/operation-status.ts).
+  expect(OperationStatusSchema.safeParse(status)).toMatchObject({ success: true, data: { kind: 'recoverRuntime' } });
+  return status;
 }
 
 /**

@@ -39,7 +39,8 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
     const runtimes = Object.fromEntries(state.runtimes.map((r) => [r.id, r.status]));
     return { workflowPollers, activityPollers, readyz, runtimes };
   };
-  started = await startNpmStart({ name: 'start', onLine: (line) => {
+  // Two workers (SCALEGATE_WORKERS): the control plane scaled out; ready waits for both.
+  started = await startNpmStart({ name: 'start', env: { SCALEGATE_WORKERS: '2' }, onLine: (line) => {
     if (atReady === null && line.startsWith('[scalegate] ready')) atReady = observe();
   } });
   await started.ready;
@@ -47,8 +48,8 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
 
   const seen = await atReady!;
   expect(seen).toMatchObject({ readyz: 200, runtimes: Object.fromEntries(AGENTS.map((id) => [id, 'READY'])) });
-  expect(seen.workflowPollers).toBeGreaterThanOrEqual(1);
-  expect(seen.activityPollers).toBeGreaterThanOrEqual(1);
+  expect(seen.workflowPollers).toBeGreaterThanOrEqual(2);
+  expect(seen.activityPollers).toBeGreaterThanOrEqual(2);
 
   // The banner with the URLs comes before "ready", and so does what the start waited for.
   const readyAt = lines.findIndex((l) => l.startsWith('[scalegate] ready'));
@@ -58,7 +59,7 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   expect(lines.slice(bannerAt, readyAt).join('\n')).toContain(`API            ${apiUrl}`);
   expect(lines.slice(bannerAt, readyAt).join('\n')).toContain(`task queue ${taskQueue}`);
   expect(lines.slice(0, bannerAt).some((l) => l.startsWith('[scalegate] waiting for'))).toBe(true);
-  expect(lines[readyAt]).toBe(`[scalegate] ready: the API, the worker (polling task queue ${taskQueue}) and ${AGENTS.join(', ')} (READY)`);
+  expect(lines[readyAt]).toBe(`[scalegate] ready: the API, 2 workers (polling task queue ${taskQueue}) and ${AGENTS.join(', ')} (READY)`);
 
   // The CLI's pointer to this stack (no secret in it), and the banner's way to the Temporal CLI.
   expect(readStackFile(started.home)).toEqual({ apiUrl, uiUrl: expect.stringMatching(/^http/), temporalAddress: testEnv().temporalAddress, namespace: 'default', taskQueue });

@@ -7,11 +7,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../../embedded/postgres';
 import { freePort } from '../../embedded/processes';
-import { startTemporalDevServer } from '../../embedded/temporal-server';
+import { startTemporalDevServer, type RunningTemporal } from '../../embedded/temporal-server';
 import { TEST_ENV_VAR, TestEnv } from './env';
 
 export interface SharedServers {
   env: TestEnv;
+  /** the Temporal dev server (a chaos run pauses it by its pid) */
+  temporal: RunningTemporal;
   /** stops both servers and removes their folders */
   stop(): Promise<void>;
 }
@@ -33,6 +35,7 @@ export async function startSharedServers(options: { prefix: string; log?: (line:
   process.env[TEST_ENV_VAR] = envFile;
   return {
     env,
+    temporal,
     async stop() {
       await Promise.all([temporal.stop(), postgres.stop()]);
       fs.rmSync(tmpDir, { recursive: true, force: true });

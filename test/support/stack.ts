@@ -8,6 +8,7 @@ import type { Pool } from 'pg';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../embedded/processes';
+import { startBalancer, type Balancer } from './balancer';
 import { createTestDatabase } from './database';
 import { testEnv } from './env';
 import { reservePortRange, type PortRange } from './ports';
@@ -37,13 +38,20 @@ export type Role = 'operator' | 'agent' | 'viewer';
 
 export interface Stack {
   apiUrl: string;
+  /** the state folder every process of the stack has as SCALEGATE_HOME */
+  home: string;
   databaseUrl: string;
   db: Pool;
   taskQueue: string;
   tokens: Record<Role, string>;
   temporal: Client;
   agents: Record<string, RunningAgent>;
+  /** the last worker started (workers: every one) */
   worker: ServiceProcess | null;
+  workers: ServiceProcess[];
+  /** the API processes (more than one: behind `balancer`, whose URL is apiUrl) */
+  apis: ServiceProcess[];
+  balancer: Balancer | null;
   logs: string[];
   /** An authenticated JSON call to the API: with a role's token, or with `token` (any bearer, e.g. a runtime's credential). */
   api(method: string, urlPath: string, options?: { body?: unknown; role?: Role | null; rawBody?: string; token?: string }): Promise<{ status: number; body: any }>;
@@ -61,6 +69,8 @@ export interface Stack {
   processes(): ServiceProcess[];
   startAgent(spec: AgentSpec): Promise<RunningAgent>;
   startWorker(): Promise<ServiceProcess>;
+  /** (Re)starts API process `index` on its own port (after a kill), and waits for it to answer. */
+  startApi(index: number): Promise<ServiceProcess>;
   /** test/support/wait-for.ts with a 60 s default and, on a timeout, the last lines of the processes' logs */
   waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, options?: WaitForOptions | number): Promise<T>;
   stop(): Promise<void>;
@@ -72,6 +82,10 @@ export async function startStack(options: {
   postgresAdminUrl?: string;
   /** a Temporal server of the file's own (one it pauses) instead of the shared one */
   temporalAddress?: string;
+  /** API processes behind a load balancer (default 1, no balancer) */
+  apis?: number;
+  /** worker processes (default 1; 0 is `worker: false`) */
+  workers?: number;
 } = {}): Promise<Stack> {
   const env = { ...testEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress } : {}) };
   const { name, databaseUrl } = await createTestDatabase('t', options.postgresAdminUrl);
@@ -84,8 +98,11 @@ export async function startStack(options: {
     agent: `ag-${crypto.randomBytes(12).toString('hex')}`,
     viewer: `vw-${crypto.randomBytes(12).toString('hex')}`,
   };
-  const apiPort = await freePort();
-  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  const apiPorts = await Promise.all(Array.from({ length: Math.max(1, options.apis ?? 1) }, () => freePort()));
+  // More than one API: a load balancer in front, as a deployment has; everyone talks to it.
+  const balancer = apiPorts.length > 1 ? await startBalancer(apiPorts.map((port) => `http://127.0.0.1:${port}`)) : null;
+  const apiPort = apiPorts[0];
+  const apiUrl = balancer?.url ?? `http://127.0.0.1:${apiPort}`;
   const taskQueue = `scalegate-${name}`;
   const logs: string[] = [];
   const output = (service: string, line: string) => {
@@ -111,7 +128,7 @@ export async function startStack(options: {
   const processes: ServiceProcess[] = [];
   // Each process gets only the secrets it uses, as under npm start (embedded/stack.ts).
   const secretsOf = (service: string): NodeJS.ProcessEnv =>
-    service === 'api'
+    service.startsWith('api')
       ? { SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer }
       : service.startsWith('agent') ? { SCALEGATE_AGENT_TOKEN: tokens.agent } : {};
   const launch = (service: string, entry: string, args: string[] = [], extraEnv: NodeJS.ProcessEnv = {}) => {
@@ -120,8 +137,14 @@ export async function startStack(options: {
     return p;
   };
 
-  const api = launch('api', 'api/main.ts');
-  await waitForHttp(`${apiUrl}/healthz`, 60_000, () => api.child.exitCode === null);
+  const apis: ServiceProcess[] = [];
+  const startApi = async (index: number) => {
+    const api = launch(apiPorts.length > 1 ? `api-${index}` : 'api', 'api/main.ts', [], { SCALEGATE_API_PORT: String(apiPorts[index]) });
+    apis[index] = api;
+    await waitForHttp(`http://127.0.0.1:${apiPorts[index]}/healthz`, 60_000, () => api.child.exitCode === null);
+    return api;
+  };
+  for (let i = 0; i < apiPorts.length; i++) await startApi(i);
 
   const connection = await Connection.connect({ address: env.temporalAddress });
   const temporal = new Client({ connection });
@@ -160,7 +183,7 @@ export async function startStack(options: {
   const portRanges: Record<string, PortRange> = {};
 
   const stack: Stack = {
-    apiUrl, databaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, logs,
+    apiUrl, home, databaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, workers: [], apis, balancer, logs, startApi,
     api: (method, urlPath, o = {}) =>
       call(`${apiUrl}${urlPath}`, method, o.token !== undefined ? o.token : o.role === null ? null : tokens[o.role ?? 'operator'], o.body, o.rawBody),
     agentApi: async (id, method, urlPath, body, o = {}) =>
@@ -203,20 +226,23 @@ export async function startStack(options: {
       return agent;
     },
     async startWorker() {
-      const worker = launch('worker', 'workers/main.ts');
+      const worker = launch((options.workers ?? 1) > 1 ? `worker-${stack.workers.length}` : 'worker', 'workers/main.ts');
       stack.worker = worker;
+      stack.workers.push(worker);
       return worker;
     },
     async stop() {
       await temporal.workflow.getHandle(`reconcile:${taskQueue}`).terminate('test stack stopped').catch(() => {});
       await Promise.all(processes.map((p) => p.stop(5000)));
+      await balancer?.close();
       await connection.close();
       await db.end();
       for (const range of Object.values(portRanges)) range.release();
     },
   };
 
-  if (options.worker !== false) await stack.startWorker();
+  const workerCount = options.worker === false ? 0 : options.workers ?? 1;
+  for (let i = 0; i < workerCount; i++) await stack.startWorker();
   for (const spec of options.agents ?? []) await stack.startAgent(spec);
   return stack;
 }

@@ -50,6 +50,16 @@ describe('reconcile decisions', () => {
     expect(skipped(decide(web, grown, placement))).toBe('sticky');
   });
 
+  it('chaos seed 3: places a workload retired and defined again (its emptied placement is pending, not placed)', () => {
+    const web = service('web', 2);
+    const emptied: Placement = { ...applied(web, three), fence: 4, assignments: [] };
+    const plan = planned(decide({ ...web, revision: 5 }, three, emptied));
+    expect(plan.starts).toHaveLength(2);
+    expect(plan.stops).toEqual([]);
+    // A placed workload short of its size (a PUT raised it) stays as placed: it grows through /scale's gates.
+    expect(skipped(decide(service('web', 2), three, applied(service('web', 1), three)))).toBe('sticky');
+  });
+
   it('retries a placed workload with an unplaced shortfall once capacity is there', () => {
     const web = service('web', 3);
     const placement = applied(web, [runtime('rt-a')]); // one of three placed

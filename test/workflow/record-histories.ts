@@ -52,6 +52,8 @@ interface Faults {
   sweeps?: (SweepPass | Error)[];
   /** a hot rescale's barrier C does not complete (until the activity is cancelled) */
   checkpointStuck?: boolean;
+  /** preparing a hot rescale cannot reach an agent, on every attempt */
+  planRescaleUnreachable?: boolean;
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -182,8 +184,13 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       call('stopRetiredTasks');
       return { stopped: stillRunning.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: [] };
     },
+    async resumeCheckpointClock() {
+      call('resumeCheckpointClock');
+      return { resumed: true };
+    },
     async planRescale(input) {
       call('planRescale');
+      if (faults.planRescaleUnreachable) throw new Error('agent http://127.0.0.1:1 unreachable: fetch failed');
       if (input.parallelism % 2 !== 0) return { hot: false, reason: `2 → ${input.parallelism} is not an integer factor`, from: 2, to: input.parallelism };
       const added = Array.from({ length: input.parallelism }, (_, i) => assignment(name, 5 + i, 1));
       return {
@@ -435,6 +442,22 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // A stream replan whose first converge fails (a subtask's peer died meanwhile): the world is
+    // stopped again and the job placed anew; the second attempt converges (chaos seed 7).
+    name: 'stop-the-world-replan-stream-second-attempt',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3, { convergeDeadlineOnce: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const result = (await client.workflow.execute(stopTheWorldReplan, {
+        taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded', convergeTimeoutMs: 5000 }],
+      })) as StreamReplanOutcome;
+      assert.equal(fakes.count('stopStreamJob'), 2);
+      assert.equal(result.restoredFrom, 41);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
     // A hot rescale 2 → 4 of the aggregate: prepared, drained through barrier C = 42, cut over.
     name: 'rescale-operator',
     fakes: (name) => fakeActivities(streamWorkload(name), 5),
@@ -474,6 +497,21 @@ export const SCENARIOS: Scenario[] = [
       const status = (await client.workflow.execute(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 3 }] })) as RescaleStatus;
       assert.equal(status.outcome, 'replanned');
       assert.match(status.reason ?? '', /not an integer factor/);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:replanned']);
+      return { workflowId };
+    },
+  },
+  {
+    // Preparing the hot cutover cannot reach an agent (chaos seed 11): the clock is resumed and the
+    // rescale goes through the replan at the asked parallelism instead of failing.
+    name: 'rescale-operator-plan-unreachable',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { planRescaleUnreachable: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const status = (await client.workflow.execute(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] })) as RescaleStatus;
+      assert.equal(status.outcome, 'replanned');
+      assert.match(status.reason ?? '', /unreachable/);
+      assert.equal(fakes.count('resumeCheckpointClock'), 1);
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:replanned']);
       return { workflowId };
     },
@@ -530,6 +568,19 @@ export const SCENARIOS: Scenario[] = [
     async run(ctx) {
       const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
       assert.equal(status.outcome, 'refused');
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:refused']);
+      return { workflowId };
+    },
+  },
+  {
+    // The size it was chosen from moved before it ran (chaos seed 7): 2 → 2 is no scale-out; refused, nothing changed.
+    name: 'scale-out-wrong-way',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 2, soakMs: 0 });
+      assert.equal(status.outcome, 'refused');
+      assert.match(status.error ?? '', /not above the current 2/);
       assert.equal(ctx.fakes.count('commitPlacement'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:refused']);
       return { workflowId };

@@ -1,0 +1,177 @@
+// The chaos checker (issue 20): it trusts only what it can see from outside the control plane:
+// SQL on the stack's database, the agents' own task lists, Temporal's visibility and the process
+// table. It waits for the stack to settle after the schedule (bounded), then judges:
+//   - every operation ended with a status (ScalegateOutcome) and none is still running; none failed;
+//   - the consumer's sink equals its source: nothing lost, nothing doubled, in order, and no two
+//     tasks ever held one partition;
+//   - the stream sink counts every key as often as its source rows, shows exactly the last
+//     completed checkpoint, and checkpoints still complete (no clock left paused);
+//   - each workload's placement is its desired size (or listed unplaced with a reason) and equals
+//     its live tasks, one OS process per service task and none of a task no placement holds.
+import fs from 'node:fs';
+import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
+import type { SharedServers } from '../support/shared-servers';
+import type { Stack } from '../support/stack';
+import { tasksOf } from '../support/workloads';
+import { CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_WORKLOADS } from './schedule';
+
+export interface Violation {
+  check: string;
+  detail: string;
+}
+
+const LOOPS = ['reconcile', 'leaseSweeper', 'autoscaler', 'handleSubtaskFailures'];
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `probe` until it answers non-null, or `timeoutMs` passed (then null). */
+async function settle<T>(timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => null);
+    if (value !== null) return value;
+    if (Date.now() > deadline) return null;
+    await sleep(500);
+  }
+}
+
+async function runningOperations(stack: Stack): Promise<string[]> {
+  const running: string[] = [];
+  for await (const run of stack.temporal.workflow.list({ query: `TaskQueue = '${stack.taskQueue}' AND ExecutionStatus = 'Running'` })) {
+    if (!LOOPS.includes(run.type)) running.push(`${run.workflowId} (${run.type})`);
+  }
+  return running;
+}
+
+export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log: (line: string) => void): Promise<Violation[]> {
+  const violations: Violation[] = [];
+  const violate = (check: string, detail: string) => {
+    log(`VIOLATION ${check}: ${detail}`);
+    violations.push({ check, detail });
+  };
+
+  // 1. Every operation ends.
+  const stillRunning = await settle(240_000, async () => ((await runningOperations(stack)).length === 0 ? true : null));
+  if (!stillRunning) violate('operations-running', (await runningOperations(stack)).join(', '));
+  for await (const run of stack.temporal.workflow.list({ query: `TaskQueue = '${stack.taskQueue}' AND ExecutionStatus != 'Running'` })) {
+    if (LOOPS.includes(run.type) || run.type === 'ping') continue;
+    const outcome = (run.searchAttributes?.ScalegateOutcome as string[] | undefined)?.[0];
+    if (run.status.name !== 'COMPLETED' && run.status.name !== 'FAILED' && run.status.name !== 'CANCELLED') {
+      violate('operation-ended-badly', `${run.workflowId} ${run.type} ${run.status.name}`);
+    } else if (!outcome) {
+      violate('operation-without-outcome', `${run.workflowId} ${run.type} ${run.status.name}`);
+    } else if (outcome === 'failed') {
+      const reason = await stack.temporal.workflow.getHandle(run.workflowId, run.runId).result().then(
+        (result) => `completed with outcome failed: ${JSON.stringify((result as { error?: unknown })?.error ?? result).slice(0, 300)}`,
+        (e: Error) => rootCause(e),
+      );
+      violate('operation-failed', `${run.workflowId} ${run.type}: ${reason}`);
+    }
+  }
+
+  // 2. Placement = desired (or unplaced) = live tasks, once the reconcile loop had its passes.
+  const notConverged = async () => {
+    const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    return (state.workloads as any[]).filter((w) => CHAOS_WORKLOADS.includes(w.name) && w.status !== 'retired')
+      .filter((w) => !(w.ready === w.placed && (w.placed === w.desired || state.unplaced.some((u: any) => u.workload === w.name))));
+  };
+  if (!(await settle(120_000, async () => ((await notConverged()).length === 0 ? true : null)))) {
+    for (const w of await notConverged()) violate('placement-not-converged', `${w.name}: desired ${w.desired}, placed ${w.placed}, ready ${w.ready}, status ${w.status}`);
+  }
+  // The agents' own task lists equal the placement (a task recovery moved away is revoked at its
+  // runtime's next heartbeat and drained: that is waited for, bounded).
+  const taskMismatches = async (): Promise<Violation[]> => {
+    const found: Violation[] = [];
+    const now = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    for (const name of CHAOS_WORKLOADS) {
+      const workload = (now.workloads as any[]).find((w) => w.name === name);
+      const assigned = new Set<string>((workload?.placement?.assignments ?? []).map((a: any) => `${a.runtimeId}/${a.taskId}`));
+      const live = (await tasksOf(stack, name)).filter((t) => !['stopped', 'failed'].includes(t.state));
+      const liveKeys = new Set(live.map((t) => `${t.runtimeId}/${t.taskId}`));
+      for (const key of assigned) if (!liveKeys.has(key)) found.push({ check: 'placed-task-not-running', detail: `${name}: ${key}` });
+      for (const key of liveKeys) if (!assigned.has(key)) found.push({ check: 'task-without-placement', detail: `${name}: ${key}` });
+    }
+    return found;
+  };
+  if (!(await settle(60_000, async () => ((await taskMismatches()).length === 0 ? true : null)))) {
+    for (const v of await taskMismatches()) violate(v.check, v.detail);
+  }
+  const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+  // One OS process per service task, none for a task no placement holds.
+  const serviceAssignments = new Set<string>((((state.workloads as any[]).find((w) => w.name === CHAOS_SERVICE)?.placement?.assignments ?? []) as any[]).map((a) => a.taskId));
+  const processes = taskProcesses();
+  for (const taskId of serviceAssignments) {
+    const count = processes.filter((p) => p.taskId === taskId).length;
+    if (count !== 1) violate('processes-per-task', `${taskId}: ${count} process(es)`);
+  }
+  for (const p of processes) {
+    if (p.taskId.startsWith(`${CHAOS_SERVICE}-`) && !serviceAssignments.has(p.taskId)) violate('process-without-placement', `pid ${p.pid} task ${p.taskId}`);
+  }
+
+  // 3. The consumer: its sink equals its source once it caught up.
+  const orders = await settle(120_000, async () => {
+    const audit = await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: CHAOS_TABLES.orders.source, sink: CHAOS_TABLES.orders.sink });
+    return audit.missing === 0 ? audit : null;
+  }) ?? await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: CHAOS_TABLES.orders.source, sink: CHAOS_TABLES.orders.sink });
+  for (const field of ['missing', 'duplicates', 'extra', 'orderViolations', 'keyMismatches'] as const) {
+    if (orders[field] !== 0) violate(`consumer-${field}`, `${CHAOS_CONSUMER}: ${orders[field]} (source ${orders.sourceCount}, sink ${orders.sinkCount})`);
+  }
+  const overlaps = await ownershipOverlaps({ databaseUrl: stack.databaseUrl, workload: CHAOS_CONSUMER });
+  if (overlaps.length) violate('consumer-ownership-overlap', JSON.stringify(overlaps.slice(0, 5)));
+
+  // 4. The stream job: a checkpoint covers every record, the sink is exact, checkpoints go on.
+  const total = (await stack.db.query<{ n: number }>(`select count(*)::int as n from ${CHAOS_TABLES.clicks.source}`)).rows[0].n;
+  const covered = await settle(120_000, async () => {
+    const audit = await auditStreamCheckpoint(stack.db, { job: CHAOS_JOB, source: CHAOS_TABLES.clicks.source, sink: CHAOS_TABLES.clicks.sink });
+    return audit.coveredSourceRows === total ? audit : null;
+  });
+  if (!covered) violate('stream-checkpoint-behind', `${CHAOS_JOB}: no completed checkpoint covers all ${total} records`);
+  else if (!covered.consistent) violate('stream-sink-beyond-checkpoint', `${CHAOS_JOB}: ${JSON.stringify(covered)}`);
+  const sink = await auditStreamSink(stack.db, { source: CHAOS_TABLES.clicks.source, sink: CHAOS_TABLES.clicks.sink });
+  if (!sink.exact) violate('stream-not-exactly-once', `${CHAOS_JOB}: source ${sink.sourceRows}, sink ${sink.sinkTotal}, mismatched keys ${sink.mismatchedKeys}, extra keys ${sink.extraKeys}`);
+  const lastCheckpoint = async () => (await stack.api('GET', `/v1/jobs/${CHAOS_JOB}`, { role: 'viewer' })).body?.lastCompletedCheckpoint?.id ?? 0;
+  const before = await lastCheckpoint();
+  if ((await settle(30_000, async () => ((await lastCheckpoint()) > before ? true : null))) === null) {
+    violate('checkpoint-clock-stopped', `${CHAOS_JOB}: no checkpoint completed after ${before} within 30 s`);
+  }
+  return violations;
+}
+
+/** The innermost message of a failure, with the activity that failed when there is one. */
+function rootCause(error: Error): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  while (current instanceof Error) {
+    const activity = (current as { activityType?: string }).activityType;
+    if (activity) parts.push(`activity ${activity}`);
+    if (!(current.cause instanceof Error)) parts.push(current.message);
+    current = current.cause;
+  }
+  return parts.join(': ');
+}
+
+/** Task processes on this machine (their environment names SCALEGATE_TASK_ID), by pid. */
+export function taskProcesses(): { pid: number; taskId: string; home: string | null }[] {
+  const found: { pid: number; taskId: string; home: string | null }[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let environ: string;
+    try {
+      environ = fs.readFileSync(`/proc/${entry}/environ`, 'utf8');
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    const vars = environ.split('\0');
+    const taskId = vars.find((v) => v.startsWith('SCALEGATE_TASK_ID='))?.slice('SCALEGATE_TASK_ID='.length);
+    const home = vars.find((v) => v.startsWith('SCALEGATE_HOME='))?.slice('SCALEGATE_HOME='.length) ?? null;
+    if (taskId || home) found.push({ pid: Number(entry), taskId: taskId ?? '', home });
+  }
+  return found;
+}
+
+/** Processes still alive after the stack stopped: its own (SCALEGATE_HOME) and any task of a chaos workload. */
+export function leftoverProcesses(home: string): string[] {
+  return taskProcesses()
+    .filter((p) => p.home === home || CHAOS_WORKLOADS.some((w) => p.taskId.startsWith(`${w}-`)))
+    .filter((p) => p.pid !== process.pid)
+    .map((p) => `pid ${p.pid}${p.taskId ? ` task ${p.taskId}` : ''}${p.home ? ` home ${p.home}` : ''}`);
+}

@@ -1,0 +1,32 @@
+// The chaos schedule (test/chaos/schedule.ts) is a pure function of its seed: a failure's seed replays it.
+import { buildSchedule, describeStep, prng } from '../../test/chaos/schedule';
+
+test('the same seed gives the same schedule; another seed another one', () => {
+  expect(buildSchedule(7, 40)).toEqual(buildSchedule(7, 40));
+  expect(buildSchedule(7, 40)).not.toEqual(buildSchedule(8, 40));
+  // a longer run starts as the shorter one did
+  expect(buildSchedule(7, 60).slice(0, 40)).toEqual(buildSchedule(7, 40));
+});
+
+test('a schedule mixes operations and faults, each with its bounds', () => {
+  const steps = buildSchedule(1, 400);
+  const kinds = new Set(steps.map((s) => s.action.kind));
+  for (const kind of ['scale', 'plan-apply', 'rescale', 'recover', 'tier-signal', 'cancel', 'abort', 'redefine', 'kill', 'pause']) expect(kinds).toContain(kind);
+  for (const { action, gapMs } of steps) {
+    expect(gapMs).toBeGreaterThanOrEqual(300);
+    expect(gapMs).toBeLessThanOrEqual(2_500);
+    if (action.kind === 'scale' || action.kind === 'plan-apply') expect([1, 2, 3]).toContain(action.replicas);
+    if (action.kind === 'kill' || action.kind === 'pause') expect(action.durationMs).toBeGreaterThanOrEqual(1_000);
+  }
+  expect(buildSchedule(1, 100, { faults: false }).some((s) => s.action.kind === 'kill' || s.action.kind === 'pause')).toBe(false);
+  expect(describeStep(steps[0])).toMatch(/\S/);
+});
+
+test('prng: the same stream for the same seed, in [0, 1)', () => {
+  const a = prng(42);
+  const b = prng(42);
+  const values = Array.from({ length: 1000 }, () => a());
+  expect(values).toEqual(Array.from({ length: 1000 }, () => b()));
+  expect(values.every((v) => v >= 0 && v < 1)).toBe(true);
+  expect(new Set(values).size).toBeGreaterThan(990);
+});
