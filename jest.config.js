@@ -12,6 +12,7 @@ const sharedServers = {
 };
 module.exports = {
   testTimeout: 180000,
+  testSequencer: '<rootDir>/test/support/sequencer.js',
   projects: [
     { displayName: 'unit', testEnvironment: 'node', transform, testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     { displayName: 'component', testEnvironment: 'node', transform, testMatch: ['<rootDir>/test/component/**/*.test.ts'], ...sharedServers },

@@ -1,11 +1,12 @@
-// The CI subset of the chaos suite (issue 20): fixed seeds of the seeded schedule of operations and
+// The CI subset of the chaos suite (issue 20): a fixed seed (3, whose run found the emptied-placement
+// bug; one seed keeps CI under its 10 minutes) of the seeded schedule of operations and
 // faults (test/chaos/schedule.ts) on a stack of its own (two APIs behind a balancer, two workers,
 // three agents, its own PostgreSQL and Temporal), judged from outside by test/chaos/checker.ts.
 // A violation fails with the seed and the schedule: `npm run chaos -- --seed S --steps N` replays it.
 import { runChaos } from '../chaos/run';
 
-const SEEDS = [1, 3];
-const STEPS = 12;
+const SEEDS = [3];
+const STEPS = 10;
 
 test.each(SEEDS)('seed %i: every operation ends, nothing lost or doubled, placement = desired = live tasks', async (seed) => {
   const lines: string[] = [];
