@@ -16,7 +16,7 @@ describe('committed histories', () => {
   it('the workflows changed for issue 18 keep their old runs: each new version records ledger-after-compensation', () => {
     for (const name of ['scale-out-aborted', 'scale-out-regression', 'scale-in-compensated', 'apply-plan-compensated']) {
       const versions = versionsOf(HISTORIES_DIR, name);
-      expect(versions[0]).toBe(`${name}.json`); // the first recording, as committed
+      expect(versions).toContain(`${name}.json`); // the committed file, kept as committed
       expect(patchIds(readHistory(HISTORIES_DIR, versions[0]))).not.toContain('ledger-after-compensation');
       expect(patchIds(readHistory(HISTORIES_DIR, versions[versions.length - 1]))).toContain('ledger-after-compensation');
     }
