@@ -154,6 +154,8 @@ export const OperationViewSchema = z
     scaleIn: z.unknown().optional(),
     compensation: z.unknown().optional(),
     tierRules: z.unknown().optional(),
+    /** scaleOut: when its soak ends (ISO-8601; null outside the soak) */
+    soakEndsAt: nullableInstant.optional(),
     /** other kinds: the workflow's status (rescaleOperator, recoverRuntime: protocol/operation-status.ts, by kind) or its result */
     result: z.unknown().optional(),
     /** a failed operation: its innermost cause */

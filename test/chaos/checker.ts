@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import type { SharedServers } from '../support/shared-servers';
 import type { Stack } from '../support/stack';
+import { waitFor } from '../support/wait-for';
 import { tasksOf } from '../support/workloads';
 import { CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_WORKLOADS } from './schedule';
 
@@ -21,18 +22,10 @@ export interface Violation {
 }
 
 const LOOPS = ['reconcile', 'leaseSweeper', 'autoscaler', 'handleSubtaskFailures'];
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Polls `probe` until it answers non-null, or `timeoutMs` passed (then null). */
-async function settle<T>(timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => null);
-    if (value !== null) return value;
-    if (Date.now() > deadline) return null;
-    await sleep(500);
-  }
-}
+/** Polls `probe` (test/support/wait-for.ts) until it answers non-null; null once `timeoutMs` passed. */
+const settle = <T>(timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> =>
+  waitFor('the stack to settle', () => probe().catch(() => null), { timeoutMs, intervalMs: 500 }).then((value) => value as T, () => null);
 
 async function runningOperations(stack: Stack): Promise<string[]> {
   const running: string[] = [];

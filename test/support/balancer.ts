@@ -61,8 +61,8 @@ export async function startBalancer(backends: string[], options: { requestTimeou
         forwarded.on('timeout', () => forwarded.destroy(Object.assign(new Error('backend timed out'), { code: 'ETIMEDOUT' })));
         forwarded.on('error', (error: NodeJS.ErrnoException) => {
           if (response.headersSent) return response.destroy();
-          // Refused or reset before connecting: the request never reached that backend.
-          if (error.code === 'ECONNREFUSED' || error.code === 'ECONNRESET' && !forwarded.reusedSocket && forwarded.writableFinished === false) {
+          // Refused: the request never reached that backend.
+          if (error.code === 'ECONNREFUSED') {
             healthy[i] = false;
             return attempt(rest);
           }
