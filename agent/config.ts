@@ -25,6 +25,12 @@ export const AgentConfigSchema = z.object({
   /** how long a released port pair waits before another task may be given it */
   portQuarantineMs: z.coerce.number().int().min(0).default(30_000),
   databaseUrl: z.string().optional(),
+  /**
+   * A deliberately broken build, for proving that the chaos checker can fail (issue 20); never set
+   * outside a test. `drain-skips-commit`: a consumer drain flushes one last batch to the sink but
+   * skips its offset commit, so the survivors read those records again.
+   */
+  testBreak: z.enum(['drain-skips-commit']).optional(),
 });
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
 
@@ -64,6 +70,7 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
     portRangeEnd: rangeEnd || undefined,
     portQuarantineMs: env.SCALEGATE_AGENT_PORT_QUARANTINE_MS,
     databaseUrl: env.DATABASE_URL,
+    testBreak: env.SCALEGATE_TEST_BREAK || undefined,
   });
   if (!parsed.success) {
     throw new Error(`invalid agent configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);

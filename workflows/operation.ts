@@ -1,7 +1,7 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
 import {
-  ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, patched, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
+  ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, patched, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { ADMIT_BY_MEMO, describeIssues, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, statusOfOutcome, WORKLOAD_KEY, type OperationStatusWord } from '../protocol';
@@ -173,6 +173,10 @@ export function runtimesOf(tasks: readonly { runtimeId: string }[]): string {
 }
 
 /** The most specific message of a failure: an ActivityFailure's own message is only "Activity task failed". */
+/** The planner refused a decision made on a placement that has since moved (DecisionStaleError). */
+export const isStalePlan = (error: unknown): boolean =>
+  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
+
 export function failureMessage(error: unknown): string {
   let current: unknown = error;
   let text = error instanceof Error ? error.message : String(error);

@@ -7,14 +7,14 @@
 // tasks are revoked when it heartbeats again) → converge (new tasks, and survivors that took
 // partitions, ready) → ledger row `recover`. An abort, or a failure after the runtime was declared
 // LOST, ends in the stop-the-world replan of every affected workload that did not converge.
-import { ActivityFailure, ApplicationFailure, defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
 import type { WorkloadRecovery } from '../domain/recovery';
 import { RuntimeId, type ReplicaCount } from '../protocol';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
-import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
+import { failureMessage, isStalePlan, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
 const isAlreadyStarted = (error: unknown) => error instanceof WorkflowExecutionAlreadyStartedError;
@@ -73,9 +73,6 @@ export interface RecoveryStatus {
 export const recoveryStatusQuery = defineQuery<RecoveryStatus>('status');
 
 const MAX_DECISION_ATTEMPTS = 3;
-
-const isStalePlan = (error: unknown) =>
-  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
 
 export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
   return reportingOutcome(() => runRecoverRuntime(rawInput));

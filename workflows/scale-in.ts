@@ -11,7 +11,7 @@ import { compareEvidence } from '../domain/evidence';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import { WorkloadName, type Workload } from '../protocol';
-import { failureMessage, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { failureMessage, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -111,7 +111,15 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
         assignments: decision.survivors, onFence: placement!.fence,
         warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
       },
-    }]).catch((error) => (aborts.isAbort(error) ? Promise.reject(error) : failUnchanged(error)));
+    }]).catch(async (error): Promise<Prepared & { ended: ScaleStatus }> => {
+      if (aborts.isAbort(error)) throw error;
+      // Another change wrote the placement after the victims were chosen (chaos seed 14): nothing
+      // moved yet, so the scale-in is refused as stale, as a scale-out is, not failed.
+      if (!isStalePlan(error) || !patched('scale-in-stale-refused')) return failUnchanged(error);
+      status.evidenceGap = `stale plan: ${failureMessage(error)}; plan again`;
+      return { ended: await endUnchanged('refused', 'stale-plan', status.evidenceGap) };
+    });
+    if ('ended' in plan) return plan;
     status.plan = planView(plan);
     return { plan, decision };
   };

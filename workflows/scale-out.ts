@@ -1,14 +1,14 @@
 // scaleOut (DESIGN.md §4.1): baseline → gates → smallest increase on a fresh basis → optional
 // manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
-import { ActivityFailure, ApplicationFailure, condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
+import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { LIMITS, WorkloadName } from '../protocol';
-import { failureMessage, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { failureMessage, isStalePlan, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -52,9 +52,6 @@ export function approvalDetails(workload: string, from: number, plan: Pick<Plan,
     ...(plan.warnings.length ? [`warnings: ${plan.warnings.join('; ')}`] : []),
   ].join('\n\n');
 }
-
-const isStalePlan = (error: unknown) =>
-  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
 
 export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
   return reportingOutcome(() => runScaleOut(rawInput));

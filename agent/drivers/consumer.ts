@@ -31,6 +31,8 @@ export interface ConsumerDriverOptions {
   pollMs?: number;
   /** records per batch transaction (default 100) */
   batchSize?: number;
+  /** the broken build of SCALEGATE_TEST_BREAK=drain-skips-commit (agent/config.ts): tests only */
+  drainSkipsCommit?: boolean;
 }
 
 /** A consumer task's status: the common report plus the consumer's own gauges. */
@@ -416,7 +418,7 @@ class ConsumerTask implements TaskHandle {
   }
 
   /** One exactly-once batch on one partition; returns how many records it committed. */
-  private async processBatch(partition: number): Promise<number> {
+  private async processBatch(partition: number, commitOffset = true): Promise<number> {
     const owned = this.owned.get(partition);
     if (!owned) return 0;
     const client = await this.pool.connect();
@@ -468,14 +470,16 @@ class ConsumerTask implements TaskHandle {
         [partition, records.map((r) => r.offset), records.map((r) => r.key), records.map((r) => r.payload), this.taskId, this.incarnation],
       );
       const lastOffset = Number(records[records.length - 1].offset);
-      await client.query(`update ${OFFSETS_TABLE} set committed_offset = $3 where workload = $1 and partition = $2`, [
-        this.workload,
-        partition,
-        lastOffset,
-      ]);
+      if (commitOffset) {
+        await client.query(`update ${OFFSETS_TABLE} set committed_offset = $3 where workload = $1 and partition = $2`, [
+          this.workload,
+          partition,
+          lastOffset,
+        ]);
+      }
       await client.query('commit');
 
-      owned.committed = lastOffset;
+      if (commitOffset) owned.committed = lastOffset;
       this.counts.processed += records.length;
       this.counts.batches += 1;
       this.commitsForRate.push({ at: Date.now(), records: records.length });
@@ -595,6 +599,10 @@ class ConsumerTask implements TaskHandle {
   /** Waits for the loop to finish its in-flight batch, then releases every owned partition (retrying until it can). */
   private async completeDrain(): Promise<DrainReceipt> {
     await this.loopDone;
+    if (this.options.drainSkipsCommit) {
+      this.ctx.log('consumer.test-break', { taskId: this.taskId, break: 'drain-skips-commit' });
+      for (const p of this.owned.keys()) await this.processBatch(p, false).catch(() => 0);
+    }
     const committedOffsets: Record<string, number> = {};
     const releasedPartitions: number[] = [];
     for (const p of [...this.owned.keys()].sort((a, b) => a - b)) {
@@ -634,6 +642,7 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
   const resolved: Required<ConsumerDriverOptions> = {
     pollMs: options.pollMs ?? 50,
     batchSize: options.batchSize ?? 100,
+    drainSkipsCommit: options.drainSkipsCommit ?? false,
   };
   const tasks = new Set<ConsumerTask>();
   let pool: Pool | null = null;

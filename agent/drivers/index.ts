@@ -17,5 +17,5 @@ export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Pa
     rangeEnd: config.portRangeEnd,
     quarantineMs: config.portQuarantineMs,
   });
-  return { service: createProcessDriver(context, ports), consumer: createConsumerDriver(context), stream: createStreamDriver(context) };
+  return { service: createProcessDriver(context, ports), consumer: createConsumerDriver(context, { drainSkipsCommit: config.testBreak === 'drain-skips-commit' }), stream: createStreamDriver(context) };
 }

@@ -66,6 +66,8 @@ export interface ChaosOptions {
   seed: number;
   steps: number;
   faults?: boolean;
+  /** a deliberately broken build the checker must catch (agent/config.ts testBreak) */
+  testBreak?: 'drain-skips-commit';
   log?: (line: string) => void;
 }
 
@@ -83,6 +85,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   try {
     stack = await startStack({
       apis: 2, workers: 2, leaseTtlMs: 3000,
+      ...(options.testBreak ? { env: { SCALEGATE_TEST_BREAK: options.testBreak } } : {}),
       agents: CHAOS_AGENTS.map((id, i) => ({ id, labels: { zone: String.fromCharCode(97 + i) }, slots: 12 })),
     });
     const s = stack;

@@ -25,14 +25,14 @@ const events: Array<{ event: string; fields?: Record<string, unknown> }> = [];
 
 const waitFor = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 20_000) => pollUntil(what, probe, { timeoutMs, intervalMs: 50 });
 
-function newDriver(runtimeId: string, url = databaseUrl): TaskDriver {
+function newDriver(runtimeId: string, url = databaseUrl, options: { drainSkipsCommit?: boolean } = {}): TaskDriver {
   const ctx: DriverContext = {
     runtimeId,
     stateDir: path.join(tmpDir, runtimeId),
     databaseUrl: url,
     log: (event, fields) => events.push({ event, fields }),
   };
-  const driver = createConsumerDriver(ctx, { pollMs: 20, batchSize: 50 });
+  const driver = createConsumerDriver(ctx, { pollMs: 20, batchSize: 50, ...options });
   drivers.push(driver);
   return driver;
 }
@@ -142,6 +142,28 @@ describe('consumer driver', () => {
       // Last offset committed = last offset written (offsets start at 0 and are contiguous).
       expect(finalReceipt.committedOffsets![p]).toBe(firstLoad.perPartition[p] + second.perPartition[p] - 1);
     }
+  });
+
+  // The chaos checker's consumer check (issue 20: "the checker can fail") against the broken build
+  // SCALEGATE_TEST_BREAK=drain-skips-commit: the drained task's last batch reaches the sink but not
+  // its offset, so the survivor reads those records again, its sink insert is refused as a
+  // duplicate, and the audit counts the records it can no longer deliver as missing.
+  test('the broken build "drain skips its commit" is caught: the sink falls short of the source', async () => {
+    const spec = { partitions: 2, source: 'broken_in', sink: 'broken_out', workMs: 1 };
+    const startFor = (taskId: string, partitions: number[]): TaskStart => ({
+      taskId, workload: 'broken', kind: 'consumer', index: 0, generation: 1, placementFence: 1, spec, partitions,
+    });
+    await runLoad({ databaseUrl, source: 'broken_in', partitions: 2, ratePerSec: 5000, count: 400 });
+    const victim = await newDriver('rt-broken-a', databaseUrl, { drainSkipsCommit: true }).start(startFor('broken-0', [0, 1]));
+    await waitFor('the victim ready', () => statusOf(victim).state === 'ready');
+    await victim.drain({ drainTimeoutMs: 15_000 });
+    const survivor = await newDriver('rt-broken-b').start(startFor('broken-1', [0, 1]));
+    await waitFor('the survivor refused by the sink as a duplicate', () => statusOf(survivor).errors > 0);
+    expect(statusOf(survivor).detail).toMatch(/duplicate key/);
+    const audit = await verifyExactlyOnce({ databaseUrl, source: 'broken_in', sink: 'broken_out' });
+    expect(audit.sourceCount).toBe(400);
+    expect(audit.missing).toBeGreaterThan(0);
+    expect(audit.sinkCount).toBeLessThan(400);
   });
 
   test('fencing: a lower fence cannot take a partition held by a higher fence; a higher one can', async () => {

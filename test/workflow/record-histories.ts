@@ -38,6 +38,8 @@ type SweepPass = Awaited<ReturnType<Activities['sweepLeases']>>;
 interface Faults {
   /** commitPlacement refuses: the plan's basis moved */
   stalePlan?: boolean;
+  /** preparePlan refuses a decided target (the scale-in's victims): the placement moved after the choice */
+  staleDecision?: boolean;
   /** the first awaitTasksReady misses its deadline (after the commit) */
   convergeDeadlineOnce?: boolean;
   /** the first stopTasks (a scale-in drain) misses its deadline */
@@ -144,6 +146,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async preparePlan(input) {
       call('preparePlan');
+      if (faults.staleDecision && input.decided) throw nonRetryable('stale-plan', `the target for ${name} was decided on placement fence ${input.decided.onFence}, now ${fence + 1}; decide again`);
       const size = typeof input.replicas === 'number' ? input.replicas : current.length;
       const generation = input.newGeneration ? 2 : 1;
       const target = Array.from({ length: size }, (_, i) => assignment(name, i, generation, partitionsOf(i, size)));
@@ -711,6 +714,21 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'refused');
       assert.equal(ctx.fakes.count('stopTasks'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:refused']);
+      return { workflowId };
+    },
+  },
+  {
+    // Another change wrote the placement after the victims were chosen (chaos seed 14): refused as
+    // stale, nothing drained, not failed.
+    name: 'scale-in-stale',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4, { staleDecision: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'refused');
+      assert.match(status.evidenceGap ?? '', /decided on placement fence 3, now 4; decide again/);
+      assert.equal(ctx.fakes.count('stopTasks'), 0);
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:stale-plan']);
       return { workflowId };
     },
   },
