@@ -8,6 +8,7 @@ import { createRuntimeStore } from '../store/runtimes';
 import { createTierStore } from '../store/tiers';
 import { createSinkAuditStore } from '../store/sink-audit';
 import { createStreamJobStore } from '../store/stream-jobs';
+import { kafkaMetadata } from '../lib/kafka';
 import { createAgentClient } from './agent-client';
 import { createActivities } from './index';
 import type { ActivityDeps } from './ports';
@@ -16,6 +17,8 @@ import type { ActivityDeps } from './ports';
 export interface ActivityDepsOptions {
   db: Pool;
   now?: () => number;
+  /** SCALEGATE_KAFKA_BROKERS: Kafka metadata for the gates of workloads that read a topic */
+  kafkaBrokers?: string;
 }
 
 export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
@@ -32,6 +35,7 @@ export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
     },
     agents: createAgentClient(),
     now: options.now ?? Date.now,
+    ...(options.kafkaBrokers ? { kafka: kafkaMetadata(options.kafkaBrokers) } : {}),
   };
 }
 

@@ -2,8 +2,9 @@
 // consumer sink audit), and the proof after a scale-in that the removed own nothing.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { EvidenceSnapshot } from '../domain/evidence';
-import type { EligibleRuntime, RuntimeProbe } from '../domain/gates';
+import type { BrokerPartitions, EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
+import { sourceTableOf, sourceTopicOf } from '../protocol';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 
 export function evidenceActivities(deps: ActivityDeps) {
@@ -13,7 +14,7 @@ export function evidenceActivities(deps: ActivityDeps) {
 
   return {
     /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
-    async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[] }> {
+    async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[]; broker?: BrokerPartitions }> {
       const workload = await requireWorkload(input.workload);
       const [all, placements] = await Promise.all([runtimes.list(), registry.listPlacements()]);
       const used: Record<string, number> = {};
@@ -36,7 +37,12 @@ export function evidenceActivities(deps: ActivityDeps) {
           probes.push({ runtimeId, source: failed, destination: failed });
         }
       }
-      return { eligible, probes };
+      const topic = workload.kind === 'consumer' ? sourceTopicOf(workload.spec) : null;
+      if (topic === null) return { eligible, probes };
+      const broker: BrokerPartitions = deps.kafka
+        ? await deps.kafka.partitionCount(topic).then((partitions) => ({ topic, partitions }), (error: Error) => ({ topic, error: error.message }))
+        : { topic, error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' };
+      return { eligible, probes, broker };
     },
 
     /** A snapshot of every task of the workload (from its agents) and, for consumers and stream jobs, the sink audit. */
@@ -67,8 +73,10 @@ export function evidenceActivities(deps: ActivityDeps) {
         latencyP50Ms: p50s.length ? Math.max(...p50s) : null, latencyP95Ms: p95s.length ? Math.max(...p95s) : null,
         backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
       };
-      if (workload.kind === 'consumer') {
-        const audit = await sinkAudit.exactlyOnce({ source: workload.spec.source, sink: workload.spec.sink });
+      // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
+      const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;
+      if (workload.kind === 'consumer' && sourceTable !== null) {
+        const audit = await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink });
         snapshot.sink = {
           sourceCount: audit.sourceCount, sinkCount: audit.sinkCount, missing: audit.missing,
           duplicates: audit.duplicates, extra: audit.extra, orderViolations: audit.orderViolations,

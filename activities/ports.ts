@@ -1,6 +1,7 @@
 // What every activity module is built over: injected ports (stores, the agent client, a clock), so
 // a test can hand in fakes without HTTP or a database, and the few helpers they share.
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { KafkaMetadata } from '../lib/kafka';
 import type { Workload } from '../protocol';
 import type { LedgerStore } from '../store/ledger';
 import type { PlanStore } from '../store/plans';
@@ -28,6 +29,8 @@ export interface ActivityDeps {
   stores: ActivityStores;
   agents: AgentClient;
   now: () => number;
+  /** the Kafka brokers' metadata (SCALEGATE_KAFKA_BROKERS); absent when the control plane has none */
+  kafka?: KafkaMetadata;
 }
 
 export interface TaskRef {

@@ -6,6 +6,7 @@ import { placeAppended, rescaleEligibility } from '../domain/rescale';
 import { eligibleRuntimes } from '../domain/placement';
 import { appendRescaled, blockOf, indicesOf, subtaskCount } from '../domain/stream';
 import type { Assignment, CutoverAnswer, StreamSpec } from '../protocol';
+import { StalePlacementError } from '../store/registry';
 import { heartbeat, idempotencyKey, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
 
@@ -96,18 +97,19 @@ export function rescaleActivities(deps: ActivityDeps) {
      */
     async commitRescaleLayout(input: { job: string; plan: Extract<RescalePlan, { hot: true }> }) {
       const { plan } = input;
-      const job = await requireJob(input.job);
-      let revision = job.revision;
-      if (JSON.stringify(job.spec) !== JSON.stringify(plan.spec)) {
-        if (job.revision !== plan.registryRevision) throw nonRetryable('stale-plan', `job ${input.job} changed (revision ${plan.registryRevision} → ${job.revision}) since the rescale was planned`);
-        const { name: _name, revision: _revision, retired: _retired, ...definition } = job;
-        revision = (await registry.putWorkload(input.job, { ...definition, spec: plan.spec, replicas: subtaskCount(plan.spec) })).revision;
-      }
+      // The spec and the placement in one fenced transaction: a refused write changes neither.
       const placement = await registry.commitPlacement(
-        input.job, { registryRevision: revision, placementFence: plan.placementFence }, [...plan.retiring, ...plan.others, ...plan.added],
-        { generation: plan.generation, writer: idempotencyKey() ?? 'rescale', planId: `rescale:${input.job}:${plan.checkpoint}:add` },
-      );
-      return { placementFence: placement.fence, registryRevision: revision };
+        input.job, { registryRevision: plan.registryRevision, placementFence: plan.placementFence }, [...plan.retiring, ...plan.others, ...plan.added],
+        {
+          generation: plan.generation, writer: idempotencyKey() ?? 'rescale', planId: `rescale:${input.job}:${plan.checkpoint}:add`,
+          spec: plan.spec, desiredReplicas: subtaskCount(plan.spec),
+        },
+      ).catch((error: unknown) => {
+        if (error instanceof StalePlacementError) throw nonRetryable('stale-plan', `job ${input.job} changed since the rescale was planned (revision ${plan.registryRevision}, fence ${plan.placementFence}): ${error.message}`);
+        throw error;
+      });
+      const job = await requireJob(input.job);
+      return { placementFence: placement.fence, registryRevision: job.revision };
     },
 
     /** Arms every subtask of the job for the cutover at C; answers each one's role. A refusal fails non-retryably. */

@@ -25,6 +25,8 @@ export const AgentConfigSchema = z.object({
   /** how long a released port pair waits before another task may be given it */
   portQuarantineMs: z.coerce.number().int().min(0).default(30_000),
   databaseUrl: z.string().optional(),
+  /** the Kafka brokers Kafka sources are read from (SCALEGATE_KAFKA_BROKERS, "host:port,...") */
+  kafkaBrokers: z.string().max(4096).optional(),
   /**
    * A deliberately broken build, for proving that the chaos checker can fail (issue 20); never set
    * outside a test. `drain-skips-commit`: a consumer drain flushes one last batch to the sink but
@@ -70,6 +72,7 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
     portRangeEnd: rangeEnd || undefined,
     portQuarantineMs: env.SCALEGATE_AGENT_PORT_QUARANTINE_MS,
     databaseUrl: env.DATABASE_URL,
+    kafkaBrokers: env.SCALEGATE_KAFKA_BROKERS || undefined,
     testBreak: env.SCALEGATE_TEST_BREAK || undefined,
   });
   if (!parsed.success) {

@@ -29,6 +29,8 @@ export const ApiConfigSchema = z.object({
   /** how long a request may wait on PostgreSQL or Temporal before it is answered 503 */
   SCALEGATE_REQUEST_DEADLINE_MS: z.coerce.number().int().min(500).max(300_000).default(10_000),
   SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  /** Kafka brokers ("host:port,..."): a workload reading a topic is checked against the broker's partition count */
+  SCALEGATE_KAFKA_BROKERS: z.string().max(4096).optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfigSchema>;
 

@@ -6,6 +6,7 @@ import type { PlanStore } from '../store/plans';
 import type { RegistryStore } from '../store/registry';
 import type { RuntimeStore } from '../store/runtimes';
 import type { StreamJobStore } from '../store/stream-jobs';
+import type { KafkaMetadata } from '../lib/kafka';
 import type { ApiConfig } from './config';
 import type { Metrics } from './metrics';
 import type { TemporalGateway } from './temporal';
@@ -26,4 +27,6 @@ export interface ApiDeps {
   planner: Planner;
   temporal: TemporalGateway;
   metrics: Metrics;
+  /** the Kafka brokers' metadata (SCALEGATE_KAFKA_BROKERS); absent when the control plane has none */
+  kafka?: KafkaMetadata;
 }

@@ -15,6 +15,7 @@ import { createRuntimeStore } from '../store/runtimes';
 import { createStreamJobStore } from '../store/stream-jobs';
 import { createRedactor, secretsOf } from '../lib/log';
 import { parseApiConfig } from './config';
+import { kafkaMetadata } from '../lib/kafka';
 import type { ApiDeps } from './deps';
 import { createMetrics } from './metrics';
 import { buildServer } from './server';
@@ -36,6 +37,7 @@ async function main() {
     planner: createPlanner(stores),
     temporal: createTemporalGateway(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE),
     metrics,
+    ...(config.SCALEGATE_KAFKA_BROKERS ? { kafka: kafkaMetadata(config.SCALEGATE_KAFKA_BROKERS) } : {}),
   };
   const app = buildServer(deps);
   const leaseTtlMs = config.SCALEGATE_LEASE_TTL_MS;

@@ -86,7 +86,11 @@ export interface ScaleOutGateInput {
    * chosen by placement, so every candidate must then pass its probes.
    */
   recipientRuntimeIds?: string[];
+  /** the broker's own partition count of a Kafka source (or why it could not be read): it, not a declaration, bounds the replicas */
+  broker?: BrokerPartitions;
 }
+
+export type BrokerPartitions = { topic: string; partitions: number } | { topic: string; error: string };
 
 /** Replicas a scale-out from `current` to `target` adds (0 when it is not an increase). */
 export function smallestIncrease(current: number, target: number): number {
@@ -135,8 +139,11 @@ function baselineGate({ baseline }: ScaleOutGateInput): GateRow {
   );
 }
 
-function inputOwnershipGate({ workload, targetReplicas }: ScaleOutGateInput): GateRow {
+function inputOwnershipGate({ workload, targetReplicas, broker }: ScaleOutGateInput): GateRow {
   const { contract } = workload;
+  if (broker && 'error' in broker) {
+    return fail(GATE.inputOwnership, `broker-unavailable: the partition count of kafka topic ${broker.topic} could not be read: ${broker.error}`, 'the broker\'s partition count of the topic');
+  }
   switch (contract.ownership) {
     case 'unknown':
       return fail(
@@ -161,7 +168,21 @@ function inputOwnershipGate({ workload, targetReplicas }: ScaleOutGateInput): Ga
           'one agreed partition count for the source',
         );
       }
+      if (broker && broker.partitions !== partitions) {
+        return fail(
+          GATE.inputOwnership,
+          `kafka topic ${broker.topic} has ${broker.partitions} partitions on the broker; the contract declares ${partitions}`,
+          'a declared partition count that is the broker\'s',
+        );
+      }
       if (targetReplicas > partitions) {
+        if (broker) {
+          return fail(
+            GATE.inputOwnership,
+            `target ${targetReplicas} above the ${partitions} partitions kafka topic ${broker.topic} has on the broker would leave replicas idle`,
+            `more partitions of topic ${broker.topic} (at least ${targetReplicas}) or a target ≤ ${partitions}`,
+          );
+        }
         return fail(
           GATE.inputOwnership,
           `target ${targetReplicas} above ${partitions} partitions would leave replicas idle or competing`,

@@ -12,6 +12,8 @@ export interface StackFile {
   temporalAddress: string;
   namespace: string;
   taskQueue: string;
+  /** SCALEGATE_KAFKA_BROKERS of the stack's processes; null when Kafka is off */
+  kafkaBrokers: string | null;
 }
 
 export function writeStackFile(home: string, stack: StackFile): void {

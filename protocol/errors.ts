@@ -32,6 +32,10 @@ export const ERROR_CODES = {
   'task-draining': { status: 409, retryable: true },
   'spawn-failed': { status: 422, retryable: false },
   'source-unreachable': { status: 503, retryable: true },
+  /** a Kafka topic's partition count on the broker is not the one the workload declares */
+  'partitions-mismatch': { status: 422, retryable: false },
+  /** the Kafka broker did not answer: nothing was decided on its behalf; retry */
+  'broker-unavailable': { status: 503, retryable: true },
   'release-timeout': { status: 504, retryable: true },
   'drain-deadline': { status: 504, retryable: false },
   // workflow failures (ApplicationFailure types)

@@ -96,10 +96,22 @@ const WorkloadTable = z
 // A fresh object per use: zod's refine moves `message` into `error` on the object it is handed.
 const sourceIsNotSink = () => ({ message: 'source and sink must be different tables', path: ['sink'] });
 
+/** Kafka's own rule for topic names: 1..249 of [A-Za-z0-9._-]. */
+const KafkaTopic = z.string().min(1).max(249).regex(/^[A-Za-z0-9._-]+$/, 'Kafka topic names are 1..249 of [A-Za-z0-9._-]');
+
+/** A Kafka topic where a source table can stand (DESIGN.md §5 "Kafka sources"): `{"kafka": {"topic": "orders"}}`. */
+export const KafkaSourceSchema = z.strictObject({ kafka: z.strictObject({ topic: KafkaTopic }) });
+export type KafkaSource = z.infer<typeof KafkaSourceSchema>;
+
+/** The source table a spec reads, or null when it reads a Kafka topic. */
+export const sourceTableOf = (spec: { source: string | KafkaSource }): string | null => (typeof spec.source === 'string' ? spec.source : null);
+/** The Kafka topic a spec reads, or null when it reads a table. */
+export const sourceTopicOf = (spec: { source: string | KafkaSource }): string | null => (typeof spec.source === 'string' ? null : spec.source.kafka.topic);
+
 export const ConsumerSpecSchema = z
   .strictObject({
     partitions: z.int().min(1).max(LIMITS.partitions),
-    source: WorkloadTable,
+    source: z.union([WorkloadTable, KafkaSourceSchema]),
     sink: WorkloadTable,
     workMs: z.number().min(0).max(60000).default(1),
   })

@@ -145,12 +145,16 @@ export function createRegistryStore(db: Pool) {
      * desired state"): written in the same transaction as the placement, so a completed scale is
      * what reconcile and recovery restore, and no crash can leave one without the other. Changing it
      * moves the registry revision: a plan made against the old desired state is stale.
+     *
+     * `spec` (a hot rescale's appended layout) is written in the same transaction too: a layout
+     * whose placement write is refused leaves no spec behind (chaos seed 11: a spec with appended
+     * bases next to a replan's contiguous placement made every later start invalid).
      */
     async commitPlacement(
       workload: string,
       basis: { registryRevision: number; placementFence: number },
       assignments: Assignment[],
-      options: { generation: number; writer: string; planId: string; desiredReplicas?: ReplicaCount },
+      options: { generation: number; writer: string; planId: string; desiredReplicas?: ReplicaCount; spec?: unknown },
     ): Promise<Placement> {
       return inTransaction(db, async (client) => {
         const { rows } = await client.query<{ revision: string }>('select revision from workloads where name = $1 for update', [workload]);
@@ -158,6 +162,13 @@ export function createRegistryStore(db: Pool) {
         if (current.rows[0]?.plan_id === options.planId && Number(current.rows[0].fence) === basis.placementFence + 1) return toPlacement(current.rows[0]);
         if (!rows[0] || Number(rows[0].revision) !== basis.registryRevision) throw new StalePlacementError(workload, basis.placementFence);
         const placement = await writePlacement(workload, basis.placementFence, assignments, options, client);
+        if (options.spec !== undefined) {
+          await client.query(
+            `update workloads set definition = jsonb_set(definition, '{spec}', $2::jsonb), revision = nextval('registry_revision'), updated_at = now()
+              where name = $1 and definition->'spec' is distinct from $2::jsonb`,
+            [workload, JSON.stringify(options.spec)],
+          );
+        }
         if (options.desiredReplicas !== undefined) {
           await client.query(
             `update workloads set definition = jsonb_set(definition, '{replicas}', $2::jsonb), revision = nextval('registry_revision'), updated_at = now()

@@ -320,3 +320,35 @@ export function auditStreamCheckpoint(db: Pool, options: { job: string; source: 
     return { ...audit, consistent: audit.sinkTotal === audit.coveredSourceRows && audit.rowsAboveCheckpoint === 0 };
   });
 }
+
+/** A consumer sink counted against the records a Kafka producer had acknowledged (store/kafka-feed.ts). */
+export interface AckedSinkAudit {
+  acked: number;
+  sinkCount: number;
+  /** acknowledged records with no sink row */
+  missing: number;
+  /** sink rows beyond one per (partition, offset) */
+  duplicates: number;
+  /** sink rows of no acknowledged record */
+  extra: number;
+  /** sink rows whose key differs from the acknowledged record's */
+  keyMismatches: number;
+}
+
+export function verifyAgainstAcked(options: { databaseUrl: string; sink: string; acked: readonly { partition: number; offset: number; key: string }[] }): Promise<AckedSinkAudit> {
+  const sink = quoteIdentifier(options.sink);
+  return withPool(options.databaseUrl, 1, async (pool) => {
+    const { rows } = await pool.query<{ sink_count: number; missing: number; duplicates: number; extra: number; key_mismatches: number }>(
+      `with acked as (select * from unnest($1::int[], $2::bigint[], $3::text[]) as a(partition, "offset", key)),
+            sunk as (select partition, "offset", key, count(*) over (partition by partition, "offset") as copies from ${sink})
+       select (select count(*)::int from ${sink}) as sink_count,
+              (select count(*)::int from acked a where not exists (select 1 from ${sink} s where s.partition = a.partition and s."offset" = a."offset")) as missing,
+              (select count(*)::int from sunk where copies > 1) - (select count(distinct (partition, "offset"))::int from sunk where copies > 1) as duplicates,
+              (select count(*)::int from ${sink} s where not exists (select 1 from acked a where a.partition = s.partition and a."offset" = s."offset")) as extra,
+              (select count(*)::int from ${sink} s join acked a using (partition, "offset") where s.key <> a.key) as key_mismatches`,
+      [options.acked.map((a) => a.partition), options.acked.map((a) => a.offset), options.acked.map((a) => a.key)],
+    );
+    const row = rows[0];
+    return { acked: options.acked.length, sinkCount: row.sink_count, missing: row.missing, duplicates: row.duplicates, extra: row.extra, keyMismatches: row.key_mismatches };
+  });
+}

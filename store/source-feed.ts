@@ -7,19 +7,10 @@ import type { Pool } from 'pg';
 import { CONSUMER_DDL_LOCK_KEY, consumerTablesDdl, quoteIdentifier } from '../protocol/consumer-tables';
 import { inTransaction, withPool } from './db';
 
-export interface LoadOptions {
+export interface LoadOptions extends PacedLoad {
   databaseUrl: string;
   /** source table (a plain lowercase SQL identifier) */
   source: string;
-  partitions: number;
-  ratePerSec: number;
-  /** stop after this long */
-  durationMs?: number;
-  /** stop after this many records */
-  count?: number;
-  /** distinct keys cycled through (default 1024) */
-  keySpace?: number;
-  signal?: AbortSignal;
 }
 
 export interface LoadResult {
@@ -86,54 +77,82 @@ export function createSourceFeed(db: Pool) {
 }
 
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
-  const { databaseUrl, source, partitions, ratePerSec, durationMs, count, signal } = options;
-  const keySpace = options.keySpace ?? 1024;
+  const { databaseUrl, source } = options;
   quoteIdentifier(source); // validates early
-  if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`partitions must be an integer ≥ 1, got ${partitions}`);
-  if (!(ratePerSec > 0)) throw new Error(`ratePerSec must be > 0, got ${ratePerSec}`);
-  if (!Number.isInteger(keySpace) || keySpace < 1) throw new Error(`keySpace must be an integer ≥ 1, got ${keySpace}`);
-
   const result: LoadResult = { written: 0, perPartition: {}, lastOffset: {} };
   return withPool(databaseUrl, 4, async (pool) => {
     const feed = createSourceFeed(pool);
     await feed.ensureTables(source);
-    const startedAt = Date.now();
-    let sequence = 0;
-    for (;;) {
-      const elapsed = Date.now() - startedAt;
-      if (signal?.aborted) break;
-      if (count !== undefined && result.written >= count) break;
-      if (durationMs !== undefined && elapsed >= durationMs) break;
-
-      // Catch up to where the rate says we should be (by count, never ahead of schedule).
-      const due = Math.floor((elapsed * ratePerSec) / 1000) + 1 - result.written;
-      const remaining = count === undefined ? Infinity : count - result.written;
-      const take = Math.min(due, remaining, MAX_RECORDS_PER_TICK);
-      if (take <= 0) {
-        await abortableSleep(Math.min(TICK_MS, Math.ceil(1000 / ratePerSec)), signal);
-        continue;
-      }
-
-      const byPartition = new Map<number, { keys: string[]; payloads: string[] }>();
-      for (let i = 0; i < take; i++) {
-        const key = `key-${sequence % keySpace}`;
-        const partition = partitionForKey(key, partitions);
-        const batch = byPartition.get(partition) ?? { keys: [], payloads: [] };
-        batch.keys.push(key);
-        batch.payloads.push(JSON.stringify({ sequence, producedAt: new Date().toISOString() }));
-        byPartition.set(partition, batch);
-        sequence += 1;
-      }
+    await runPaced(options, async (byPartition) => {
       await Promise.all(
-        [...byPartition].map(async ([partition, batch]) => {
-          const offsets = await feed.append(source, partition, batch.keys, batch.payloads);
+        [...byPartition].map(async ([partition, records]) => {
+          const offsets = await feed.append(source, partition, records.map((r) => r.key), records.map((r) => r.payload));
           result.written += offsets.length;
           result.perPartition[partition] = (result.perPartition[partition] ?? 0) + offsets.length;
           result.lastOffset[partition] = Math.max(result.lastOffset[partition] ?? -1, ...offsets);
         }),
       );
-      await abortableSleep(TICK_MS, signal);
-    }
+      return [...byPartition.values()].reduce((n, records) => n + records.length, 0);
+    });
     return result;
   });
+}
+
+/** How a load is paced, whatever it writes to: a table (runLoad) or a Kafka topic (kafka-feed.ts). */
+export interface PacedLoad {
+  partitions: number;
+  ratePerSec: number;
+  /** stop after this long */
+  durationMs?: number;
+  /** stop after this many records */
+  count?: number;
+  /** distinct keys cycled through (default 1024) */
+  keySpace?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Calls `write` every tick with the records due by the rate (keys cycled over `keySpace`, each
+ * hashed to its partition, payloads numbered), until the count, the duration or the signal ends it.
+ * `write` answers how many it wrote.
+ */
+export async function runPaced(
+  options: PacedLoad,
+  write: (byPartition: Map<number, { key: string; payload: string }[]>) => Promise<number>,
+): Promise<void> {
+  const { partitions, ratePerSec, durationMs, count, signal } = options;
+  const keySpace = options.keySpace ?? 1024;
+  if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`partitions must be an integer ≥ 1, got ${partitions}`);
+  if (!(ratePerSec > 0)) throw new Error(`ratePerSec must be > 0, got ${ratePerSec}`);
+  if (!Number.isInteger(keySpace) || keySpace < 1) throw new Error(`keySpace must be an integer ≥ 1, got ${keySpace}`);
+  const startedAt = Date.now();
+  let written = 0;
+  let sequence = 0;
+  for (;;) {
+    const elapsed = Date.now() - startedAt;
+    if (signal?.aborted) break;
+    if (count !== undefined && written >= count) break;
+    if (durationMs !== undefined && elapsed >= durationMs) break;
+
+    // Catch up to where the rate says we should be (by count, never ahead of schedule).
+    const due = Math.floor((elapsed * ratePerSec) / 1000) + 1 - written;
+    const remaining = count === undefined ? Infinity : count - written;
+    const take = Math.min(due, remaining, MAX_RECORDS_PER_TICK);
+    if (take <= 0) {
+      await abortableSleep(Math.min(TICK_MS, Math.ceil(1000 / ratePerSec)), signal);
+      continue;
+    }
+
+    const byPartition = new Map<number, { key: string; payload: string }[]>();
+    for (let i = 0; i < take; i++) {
+      const key = `key-${sequence % keySpace}`;
+      const partition = partitionForKey(key, partitions);
+      const batch = byPartition.get(partition) ?? [];
+      batch.push({ key, payload: JSON.stringify({ sequence, producedAt: new Date().toISOString() }) });
+      byPartition.set(partition, batch);
+      sequence += 1;
+    }
+    written += await write(byPartition);
+    await abortableSleep(TICK_MS, signal);
+  }
 }

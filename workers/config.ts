@@ -11,6 +11,8 @@ export const WorkerConfigSchema = z.object({
   SCALEGATE_RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).default(15_000),
   /** JSON log lines at this level and above (the SDK's, the workflows' and the activities' too) */
   SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  /** Kafka brokers ("host:port,..."): the gates read a Kafka source's partition count from them */
+  SCALEGATE_KAFKA_BROKERS: z.string().max(4096).optional(),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 

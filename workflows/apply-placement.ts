@@ -4,7 +4,7 @@
 // - drain-first (scale-in): drain the removed ones with a deadline, fenced write, PUT every target
 //   task (survivors take the released partitions from the committed offsets), await the target.
 // Either way a removed task is stopped once and readiness is awaited once.
-import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
 import type { ReplicaCount } from '../protocol';
@@ -60,6 +60,20 @@ export function withoutRemovalsOn<P extends Plan>(plan: P, runtimeIds: readonly 
 
 const refs = (assignments: Plan['target']) => assignments.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
 
+
+/** The workload as the plan saw it (its basis revision), or the plan is stale: nothing is written. */
+async function loadPlannedWorkload(plan: Plan) {
+  const workload = await store.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload} (revision ${plan.basis.registryRevision})` }, [plan.workload]);
+  if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `workload ${plan.workload} vanished`, nonRetryable: true });
+  if (workload.revision !== plan.basis.registryRevision) {
+    throw ApplicationFailure.create({
+      type: 'stale-plan', nonRetryable: true,
+      message: `the definition of ${plan.workload} moved (revision ${plan.basis.registryRevision} → ${workload.revision}) since the plan was made; plan again`,
+    });
+  }
+  return workload;
+}
+
 /**
  * Fenced write, then every target task is PUT (new ones start, survivors take their new partitions
  * in place). Make-before-break awaits the new tasks and then drains the removed ones; drain-first
@@ -84,6 +98,11 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
     options.drainFirst.onDrained?.(receipts);
   }
   options.onPhase('writing-placement');
+  // The tasks start with the spec the plan was made on: read before the fenced write, which refuses
+  // if the revision moved after this read. Read after it (runs before this patch), a spec another
+  // change wrote meanwhile reached tasks placed for the old one (chaos seed 11).
+  const specOfBasis = patched('spec-of-the-basis');
+  const planned = specOfBasis ? await loadPlannedWorkload(plan) : null;
   const placement = await store.commitPlacement.executeWithOptions(
     { summary: `write placement of ${plan.workload}: ${plan.target.length} task(s), fenced on ${plan.basis.placementFence}` },
     [{
@@ -93,7 +112,7 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
     }],
   );
   options.onCommitted?.();
-  const workload = await store.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload}` }, [plan.workload]);
+  const workload = planned ?? await store.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload}` }, [plan.workload]);
   if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `workload ${plan.workload} vanished`, nonRetryable: true });
 
   options.onPhase('starting-tasks');

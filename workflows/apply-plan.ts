@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { LedgerOutcome } from '../protocol';
 import type { Activities } from '../activities';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
-import { failureMessage, handleAborts, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
+import { failureMessage, handleAborts, isStalePlan, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
@@ -19,7 +19,7 @@ export const ApplyPlanInputSchema = z.object({
 
 export type ApplyPlanResult = PlacementOutcome & {
   compensated: boolean;
-  outcome: 'completed' | 'degraded' | 'compensated' | 'cancelled';
+  outcome: 'completed' | 'degraded' | 'compensated' | 'cancelled' | 'stale-plan';
   reason?: string;
 };
 
@@ -51,13 +51,22 @@ async function runApplyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
   } catch (error) {
     const abort = aborts.isAbort(error);
     if (!committed) {
+      const unchanged = (outcome: 'cancelled' | 'stale-plan', reason: string): ApplyPlanResult => ({
+        workload: plan.workload, fence: plan.basis.placementFence, generation: plan.generation, started: [], stopped: [],
+        compensated: false, outcome, reason,
+      });
+      // Another change wrote the placement first (chaos seed 15): nothing was written, so the plan
+      // is refused as stale, as a scale's is; runs before this patch failed here.
+      if (!abort && isStalePlan(error) && patched('apply-plan-stale-refused')) {
+        const reason = `stale plan: ${failureMessage(error)}; plan again`;
+        await ledger('stale-plan', reason);
+        op.enter('stale-plan');
+        return unchanged('stale-plan', reason);
+      }
       if (!abort) throw error;
       await ledger('cancelled', aborts.reason!);
       op.enter('cancelled');
-      return {
-        workload: plan.workload, fence: plan.basis.placementFence, generation: plan.generation, started: [], stopped: [],
-        compensated: false, outcome: 'cancelled', reason: aborts.reason!,
-      };
+      return unchanged('cancelled', aborts.reason!);
     }
     const reason = abort ? aborts.reason! : `apply failed after the placement write: ${failureMessage(error)}`;
     return aborts.exit(async () => {

@@ -173,9 +173,10 @@ export function runtimesOf(tasks: readonly { runtimeId: string }[]): string {
 }
 
 /** The most specific message of a failure: an ActivityFailure's own message is only "Activity task failed". */
-/** The planner refused a decision made on a placement that has since moved (DecisionStaleError). */
+/** A plan or decision refused because what it was made on has since moved (the planner's DecisionStaleError, the fenced write, the basis check). */
 export const isStalePlan = (error: unknown): boolean =>
-  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan';
+  (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'stale-plan')
+  || (error instanceof ApplicationFailure && error.type === 'stale-plan');
 
 export function failureMessage(error: unknown): string {
   let current: unknown = error;

@@ -26,12 +26,22 @@ export interface ScaleAsk {
   current: number;
   target: number;
   approval?: 'auto' | 'manual';
+  /** a plan's shortfall: replicas it asked for but could not place (eligible runtimes were missing) */
+  unplaced?: number;
 }
 
 export function chooseScale(ask: ScaleAsk): ScaleChoice | ScaleRefusal {
   const scale = (workflow: 'scaleOut' | 'scaleIn' | 'applyPlan'): ScaleChoice => ({ workflow, workflowId: `scale:${ask.workload}` });
   const manual = ask.approval === 'manual';
   if (ask.door === 'plan') {
+    // A plan short of room would stop replicas nobody asked to stop (chaos seed 10: every runtime
+    // away, a plan for 3 placed 0 of them, and its apply became a scale-in to 0).
+    if (ask.unplaced && ask.target < Math.max(ask.current, 1)) {
+      return {
+        refused: 'conflict',
+        message: `the plan places ${ask.target} replica(s) of ${ask.workload}, ${ask.unplaced} short of what it asked for (too few eligible runtimes when it was made), below the ${ask.current} that run; plan again once the runtimes are back`,
+      };
+    }
     // A plan is reviewed as a whole: a stream job's, a first placement's and a same-size one (moves) apply as planned.
     if (ask.kind === 'stream' || ask.current === 0 || ask.target === ask.current) return scale('applyPlan');
     return scale(ask.target > ask.current ? 'scaleOut' : 'scaleIn');

@@ -101,7 +101,7 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     const baselineOk = status.baseline.errors === 0 || from === 0;
     status.gates = evaluateScaleOutGates({
       workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
-      recipientRuntimeIds: recipients,
+      recipientRuntimeIds: recipients, broker: facts.broker,
       baseline: { ok: baselineOk, detail: baselineOk ? `baseline captured: ${status.baseline.ready} ready task(s)` : `baseline has ${status.baseline.errors} task error(s)` },
     });
     if (!status.gates.passed || proposal.unplaced) {

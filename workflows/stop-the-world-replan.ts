@@ -128,13 +128,21 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       return { stop, restorePoint, plan, outcome };
     };
     let done: Awaited<ReturnType<typeof attempt>>;
-    for (let tried = 1; ; tried++) {
+    for (let tried = 1, waitedForRoom = 0; ; tried++) {
       try {
         done = await attempt();
         break;
       } catch (error) {
         const placementShort = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'placement-unavailable';
         const noPlacement = error instanceof ApplicationFailure && error.type === 'placement-unavailable';
+        // The fleet is short now (agents away, chaos seed 7): the world is stopped either way, so the
+        // replan waits for runtimes to come back, about two minutes, before it gives up.
+        if (noPlacement && !isCancellation(error) && waitedForRoom < STREAM_REPLAN_ROOM_WAITS && patched('stream-replan-waits-for-room')) {
+          waitedForRoom++;
+          tried--; // waiting for room is not a failed attempt
+          await sleep(Math.min(20_000, 2_000 * 2 ** (waitedForRoom - 1)), { summary: `replan ${input.workload}: waiting for room (${failureMessage(error).slice(0, 120)})` });
+          continue;
+        }
         if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !patched('stream-replan-attempts')) throw error;
         log.warn('stream replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
         await sleep(1_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
@@ -164,6 +172,8 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
 
 /** Attempts of a stream replan's stop → place → converge before it fails. */
 const STREAM_REPLAN_ATTEMPTS = 3;
+/** Waits for room when the job does not fit the runtimes that answered: 2, 4, 8, 16, 20, 20, 20, 20 s. */
+const STREAM_REPLAN_ROOM_WAITS = 8;
 
 const subtotal = (parallelism: Record<string, number>) => Object.values(parallelism).reduce((sum, n) => sum + n, 0);
 

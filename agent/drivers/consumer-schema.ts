@@ -11,8 +11,8 @@ export { OFFSETS_TABLE, OWNERSHIP_LOG_TABLE, quoteIdentifier } from '../../proto
 /** One transaction helper for the whole code base (lib/pg.ts). */
 export const withTransaction = inTransaction;
 
-/** Creates, if missing, the source table, the sink table (when named) and the driver's bookkeeping tables. */
-export async function ensureConsumerTables(pool: Pool, source: string, sink?: string): Promise<void> {
+/** Creates, if missing, the source table (when the source is one), the sink table (when named) and the driver's bookkeeping tables. */
+export async function ensureConsumerTables(pool: Pool, source: string | null, sink?: string): Promise<void> {
   await withTransaction(pool, async (client) => {
     await client.query('select pg_advisory_xact_lock($1)', [CONSUMER_DDL_LOCK_KEY]);
     for (const statement of consumerTablesDdl(source, sink)) await client.query(statement);

@@ -1,20 +1,14 @@
-// The consumer driver (DESIGN.md §5): a partitioned consumer over PostgreSQL tables. A replica owns
-// the partitions in its start, fenced by the placement fence; each batch locks the partition's
+// The consumer driver (DESIGN.md §5): a partitioned consumer of a source (a PostgreSQL table or a
+// Kafka topic, behind the source port of sources/source.ts) into a PostgreSQL sink table. A replica
+// owns the partitions in its start, fenced by the placement fence; each batch locks the partition's
 // offsets row, reads past the committed offset, writes sink rows and advances the offset in ONE
 // transaction, so a record is in the sink exactly once whoever processes it, and only the current
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
 import { randomUUID } from 'node:crypto';
 import { Pool, type PoolClient } from 'pg';
-import { ConsumerSpecSchema, describeIssues, type ConsumerSpec, type DrainOptions } from '../../protocol';
+import { ConsumerSpecSchema, describeIssues, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
 import { createPool } from '../../lib/pg';
-import {
-  OFFSETS_TABLE,
-  OWNERSHIP_LOG_TABLE,
-  ensureConsumerTables,
-  quoteIdentifier,
-  sourceHasAppendedAt,
-  withTransaction,
-} from './consumer-schema';
+import { OFFSETS_TABLE, OWNERSHIP_LOG_TABLE, ensureConsumerTables, quoteIdentifier, withTransaction } from './consumer-schema';
 import type {
   DrainReceipt,
   DriverContext,
@@ -24,7 +18,10 @@ import type {
   TaskStatus,
 } from './driver';
 import { DriverError } from './driver';
-import { probeTables } from './table-probe';
+import { probeTable, probeTables } from './table-probe';
+import { kafkaSource } from './sources/kafka-source';
+import type { SourcePort } from './sources/source';
+import { tableSource } from './sources/table-source';
 
 export interface ConsumerDriverOptions {
   /** idle wait between polls when there is nothing to do (default 50 ms) */
@@ -105,7 +102,6 @@ class ConsumerTask implements TaskHandle {
   readonly taskId: string;
   readonly incarnation = randomUUID();
   private readonly workload: string;
-  private readonly source: string;
   private readonly sink: string;
   private spec: ConsumerSpec;
   private workMs: number;
@@ -146,12 +142,11 @@ class ConsumerTask implements TaskHandle {
     start: TaskStart,
     spec: ConsumerSpec,
     partitions: number[],
-    private readonly sourceHasAppendedAt: boolean,
+    private readonly source: SourcePort,
     private readonly onStopped: (task: ConsumerTask) => void,
   ) {
     this.taskId = start.taskId;
     this.workload = start.workload;
-    this.source = quoteIdentifier(spec.source);
     this.sink = quoteIdentifier(spec.sink);
     this.workMs = spec.workMs;
     this.generation = start.generation;
@@ -260,6 +255,10 @@ class ConsumerTask implements TaskHandle {
       }
     }
     this.notifyProgress();
+  }
+
+  noteSourceError(error: unknown): void {
+    this.noteError('consumer.source-error', error);
   }
 
   private noteError(event: string, error: unknown): void {
@@ -393,6 +392,7 @@ class ConsumerTask implements TaskHandle {
       return Number(released.rows[0].committed_offset);
     });
     if (committed !== null) this.counts.released += 1;
+    await this.source.forget(partition).catch(() => {});
     this.ctx.log('consumer.released', { taskId: this.taskId, workload: this.workload, partition, committed });
     return committed;
   }
@@ -443,16 +443,7 @@ class ConsumerTask implements TaskHandle {
       }
       const committed = Number(ownership.rows[0].committed_offset);
       owned.committed = committed;
-      const appendedMs = this.sourceHasAppendedAt ? `extract(epoch from appended_at)::float8 * 1000` : `null::float8`;
-      const fetched = await client.query<{ offset: string; key: string; payload: string; appended_ms: number | null }>(
-        `select "offset", key, payload::text as payload, ${appendedMs} as appended_ms
-           from ${this.source}
-          where partition = $1 and "offset" > $2
-          order by "offset"
-          limit $3`,
-        [partition, committed, this.options.batchSize],
-      );
-      const records = fetched.rows;
+      const records = await this.source.readAfter(partition, committed, this.options.batchSize, client);
       if (records.length === 0) {
         await client.query('rollback');
         return 0;
@@ -469,7 +460,7 @@ class ConsumerTask implements TaskHandle {
          select extract(epoch from max(processed_at))::float8 * 1000 as processed_ms, count(*)::int as inserted from inserted`,
         [partition, records.map((r) => r.offset), records.map((r) => r.key), records.map((r) => r.payload), this.taskId, this.incarnation],
       );
-      const lastOffset = Number(records[records.length - 1].offset);
+      const lastOffset = records[records.length - 1].offset;
       if (commitOffset) {
         await client.query(`update ${OFFSETS_TABLE} set committed_offset = $3 where workload = $1 and partition = $2`, [
           this.workload,
@@ -484,7 +475,7 @@ class ConsumerTask implements TaskHandle {
       this.counts.batches += 1;
       this.commitsForRate.push({ at: Date.now(), records: records.length });
       const processedMs = inserted.rows[0].processed_ms;
-      for (const record of records) if (record.appended_ms !== null) this.recordLatency(Math.max(0, processedMs - record.appended_ms));
+      for (const record of records) if (record.appendedMs !== null) this.recordLatency(Math.max(0, processedMs - record.appendedMs));
       return records.length;
     } catch (error) {
       await client.query('rollback').catch((rollbackError: Error) => {
@@ -516,24 +507,19 @@ class ConsumerTask implements TaskHandle {
   }
 
   /**
-   * Reads each owned partition's highest source offset (one index probe each, one round trip in
-   * all): it refreshes the backlog and tells which partitions are worth a batch transaction, so an
-   * idle consumer polls with one cheap query rather than a locking transaction per partition.
+   * Reads each owned partition's newest source offset (one cheap call for all): it refreshes the
+   * backlog and tells which partitions are worth a batch transaction, so an idle consumer polls
+   * without a locking transaction per partition.
    */
   private async partitionsWithNewRecords(): Promise<number[]> {
     if (this.owned.size === 0) return [];
-    const { rows } = await this.pool.query<{ partition: number; max_offset: string | null }>(
-      `select p.partition, (select max("offset") from ${this.source} s where s.partition = p.partition) as max_offset
-         from unnest($1::int[]) as p(partition)
-        order by p.partition`,
-      [[...this.owned.keys()]],
-    );
+    const newest = await this.source.newestOffsets([...this.owned.keys()]);
     const withWork: number[] = [];
-    for (const row of rows) {
-      const owned = this.owned.get(row.partition);
+    for (const [partition, offset] of [...newest].sort(([a], [b]) => a - b)) {
+      const owned = this.owned.get(partition);
       if (!owned) continue;
-      owned.maxOffset = row.max_offset === null ? -1 : Number(row.max_offset);
-      if (owned.maxOffset > owned.committed) withWork.push(row.partition);
+      owned.maxOffset = offset;
+      if (owned.maxOffset > owned.committed) withWork.push(partition);
     }
     return withWork;
   }
@@ -543,7 +529,7 @@ class ConsumerTask implements TaskHandle {
   async update(start: TaskStart): Promise<void> {
     if (this.phase !== 'running') throw new DriverError('task-draining', `task ${this.taskId} is ${this.phase}; start a new one instead`);
     const { spec, partitions } = parseStart(start);
-    if (spec.source !== this.spec.source || spec.sink !== this.spec.sink || spec.partitions !== this.spec.partitions) {
+    if (JSON.stringify(spec.source) !== JSON.stringify(this.spec.source) || spec.sink !== this.spec.sink || spec.partitions !== this.spec.partitions) {
       throw new DriverError('restart-required', `task ${this.taskId}: a changed source, sink or partition count needs a restart, not an update`);
     }
     this.spec = spec;
@@ -601,7 +587,11 @@ class ConsumerTask implements TaskHandle {
     await this.loopDone;
     if (this.options.drainSkipsCommit) {
       this.ctx.log('consumer.test-break', { taskId: this.taskId, break: 'drain-skips-commit' });
-      for (const p of this.owned.keys()) await this.processBatch(p, false).catch(() => 0);
+      // its last batch of each partition (waiting briefly for one under load) reaches the sink; its offset does not
+      const until = Date.now() + 2_000;
+      for (const p of this.owned.keys()) {
+        while ((await this.processBatch(p, false).catch(() => 0)) === 0 && Date.now() < until) await sleep(this.options.pollMs);
+      }
     }
     const committedOffsets: Record<string, number> = {};
     const releasedPartitions: number[] = [];
@@ -622,6 +612,7 @@ class ConsumerTask implements TaskHandle {
       }
     }
     this.phase = 'stopped';
+    await this.source.close().catch(() => {});
     this.notifyProgress();
     this.onStopped(this);
     const receipt: DrainReceipt = {
@@ -634,6 +625,30 @@ class ConsumerTask implements TaskHandle {
     };
     this.ctx.log('consumer.drained', { ...receipt });
     return receipt;
+  }
+}
+
+/** The source port of a spec: its table, or its Kafka topic on the brokers this agent was given. */
+function sourceOf(spec: ConsumerSpec, start: TaskStart, pool: Pool, onError: (error: unknown) => void, brokers: string | undefined): SourcePort {
+  if (typeof spec.source === 'string') return tableSource(pool, spec.source, spec.sink);
+  if (!brokers) {
+    throw new DriverError('placement-unavailable', `consumer ${start.taskId} reads kafka topic ${spec.source.kafka.topic}, but this runtime has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
+  }
+  return kafkaSource({ brokers, topic: spec.source.kafka.topic, partitions: spec.partitions, owner: `${start.workload}-${start.taskId}`, onError });
+}
+
+/** Can this runtime read the spec's topic from its brokers, with the partition count the spec declares? */
+async function probeKafkaSource(spec: ConsumerSpec, ctx: DriverContext): Promise<ProbeResult> {
+  const topic = sourceTopicOf(spec)!;
+  if (!ctx.kafkaBrokers) return { ok: false, detail: `runtime ${ctx.runtimeId} has no Kafka brokers (SCALEGATE_KAFKA_BROKERS) for topic ${topic}` };
+  const source = kafkaSource({ brokers: ctx.kafkaBrokers, topic, partitions: spec.partitions, owner: `probe-${ctx.runtimeId}` });
+  try {
+    await source.prepare();
+    return { ok: true, detail: `kafka topic ${topic} is readable from ${ctx.kafkaBrokers} with ${spec.partitions} partitions` };
+  } catch (error) {
+    return { ok: false, detail: `kafka topic ${topic} on ${ctx.kafkaBrokers}: ${messageOf(error)}` };
+  } finally {
+    await source.close();
   }
 }
 
@@ -670,14 +685,21 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
     async start(start: TaskStart): Promise<TaskHandle> {
       const { spec, partitions } = parseStart(start);
       const db = sharedPool();
-      let hasAppendedAt: boolean;
+      let task: ConsumerTask | null = null;
+      // a Kafka reader's crash (the broker away): counted and shown in the task's detail; the reader retries
+      const source = sourceOf(spec, start, db, (error) => task?.noteSourceError(error), ctx.kafkaBrokers);
       try {
-        await ensureConsumerTables(db, spec.source, spec.sink);
-        hasAppendedAt = await sourceHasAppendedAt(db, spec.source);
+        await source.prepare();
+        await ensureConsumerTables(db, null, spec.sink);
       } catch (error) {
-        throw new DriverError('source-unreachable', `consumer ${start.taskId}: cannot prepare tables ${spec.source}/${spec.sink}: ${messageOf(error)}`);
+        await source.close().catch(() => {});
+        if (error instanceof DriverError) throw error;
+        throw new DriverError(
+          typeof spec.source === 'string' ? 'source-unreachable' : 'broker-unavailable',
+          `consumer ${start.taskId}: cannot prepare ${source.description} and sink table ${spec.sink}: ${messageOf(error)}`,
+        );
       }
-      const task = new ConsumerTask(db, ctx, resolved, start, spec, partitions, hasAppendedAt, (stopped) => tasks.delete(stopped));
+      task = new ConsumerTask(db, ctx, resolved, start, spec, partitions, source, (stopped) => tasks.delete(stopped));
       tasks.add(task);
       task.begin();
       ctx.log('consumer.started', { taskId: task.taskId, incarnation: task.incarnation, partitions, fence: start.placementFence });
@@ -686,7 +708,10 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
 
     async probe(spec: unknown) {
       const parsed = ConsumerSpecSchema.safeParse(spec);
-      return probeTables(ctx, parsed.success ? parsed.data : { invalid: `invalid consumer spec: ${describeIssues(parsed.error)}` });
+      if (!parsed.success) return probeTables(ctx, { invalid: `invalid consumer spec: ${describeIssues(parsed.error)}` });
+      const { source, sink } = parsed.data;
+      if (typeof source === 'string') return probeTables(ctx, { source, sink });
+      return { source: await probeKafkaSource(parsed.data, ctx), destination: await probeTable(ctx, sink, 'destination') };
     },
 
     async close(): Promise<void> {

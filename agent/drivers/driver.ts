@@ -24,6 +24,8 @@ export interface DriverContext {
   /** this agent's state folder; drivers keep their records beneath it */
   stateDir: string;
   databaseUrl?: string;
+  /** the Kafka brokers (SCALEGATE_KAFKA_BROKERS) Kafka sources are read from */
+  kafkaBrokers?: string;
   /** stream: the address data listeners bind to, and the host peers reach them at (default 127.0.0.1) */
   dataBindHost?: string;
   dataHost?: string;

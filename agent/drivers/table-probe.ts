@@ -7,7 +7,7 @@ import type { DriverContext } from './driver';
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
-async function probeTable(ctx: DriverContext, table: string, role: 'source' | 'destination'): Promise<ProbeResult> {
+export async function probeTable(ctx: DriverContext, table: string, role: 'source' | 'destination'): Promise<ProbeResult> {
   if (!ctx.databaseUrl) return { ok: false, detail: `runtime ${ctx.runtimeId} has no database URL` };
   const privilege = role === 'source' ? 'SELECT' : 'INSERT';
   let client: Client | null = null;

@@ -1,4 +1,5 @@
 import { basisMoved } from '../../domain/plan';
+import { sourceTopicOf, type ConsumerSpec } from '../../protocol';
 import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
@@ -11,6 +12,19 @@ import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
+/** A consumer reading a Kafka topic declares the partition count the broker has, or is refused. */
+async function checkBrokerPartitions(deps: ApiDeps, spec: ConsumerSpec): Promise<void> {
+  const topic = sourceTopicOf(spec);
+  if (topic === null) return;
+  if (!deps.kafka) throw new ApiError('invalid-spec', `spec.source reads kafka topic ${topic}, but the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
+  const partitions = await deps.kafka.partitionCount(topic).catch((error: Error) => {
+    throw new ApiError('broker-unavailable', `the Kafka broker did not answer for topic ${topic}: ${error.message}; nothing was defined, retry`);
+  });
+  if (partitions === 0) throw new ApiError('invalid-spec', `kafka topic ${topic} does not exist on the broker`);
+  if (partitions !== spec.partitions) {
+    throw new ApiError('partitions-mismatch', `kafka topic ${topic} has ${partitions} partitions on the broker; spec.partitions declares ${spec.partitions}`);
+  }
+}
 
 export function workloadRoutes(deps: ApiDeps) {
   const requireWorkload = async (name: string) => {
@@ -27,6 +41,7 @@ export function workloadRoutes(deps: ApiDeps) {
       handler: async ({ params, body }) => {
         const existed = await deps.registry.getWorkload(params.name);
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
+        if (body.kind === 'consumer') await checkBrokerPartitions(deps, body.spec);
         const workload = await deps.registry.putWorkload(params.name, body);
         return ok(workload, existed ? 200 : 201);
       },
@@ -81,7 +96,7 @@ export function workloadRoutes(deps: ApiDeps) {
         // plan/apply is the scale procedure (DESIGN.md §3): a plan that raises replicas passes the
         // scale-out gates and comparison, one that lowers them drains like a scale-in.
         const current = placement?.assignments.length ?? 0;
-        const choice = chooseScale({ door: 'plan', workload: plan.workload, kind: workload.kind, current, target: plan.target.length });
+        const choice = chooseScale({ door: 'plan', workload: plan.workload, kind: workload.kind, current, target: plan.target.length, unplaced: plan.unplaced?.missing });
         if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message);
         const started = choice.workflow === 'applyPlan'
           ? await startOperation(deps, { request,

@@ -10,6 +10,10 @@ export interface TestEnv {
   postgresAdminUrl: string;
   /** the shared PostgreSQL's postmaster (a test that freezes a database starts its own: files run side by side) */
   postgresPid: number | null;
+  /** the shared Kafka broker (`127.0.0.1:<port>`, what SCALEGATE_KAFKA_BROKERS takes); null when none could run here */
+  kafkaBrokers: string | null;
+  /** why there is no shared broker (e.g. "no Java 17"), null when there is one */
+  kafkaOff: string | null;
   workflowBundlePath: string;
   tmpDir: string;
 }

@@ -1,10 +1,11 @@
-// One Temporal dev server (with its Web UI), one PostgreSQL and one workflow bundle, announced to
-// test/support/stack.ts through the TestEnv file. The jest global setup and the benchmarks that
-// run a real stack both start theirs here.
+// One Temporal dev server (with its Web UI), one PostgreSQL, one workflow bundle and, when asked,
+// one Kafka broker, announced to test/support/stack.ts through the TestEnv file. The jest global
+// setup and the benchmarks that run a real stack both start theirs here.
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { startKafkaIfAvailable, type RunningKafka } from '../../embedded/kafka';
 import { startEmbeddedPostgres } from '../../embedded/postgres';
 import { freePort } from '../../embedded/processes';
 import { startTemporalDevServer, type RunningTemporal } from '../../embedded/temporal-server';
@@ -14,30 +15,59 @@ export interface SharedServers {
   env: TestEnv;
   /** the Temporal dev server (a chaos run pauses it by its pid) */
   temporal: RunningTemporal;
-  /** stops both servers and removes their folders */
+  /** the Kafka broker, when one was asked for and can run here */
+  kafka: RunningKafka | null;
+  /** stops the servers and removes their folders */
   stop(): Promise<void>;
 }
 
-export async function startSharedServers(options: { prefix: string; log?: (line: string) => void }): Promise<SharedServers> {
+export async function startSharedServers(options: {
+  prefix: string;
+  /** also a Kafka broker (the jest global setup asks for one; it needs Java 17) */
+  kafka?: boolean;
+  log?: (line: string) => void;
+}): Promise<SharedServers> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.prefix}-`));
-  const [temporal, postgres, bundle] = await Promise.all([
+  // In parallel; whatever started is stopped again if another part fails.
+  const started: (() => Promise<void>)[] = [];
+  const keep = <T extends { stop(): Promise<void> } | undefined>(server: T): T => {
+    if (server) started.push(server.stop);
+    return server;
+  };
+  const parts = [
     // The Web UI too: the e2e tests open it in a browser (it costs the dev server little).
-    Promise.all([freePort(), freePort()]).then(([port, uiPort]) => startTemporalDevServer({ port, uiPort, logFile: path.join(tmpDir, 'temporal.log'), log: options.log })),
+    Promise.all([freePort(), freePort()]).then(([port, uiPort]) => startTemporalDevServer({ port, uiPort, logFile: path.join(tmpDir, 'temporal.log'), log: options.log })).then(keep),
     // Throwaway data: durability off for speed (npm start keeps fsync on).
-    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres', fsync: false, log: options.log })),
+    freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres', fsync: false, log: options.log })).then(keep),
+    options.kafka
+      ? freePort().then((port) => startKafkaIfAvailable({ port, dataDir: path.join(tmpDir, 'kafka'), logFile: path.join(tmpDir, 'kafka.log'), log: options.log }))
+        .then((result) => ({ kafka: keep(result.kafka) ?? null, off: result.off ?? null }))
+      : Promise.resolve({ kafka: null, off: 'not asked for' }),
     bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') }),
-  ]);
+  ] as const;
+  const failed = (await Promise.allSettled(parts)).find((result) => result.status === 'rejected');
+  if (failed) {
+    await Promise.all(started.map((stop) => stop()));
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+    throw failed.reason;
+  }
+  const [temporal, postgres, { kafka, off: kafkaOff }, bundle] = await Promise.all(parts);
+  if (options.kafka && kafkaOff) options.log?.(`no Kafka broker: ${kafkaOff}`);
   const workflowBundlePath = path.join(tmpDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
-  const env: TestEnv = { temporalAddress: temporal.address, temporalUiUrl: temporal.uiUrl, postgresAdminUrl: postgres.url, postgresPid: postgres.pid, workflowBundlePath, tmpDir };
+  const env: TestEnv = {
+    temporalAddress: temporal.address, temporalUiUrl: temporal.uiUrl, postgresAdminUrl: postgres.url, postgresPid: postgres.pid,
+    kafkaBrokers: kafka?.brokers ?? null, kafkaOff, workflowBundlePath, tmpDir,
+  };
   const envFile = path.join(tmpDir, 'env.json');
   fs.writeFileSync(envFile, JSON.stringify(env));
   process.env[TEST_ENV_VAR] = envFile;
   return {
     env,
     temporal,
+    kafka,
     async stop() {
-      await Promise.all([temporal.stop(), postgres.stop()]);
+      await Promise.all([temporal.stop(), postgres.stop(), kafka?.stop()]);
       fs.rmSync(tmpDir, { recursive: true, force: true });
       fs.rmSync(postgres.dataDir, { recursive: true, force: true }); // may live outside tmpDir (see embedded/postgres.ts)
     },

@@ -123,6 +123,8 @@ export async function startStack(options: {
     SCALEGATE_WORKFLOW_BUNDLE: env.workflowBundlePath,
     SCALEGATE_LOG_LEVEL: 'warn',
     SCALEGATE_RECONCILE_INTERVAL_MS: '500',
+    // the shared broker, for workloads that read a Kafka topic (control plane and agents alike)
+    ...(env.kafkaBrokers ? { SCALEGATE_KAFKA_BROKERS: env.kafkaBrokers } : {}),
     ...options.env,
   };
   const processes: ServiceProcess[] = [];

@@ -152,6 +152,30 @@ describe('evaluateScaleOutGates', () => {
       expectOnlyFailure(report, GATE.inputOwnership, /contract declares 16 partitions but the consumer spec reads 8/, /partition count/);
     });
 
+    describe('a Kafka source: the broker\'s partition count, not a declaration, decides', () => {
+      // declared 3 partitions (contract and spec), from 2 replicas to `target` (4 fits the capacity)
+      const kafkaInput = (brokerPartitions: number | null, target: number) => {
+        const input = withContract({ partitions: 3 });
+        input.workload = { ...input.workload, spec: { partitions: 3, source: { kafka: { topic: 'orders' } }, sink: 'orders_out', workMs: 1 } } as ScaleOutGateInput['workload'];
+        input.currentReplicas = 2;
+        input.targetReplicas = target;
+        input.broker = brokerPartitions === null ? { topic: 'orders', error: 'connect ECONNREFUSED 127.0.0.1:9092' } : { topic: 'orders', partitions: brokerPartitions };
+        return input;
+      };
+      it('passes a target within the broker\'s partitions', () => {
+        expect(evaluateScaleOutGates(kafkaInput(3, 3)).passed).toBe(true);
+      });
+      it('refuses a target past them, naming the broker\'s figure', () => {
+        expectOnlyFailure(evaluateScaleOutGates(kafkaInput(3, 4)), GATE.inputOwnership, /^target 4 above the 3 partitions kafka topic orders has on the broker/, /more partitions of topic orders/);
+      });
+      it('refuses a declaration the broker disagrees with', () => {
+        expectOnlyFailure(evaluateScaleOutGates(kafkaInput(4, 3)), GATE.inputOwnership, /kafka topic orders has 4 partitions on the broker; the contract declares 3/, /the broker's/);
+      });
+      it('refuses with broker-unavailable when the broker cannot be read', () => {
+        expectOnlyFailure(evaluateScaleOutGates(kafkaInput(null, 3)), GATE.inputOwnership, /^broker-unavailable: .*ECONNREFUSED/, /partition count/);
+      });
+    });
+
     it('accepts a shared queue', () => {
       const report = evaluateScaleOutGates(withContract({ ownership: 'shared-queue', partitions: undefined, ordering: 'none' }));
       expect(report.passed).toBe(true);

@@ -29,4 +29,14 @@ describe('chooseScale', () => {
       expect(chooseScale(ask({ door: 'plan', ...other }))).toEqual({ workflow: 'applyPlan', workflowId: 'scale:web' });
     }
   });
+
+  test('chaos seed 10: a plan short of room never shrinks what runs (a plan for 3 that placed 0 is no scale-in to 0)', () => {
+    expect(chooseScale(ask({ door: 'plan', current: 2, target: 0, unplaced: 3 }))).toEqual({
+      refused: 'conflict',
+      message: 'the plan places 0 replica(s) of web, 3 short of what it asked for (too few eligible runtimes when it was made), below the 2 that run; plan again once the runtimes are back',
+    });
+    expect(chooseScale(ask({ door: 'plan', current: 0, target: 0, unplaced: 2 }))).toMatchObject({ refused: 'conflict' });
+    // short, but still above what runs: a scale-out, whose gates judge the shortfall
+    expect(chooseScale(ask({ door: 'plan', current: 1, target: 2, unplaced: 1 }))).toEqual({ workflow: 'scaleOut', workflowId: 'scale:web' });
+  });
 });

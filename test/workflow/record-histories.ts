@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client, Connection, WorkflowContinuedAsNewError, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { Client, Connection, WorkflowContinuedAsNewError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { WorkloadRecovery } from '../../domain/recovery';
@@ -40,6 +40,10 @@ interface Faults {
   stalePlan?: boolean;
   /** preparePlan refuses a decided target (the scale-in's victims): the placement moved after the choice */
   staleDecision?: boolean;
+  /** the definition moved after the plan was made (another change PUT it): its revision is newer */
+  definitionMoved?: boolean;
+  /** the first new-generation plan does not fit (the runtimes are away): it has unplaced subtasks */
+  noRoomOnce?: boolean;
   /** the first awaitTasksReady misses its deadline (after the commit) */
   convergeDeadlineOnce?: boolean;
   /** the first stopTasks (a scale-in drain) misses its deadline */
@@ -132,7 +136,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async loadWorkload(workload) {
       call('loadWorkload');
-      return workload === name ? definition : null;
+      if (workload !== name) return null;
+      return faults.definitionMoved ? { ...definition, revision: definition.revision + 1 } : definition;
     },
     async loadPlacement(workload) {
       call('loadPlacement');
@@ -149,6 +154,9 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       if (faults.staleDecision && input.decided) throw nonRetryable('stale-plan', `the target for ${name} was decided on placement fence ${input.decided.onFence}, now ${fence + 1}; decide again`);
       const size = typeof input.replicas === 'number' ? input.replicas : current.length;
       const generation = input.newGeneration ? 2 : 1;
+      if (faults.noRoomOnce && input.newGeneration && count('preparePlan') === 1) {
+        return plan({ target: [], generation, starts: [], stops: [], unplaced: { workload: name, reason: 'placement-unavailable', missing: size } });
+      }
       const target = Array.from({ length: size }, (_, i) => assignment(name, i, generation, partitionsOf(i, size)));
       return input.newGeneration
         ? plan({ target, generation, starts: target, stops: [] })
@@ -408,10 +416,26 @@ export const SCENARIOS: Scenario[] = [
     fakes: (name) => fakeActivities(serviceWorkload(name), 1, { stalePlan: true }),
     async run({ client, taskQueue, workload, fakes }) {
       const workflowId = `scale:${workload}`;
-      const error = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}` }] }).then(() => null, (e: unknown) => e);
-      assert.ok(error instanceof WorkflowFailedError && error.cause instanceof ActivityFailure, `expected an activity failure, got ${error}`);
-      assert.equal((error.cause.cause as ApplicationFailure).type, 'stale-plan');
-      assert.deepEqual(fakes.calls, ['loadPlan', 'commitPlacement']); // nothing written, so no compensation
+      // Refused as stale (chaos seed 15), nothing written, so no compensation; runs before the patch failed.
+      const result = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}` }] });
+      assert.equal(result.outcome, 'stale-plan');
+      assert.match(result.reason ?? '', /moved past fence/);
+      assert.deepEqual(fakes.calls, ['loadPlan', 'loadWorkload', 'commitPlacement', 'appendLedger']);
+      assert.deepEqual(ledgerOutcomes(fakes), ['apply:stale-plan']);
+      return { workflowId };
+    },
+  },
+  {
+    // The definition moved after the plan was made (chaos seed 11): refused before the placement
+    // write, so no task starts with a spec the plan was not made on.
+    name: 'apply-plan-definition-moved',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1, { definitionMoved: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const result = await client.workflow.execute(applyPlan, { taskQueue, workflowId, args: [{ planId: `plan-${workload}` }] });
+      assert.equal(result.outcome, 'stale-plan');
+      assert.match(result.reason ?? '', /the definition of .* moved \(revision \d+ → \d+\) since the plan was made/);
+      assert.deepEqual(fakes.calls, ['loadPlan', 'loadWorkload', 'appendLedger']);
       return { workflowId };
     },
   },
@@ -454,6 +478,23 @@ export const SCENARIOS: Scenario[] = [
       const result = (await client.workflow.execute(stopTheWorldReplan, {
         taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded', convergeTimeoutMs: 5000 }],
       })) as StreamReplanOutcome;
+      assert.equal(fakes.count('stopStreamJob'), 2);
+      assert.equal(result.restoredFrom, 41);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A stream replan whose job does not fit the runtimes that answered (chaos seed 7): the world
+    // stays stopped and the replan waits for room, then places the job, rather than failing.
+    name: 'stop-the-world-replan-stream-waits-for-room',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3, { noRoomOnce: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const result = (await client.workflow.execute(stopTheWorldReplan, {
+        taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded' }],
+      })) as StreamReplanOutcome;
+      assert.equal(fakes.count('preparePlan'), 2);
       assert.equal(fakes.count('stopStreamJob'), 2);
       assert.equal(result.restoredFrom, 41);
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
