@@ -91,7 +91,7 @@ export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log
   const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
   // One OS process per service task, none for a task no placement holds.
   const serviceAssignments = new Set<string>((((state.workloads as any[]).find((w) => w.name === CHAOS_SERVICE)?.placement?.assignments ?? []) as any[]).map((a) => a.taskId));
-  const processes = taskProcesses();
+  const processes = taskProcesses().filter((p) => p.run === stack.home);
   for (const taskId of serviceAssignments) {
     const count = processes.filter((p) => p.taskId === taskId).length;
     if (count !== 1) violate('processes-per-task', `${taskId}: ${count} process(es)`);
@@ -142,9 +142,20 @@ function rootCause(error: Error): string {
   return parts.join(': ');
 }
 
+/** The service tasks' environment variable naming their chaos run (the stack's home folder). */
+export const CHAOS_RUN_VAR = 'SCALEGATE_CHAOS_RUN';
+
+interface SeenProcess {
+  pid: number;
+  taskId: string;
+  home: string | null;
+  /** the chaos run a task belongs to (CHAOS_RUN_VAR), null when it names none */
+  run: string | null;
+}
+
 /** Task processes on this machine (their environment names SCALEGATE_TASK_ID), by pid. */
-export function taskProcesses(): { pid: number; taskId: string; home: string | null }[] {
-  const found: { pid: number; taskId: string; home: string | null }[] = [];
+export function taskProcesses(): SeenProcess[] {
+  const found: SeenProcess[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let environ: string;
@@ -156,15 +167,16 @@ export function taskProcesses(): { pid: number; taskId: string; home: string | n
     const vars = environ.split('\0');
     const taskId = vars.find((v) => v.startsWith('SCALEGATE_TASK_ID='))?.slice('SCALEGATE_TASK_ID='.length);
     const home = vars.find((v) => v.startsWith('SCALEGATE_HOME='))?.slice('SCALEGATE_HOME='.length) ?? null;
-    if (taskId || home) found.push({ pid: Number(entry), taskId: taskId ?? '', home });
+    const run = vars.find((v) => v.startsWith(`${CHAOS_RUN_VAR}=`))?.slice(CHAOS_RUN_VAR.length + 1) ?? null;
+    if (taskId || home) found.push({ pid: Number(entry), taskId: taskId ?? '', home, run });
   }
   return found;
 }
 
-/** Processes still alive after the stack stopped: its own (SCALEGATE_HOME) and any task of a chaos workload. */
+/** Processes of the run still alive after its stack stopped: the stack's own (SCALEGATE_HOME) and its service tasks (CHAOS_RUN_VAR). */
 export function leftoverProcesses(home: string): string[] {
   return taskProcesses()
-    .filter((p) => p.home === home || CHAOS_WORKLOADS.some((w) => p.taskId.startsWith(`${w}-`)))
+    .filter((p) => p.home === home || p.run === home)
     .filter((p) => p.pid !== process.pid)
     .map((p) => `pid ${p.pid}${p.taskId ? ` task ${p.taskId}` : ''}${p.home ? ` home ${p.home}` : ''}`);
 }

@@ -13,18 +13,22 @@ import { TEST_ENV_VAR } from '../support/env';
 import { startSharedServers, type SharedServers } from '../support/shared-servers';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
-import { checkAfterChaos, leftoverProcesses, type Violation } from './checker';
+import { CHAOS_RUN_VAR, checkAfterChaos, leftoverProcesses, type Violation } from './checker';
 import {
   buildSchedule, CHAOS_AGENTS, CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_TIER, describeStep, type ChaosAction, type ChaosStep,
 } from './schedule';
 
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 
-export const chaosDefinitions = () => ({
+/**
+ * The workloads of one run. `run` (the stack's home folder) is in the service's task environment,
+ * so the checker counts this run's task processes only, not another run's on the same machine.
+ */
+export const chaosDefinitions = (run: string) => ({
   [CHAOS_SERVICE]: {
     kind: 'service', replicas: 2, selector: {},
     contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
-    spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+    spec: { command: [process.execPath, FIXTURE], env: { [CHAOS_RUN_VAR]: run }, readiness: { http: '/healthz' }, graceMs: 500 },
   },
   [CHAOS_CONSUMER]: {
     kind: 'consumer', replicas: 2, selector: {},
@@ -89,7 +93,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       agents: CHAOS_AGENTS.map((id, i) => ({ id, labels: { zone: String.fromCharCode(97 + i) }, slots: 12 })),
     });
     const s = stack;
-    const definitions = chaosDefinitions();
+    const definitions = chaosDefinitions(s.home);
     await defineWorkload(s, CHAOS_SERVICE, definitions[CHAOS_SERVICE], 2);
     await defineWorkload(s, CHAOS_CONSUMER, definitions[CHAOS_CONSUMER], 2);
     await defineWorkload(s, CHAOS_JOB, definitions[CHAOS_JOB], 4);
@@ -211,10 +215,12 @@ async function act(stack: Stack, servers: SharedServers, step: ChaosStep, ctx: A
       if (retired.status !== 202) return `retire ${said(retired)}`;
       // The retire ends (bounded), then the same definition again, as an operator would.
       await stack.temporal.workflow.getHandle(retired.body.workflowId, retired.body.runId).result().catch(() => null);
-      return `retired, then ${said(await request(stack, 'PUT', `/v1/workloads/${a.workload}`, chaosDefinitions()[a.workload]))}`;
+      return `retired, then ${said(await request(stack, 'PUT', `/v1/workloads/${a.workload}`, chaosDefinitions(stack.home)[a.workload]))}`;
     }
     case 'kill':
       return fault(stack, a, ctx);
+    case 'unwritable':
+      return unwritableFolder(stack, a, ctx);
     case 'pause': {
       const target = `server:${a.server}`;
       if (ctx.down.has(target)) return 'already paused';
@@ -229,6 +235,30 @@ async function act(stack: Stack, servers: SharedServers, step: ChaosStep, ctx: A
       return `paused ${pids.length} process(es)`;
     }
   }
+}
+
+/**
+ * An agent's state folder (and the folders in it) made immutable: no file can be created, renamed
+ * or removed there, by root too (chmod would not stop root). Made writable again after the duration.
+ */
+function unwritableFolder(stack: Stack, a: Extract<ChaosAction, { kind: 'unwritable' }>, ctx: ActContext): string {
+  const id = CHAOS_AGENTS[a.index];
+  const target = `folder:${id}`;
+  if (ctx.down.has(target)) return 'already unwritable';
+  const folders = execFileSync('find', [stack.agents[id].stateDir, '-type', 'd']).toString().trim().split('\n').filter(Boolean);
+  const chattr = (flag: '+i' | '-i') => execFileSync('chattr', [flag, ...folders], { stdio: ['ignore', 'ignore', 'pipe'] });
+  try {
+    chattr('+i');
+  } catch (error) {
+    return `skipped: chattr +i is refused here (${(error as Error).message.split('\n')[0]})`;
+  }
+  ctx.down.add(target);
+  ctx.faults['unwritable agent folder'] = (ctx.faults['unwritable agent folder'] ?? 0) + 1;
+  ctx.undo.push(sleep(a.durationMs).then(() => {
+    chattr('-i');
+    ctx.down.delete(target);
+  }));
+  return `${folders.length} folder(s) of ${id} immutable`;
 }
 
 function postgresPids(servers: SharedServers): number[] {

@@ -4,7 +4,7 @@
 // Operations go through the API as an operator would (scale, plan/apply, hot and not-hot
 // rescales, recover, a tier signal, cancel, abort, retire and define again). Faults hit the
 // processes and servers: SIGKILL or SIGSTOP of an agent, a worker or an API process, PostgreSQL or
-// Temporal paused. Every fault is undone after its duration (a killed process is started again, a
+// Temporal paused, an agent's state folder made unwritable. Every fault is undone after its duration (a killed process is started again, a
 // stopped one continued), so the run ends on a whole stack that must have converged.
 
 export const CHAOS_AGENTS = ['chaos-a', 'chaos-b', 'chaos-c'] as const;
@@ -31,7 +31,9 @@ export type ChaosAction =
   | { kind: 'abort'; workload: string }
   | { kind: 'redefine'; workload: typeof CHAOS_SERVICE }
   | { kind: 'kill'; process: ChaosProcess; index: number; signal: 'SIGKILL' | 'SIGSTOP'; durationMs: number }
-  | { kind: 'pause'; server: 'postgres' | 'temporal'; durationMs: number };
+  | { kind: 'pause'; server: 'postgres' | 'temporal'; durationMs: number }
+  /** an agent's state folder made unwritable (chattr +i: root too is refused), made writable again after */
+  | { kind: 'unwritable'; index: number; durationMs: number };
 
 export interface ChaosStep {
   index: number;
@@ -92,10 +94,17 @@ export function buildSchedule(seed: number, steps: number, options: ScheduleOpti
     [2, () => ({ kind: 'kill', process: 'api', index: int(0, 1), signal: one(['SIGKILL', 'SIGSTOP'] as const), durationMs: int(1_000, 6_000) })],
     [1, () => ({ kind: 'pause', server: one(['postgres', 'temporal'] as const), durationMs: int(1_000, 5_000) })],
   ];
+  // The state-folder fault draws from a stream of its own, so adding it left every other step of
+  // every seed as it was (the same operations, faults and gaps, with some faults replaced).
+  const folders = prng(seed ^ 0x9e3779b9);
   const schedule: ChaosStep[] = [];
   for (let index = 0; index < steps; index++) {
     const fault = options.faults !== false && random() < 0.4;
-    schedule.push({ index, action: pick(random, fault ? faults : operations), gapMs: int(300, 2_500) });
+    let action = pick(random, fault ? faults : operations);
+    if (fault && folders() < 0.15) {
+      action = { kind: 'unwritable', index: Math.floor(folders() * CHAOS_AGENTS.length), durationMs: 1_000 + Math.floor(folders() * 7_000) };
+    }
+    schedule.push({ index, action, gapMs: int(300, 2_500) });
   }
   return schedule;
 }
@@ -121,5 +130,7 @@ export function describeStep(step: ChaosStep): string {
       return `${a.signal} ${a.process} ${a.index} for ${a.durationMs} ms`;
     case 'pause':
       return `pause ${a.server} for ${a.durationMs} ms`;
+    case 'unwritable':
+      return `state folder of agent ${a.index} unwritable for ${a.durationMs} ms`;
   }
 }

@@ -11,14 +11,15 @@ test('the same seed gives the same schedule; another seed another one', () => {
 test('a schedule mixes operations and faults, each with its bounds', () => {
   const steps = buildSchedule(1, 400);
   const kinds = new Set(steps.map((s) => s.action.kind));
-  for (const kind of ['scale', 'plan-apply', 'rescale', 'recover', 'tier-signal', 'cancel', 'abort', 'redefine', 'kill', 'pause']) expect(kinds).toContain(kind);
+  for (const kind of ['scale', 'plan-apply', 'rescale', 'recover', 'tier-signal', 'cancel', 'abort', 'redefine', 'kill', 'pause', 'unwritable']) expect(kinds).toContain(kind);
   for (const { action, gapMs } of steps) {
     expect(gapMs).toBeGreaterThanOrEqual(300);
     expect(gapMs).toBeLessThanOrEqual(2_500);
     if (action.kind === 'scale' || action.kind === 'plan-apply') expect([1, 2, 3]).toContain(action.replicas);
-    if (action.kind === 'kill' || action.kind === 'pause') expect(action.durationMs).toBeGreaterThanOrEqual(1_000);
+    if (action.kind === 'kill' || action.kind === 'pause' || action.kind === 'unwritable') expect(action.durationMs).toBeGreaterThanOrEqual(1_000);
+    if (action.kind === 'unwritable') expect([0, 1, 2]).toContain(action.index);
   }
-  expect(buildSchedule(1, 100, { faults: false }).some((s) => s.action.kind === 'kill' || s.action.kind === 'pause')).toBe(false);
+  expect(buildSchedule(1, 100, { faults: false }).some((s) => ['kill', 'pause', 'unwritable'].includes(s.action.kind))).toBe(false);
   expect(describeStep(steps[0])).toMatch(/\S/);
 });
 
