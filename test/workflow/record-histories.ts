@@ -946,6 +946,9 @@ function withTimeout<T>(what: string, work: Promise<T>, ms: number): Promise<T> 
 }
 
 /** Runs every scenario and writes its histories; answers the names written, sorted. */
+/** Scenarios recorded side by side. */
+const SCENARIOS_AT_ONCE = 4;
+
 export async function recordHistories(options: RecordOptions): Promise<string[]> {
   const log = options.log ?? (() => {});
   const namespace = options.namespace ?? 'default';
@@ -974,7 +977,10 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
   try {
     const unknown = (options.only ?? []).filter((name) => !SCENARIOS.some((s) => s.name === name));
     if (unknown.length) throw new Error(`no scenario named ${unknown.join(', ')}`);
-    for (const scenario of SCENARIOS.filter((s) => !options.only || options.only.includes(s.name))) {
+    // Scenarios share nothing (each its own task queue, worker, workload name and workflow ids), so
+    // a few run at once: the recording is a replay test's input, and the loop waits on timers mostly.
+    const queue = SCENARIOS.filter((s) => !options.only || options.only.includes(s.name));
+    const recordOne = async (scenario: Scenario) => {
       const taskQueue = `histories-${scenario.name}`;
       const fakes = scenario.fakes(scenario.name);
       const worker = await Worker.create({
@@ -990,7 +996,11 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
       if ((await latest.describe()).status.name === 'RUNNING') await latest.terminate('history recorded');
       await write(scenario.name, recorded.workflowId, recorded.runId);
       for (const extra of recorded.extra ?? []) await write(extra.name, extra.workflowId);
-    }
+    };
+    const runners = Array.from({ length: Math.min(SCENARIOS_AT_ONCE, queue.length) }, async () => {
+      for (let next = queue.shift(); next; next = queue.shift()) await recordOne(next);
+    });
+    await Promise.all(runners);
   } finally {
     await nativeConnection.close();
     await connection.close();
