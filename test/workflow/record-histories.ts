@@ -452,6 +452,21 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // A replan whose first converge fails (an agent died while the new generation started, chaos
+    // seed 6): the world is stopped again and placed anew; the second attempt converges.
+    name: 'stop-the-world-replan-second-attempt',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 3, { convergeDeadlineOnce: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const result = await client.workflow.execute(stopTheWorldReplan, { taskQueue, workflowId, args: [{ workload, replicas: 3, reason: 'recorded', convergeTimeoutMs: 5000 }] });
+      assert.equal(result.generation, 2);
+      assert.equal(fakes.count('stopAllTasksOfWorkload'), 2);
+      assert.equal(fakes.count('preparePlan'), 2);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
     // A stream job: resized, stopped, restored from the last completed checkpoint in a new generation.
     name: 'stop-the-world-replan-stream',
     fakes: (name) => fakeActivities(streamWorkload(name), 3),
