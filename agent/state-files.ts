@@ -6,8 +6,19 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { DriverError } from './drivers/driver';
 
 export const PRIVATE_DIR_MODE = 0o700;
+
+/**
+ * A record that cannot be written (the folder made read-only or immutable, the disk full) refuses
+ * what needed it with a code a caller may retry (503 state-unwritable), not a bare 500.
+ */
+function unwritable(file: string, error: unknown): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (!code) return error as Error;
+  return new DriverError('state-unwritable', `the agent cannot write ${path.basename(file)} in its state folder (${code}); nothing was changed, retry`);
+}
 export const PRIVATE_FILE_MODE = 0o600;
 
 /** Creates the folder (and missing parents) mode 700, and tightens it to 700 if it existed. */
@@ -18,7 +29,11 @@ export function ensurePrivateDir(dir: string): void {
 
 /** Writes `text` to `file` atomically, mode 600, creating its folder mode 700 when missing. */
 export function writePrivateFileSync(file: string, text: string): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+  } catch (error) {
+    throw unwritable(file, error);
+  }
   const staging = `${file}.${process.pid}.${randomUUID()}.tmp`;
   try {
     const fd = fs.openSync(staging, 'w', PRIVATE_FILE_MODE);
@@ -32,8 +47,12 @@ export function writePrivateFileSync(file: string, text: string): void {
     fs.chmodSync(staging, PRIVATE_FILE_MODE);
     fs.renameSync(staging, file);
   } catch (error) {
-    fs.rmSync(staging, { force: true });
-    throw error;
+    try {
+      fs.rmSync(staging, { force: true });
+    } catch {
+      // an immutable folder refuses this too; the staging file was never made there
+    }
+    throw unwritable(file, error);
   }
 }
 
@@ -52,8 +71,8 @@ export async function writePrivateFile(file: string, text: string): Promise<void
     }
     await fs.promises.rename(staging, file);
   } catch (error) {
-    await fs.promises.rm(staging, { force: true });
-    throw error;
+    await fs.promises.rm(staging, { force: true }).catch(() => {});
+    throw unwritable(file, error);
   }
 }
 

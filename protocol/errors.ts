@@ -37,6 +37,8 @@ export const ERROR_CODES = {
   /** the Kafka broker did not answer: nothing was decided on its behalf; retry */
   'broker-unavailable': { status: 503, retryable: true },
   'release-timeout': { status: 504, retryable: true },
+  /** the agent's state folder refused a record (read-only, immutable, full): nothing changed; retry */
+  'state-unwritable': { status: 503, retryable: true },
   'drain-deadline': { status: 504, retryable: false },
   // workflow failures (ApplicationFailure types)
   'invalid-input': { status: 422, retryable: false },

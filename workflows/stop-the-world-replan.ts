@@ -117,9 +117,22 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
   let parallelism: StreamReplanOutcome['parallelism'] | null = null;
   try {
     op.enter('resizing');
-    const resized = await store.resizeStreamJob.executeWithOptions(
+    const resize = () => store.resizeStreamJob.executeWithOptions(
       { summary: `set the parallelism of ${input.workload} (${size})` }, [{ workload: input.workload, parallelism: input.parallelism, replicas }],
     );
+    // A size that does not fit now (runtimes away, a recovery under way: chaos seed 64) is waited
+    // for as the placement is, before the replan gives up; nothing was changed meanwhile.
+    const resized = await resize().catch(async (error: unknown) => {
+      for (let waited = 1; isPlacementShort(error) && waited <= STREAM_REPLAN_ROOM_WAITS && patched('stream-resize-waits-for-room'); waited++) {
+        await sleep(Math.min(20_000, 2_000 * 2 ** (waited - 1)), { summary: `replan ${input.workload}: waiting for room to resize (${failureMessage(error).slice(0, 120)})` });
+        try {
+          return await resize();
+        } catch (again) {
+          error = again;
+        }
+      }
+      throw error;
+    });
     parallelism = { from: resized.from, to: resized.to };
     const baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
     // One attempt: stop the world, restore, place, converge. A subtask that fails while the new
@@ -151,7 +164,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
         done = await attempt();
         break;
       } catch (error) {
-        const placementShort = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'placement-unavailable';
+        const placementShort = isPlacementShort(error);
         const noPlacement = error instanceof ApplicationFailure && error.type === 'placement-unavailable';
         // The fleet is short now (agents away, chaos seed 7): the world is stopped either way, so the
         // replan waits for runtimes to come back, about two minutes, before it gives up.
@@ -187,6 +200,10 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     throw error;
   }
 }
+
+/** An activity refused for want of room (placement-unavailable). */
+const isPlacementShort = (error: unknown) =>
+  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'placement-unavailable';
 
 /** Attempts of a replan's stop → place → converge before it fails. */
 const REPLAN_ATTEMPTS = 3;

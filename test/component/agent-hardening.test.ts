@@ -16,6 +16,7 @@ import { FENCE_RECORDS_FILE, TASK_RECORDS_FILE, TaskHost } from '../../agent/hos
 import { PORT_RECORDS_FILE, PortAllocator } from '../../agent/ports';
 import { buildAgentServer } from '../../agent/server';
 import { tightenStateDir } from '../../agent/state-files';
+import { statusOf } from '../../protocol';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor } from '../support/wait-for';
 
@@ -102,6 +103,21 @@ async function withAgentEnvironment<T>(planted: Record<string, string>, work: ()
 }
 
 describe('a task that cannot work never takes the agent down', () => {
+  test('a state folder that refuses records (chaos: made immutable) refuses the start with 503 state-unwritable, starting nothing', async () => {
+    const { host, stateDir } = agent();
+    const first = serviceStart(httpServerSpec());
+    await host.ensure(first);
+    // The task records become unwritable: a folder where the records file is (a rename onto it fails, for root too).
+    fs.rmSync(path.join(stateDir, TASK_RECORDS_FILE));
+    fs.mkdirSync(path.join(stateDir, TASK_RECORDS_FILE, 'blocked'), { recursive: true });
+    const refused = serviceStart(httpServerSpec());
+    const error = await host.ensure(refused).then(() => null, (e: unknown) => e as { code?: string; message?: string });
+    expect(error).toMatchObject({ code: 'state-unwritable', message: expect.stringContaining(`cannot write ${TASK_RECORDS_FILE}`) });
+    expect(statusOf('state-unwritable')).toBe(503);
+    expect(host.get(refused.taskId)).toBeNull();
+    expect(host.get(first.taskId)).not.toBeNull();
+  });
+
   test('a start whose readiness path has a space is refused with the reason; the host keeps serving its other tasks', async () => {
     const { host } = agent();
     const healthy = serviceStart(httpServerSpec());

@@ -42,6 +42,8 @@ interface Faults {
   staleDecision?: boolean;
   /** the definition moved after the plan was made (another change PUT it): its revision is newer */
   definitionMoved?: boolean;
+  /** the first resize of a stream job does not fit the runtimes there are now */
+  resizeShortOnce?: boolean;
   /** the first new-generation plan does not fit (the runtimes are away): it has unplaced subtasks */
   noRoomOnce?: boolean;
   /** the first awaitTasksReady misses its deadline (after the commit) */
@@ -237,7 +239,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       return { state: input.state, lastTriggered: 42, inFlight: null };
     },
     async resizeStreamJob(input) {
-      call('resizeStreamJob');
+      if (call('resizeStreamJob') === 1 && faults.resizeShortOnce) throw nonRetryable('placement-unavailable', `job ${name} needs 4 subtasks; 4 do not fit the eligible runtimes' free slots (nothing was changed)`);
       const from = { src: 1, agg: 1, out: 1 };
       const to = { ...from, ...input.parallelism };
       return { replicas: Object.values(to).reduce((a, b) => a + b, 0), from, to };
@@ -512,6 +514,22 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(fakes.count('preparePlan'), 2);
       assert.equal(fakes.count('stopStreamJob'), 2);
       assert.equal(result.restoredFrom, 41);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A stream replan whose resize does not fit yet (a recovery under way, chaos seed 64): it waits
+    // for room, resizes, and replans, rather than failing.
+    name: 'stop-the-world-replan-stream-resize-waits',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3, { resizeShortOnce: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const result = (await client.workflow.execute(stopTheWorldReplan, {
+        taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded' }],
+      })) as StreamReplanOutcome;
+      assert.equal(fakes.count('resizeStreamJob'), 2);
+      assert.deepEqual(result.parallelism.to, { src: 1, agg: 2, out: 1 });
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
       return { workflowId };
     },
