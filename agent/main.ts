@@ -5,7 +5,7 @@ import { buildDrivers } from './drivers';
 import { FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, TaskHost, TASK_RECORDS_FILE } from './host';
 import { CREDENTIAL_FILE, LeaseKeeper } from './lease';
 import { buildAgentServer } from './server';
-import { tightenStateDir } from './state-files';
+import { tightenStateDir, untilStateDirWritable } from './state-files';
 
 /** One JSON line per event; a field that cannot be serialised never loses the line. */
 function makeLog(runtime: string) {
@@ -28,10 +28,13 @@ function describeFault(fault: unknown): Record<string, unknown> {
 
 async function main() {
   const config = parseAgentConfig();
-  // The state folder holds the runtime's credential, the task records, port pairs, fences and
-  // receipts: private to this user, re-checked at every start.
-  tightenStateDir(config.stateDir, [CREDENTIAL_FILE, TASK_RECORDS_FILE, FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, PORT_RECORDS_FILE]);
   const log = makeLog(config.id);
+  // The state folder holds the runtime's credential, the task records, port pairs, fences and
+  // receipts: private to this user, re-checked at every start (waited for while it refuses).
+  await untilStateDirWritable(
+    () => tightenStateDir(config.stateDir, [CREDENTIAL_FILE, TASK_RECORDS_FILE, FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, PORT_RECORDS_FILE]),
+    log,
+  );
 
   // Last resort. Every known fault of a task is handled where it happens (the task is failed with
   // the reason); should one slip through anyway, the agent logs it and keeps serving, because

@@ -90,3 +90,27 @@ export function tightenStateDir(stateDir: string, files: readonly string[]): voi
     }
   }
 }
+
+/**
+ * Runs `prepare` (tightenStateDir at an agent's start) until the folder takes it, waiting between
+ * tries (0.25 s doubling to 5 s). An agent that cannot write its state folder (read-only, immutable,
+ * full) waits for it rather than exiting: the processes its previous incarnation left can only be
+ * adopted or stopped by it, and an agent that exits leaves them unmanaged (chaos seeds 12 and 73).
+ */
+export async function untilStateDirWritable(
+  prepare: () => void,
+  log: (event: string, fields: Record<string, unknown>) => void,
+  wait: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      prepare();
+      return attempt;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (!code) throw error; // not the folder refusing: a bug, which must not be retried forever
+      if (attempt % 10 === 0) log('state-folder-unwritable', { error: (error as Error).message, attempt, retrying: true });
+      await wait(Math.min(5_000, 250 * 2 ** Math.min(attempt, 5)));
+    }
+  }
+}

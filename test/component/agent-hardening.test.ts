@@ -15,7 +15,7 @@ import { BASE_ENVIRONMENT, createProcessDriver, taskFolder, taskLogPath } from '
 import { FENCE_RECORDS_FILE, TASK_RECORDS_FILE, TaskHost } from '../../agent/host';
 import { PORT_RECORDS_FILE, PortAllocator } from '../../agent/ports';
 import { buildAgentServer } from '../../agent/server';
-import { tightenStateDir } from '../../agent/state-files';
+import { tightenStateDir, untilStateDirWritable } from '../../agent/state-files';
 import { statusOf } from '../../protocol';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor } from '../support/wait-for';
@@ -103,6 +103,21 @@ async function withAgentEnvironment<T>(planted: Record<string, string>, work: ()
 }
 
 describe('a task that cannot work never takes the agent down', () => {
+  test('chaos seeds 12 and 73: an agent whose state folder refuses it at start waits for the folder instead of exiting', async () => {
+    const refusals = [Object.assign(new Error('EPERM: operation not permitted, chmod'), { code: 'EPERM' }), Object.assign(new Error('EROFS: read-only'), { code: 'EROFS' })];
+    const waits: number[] = [];
+    const logged: string[] = [];
+    const attempts = await untilStateDirWritable(() => {
+      const refusal = refusals.shift();
+      if (refusal) throw refusal;
+    }, (event) => logged.push(event), async (ms) => { waits.push(ms); });
+    expect(attempts).toBe(2);
+    expect(waits).toEqual([250, 500]);
+    expect(logged).toEqual(['state-folder-unwritable']);
+    // A fault that is not the folder refusing is a bug: thrown at once, not retried forever.
+    await expect(untilStateDirWritable(() => { throw new TypeError('bug'); }, () => {}, async () => {})).rejects.toThrow('bug');
+  });
+
   test('a state folder that refuses records (chaos: made immutable) refuses the start with 503 state-unwritable, starting nothing', async () => {
     const { host, stateDir } = agent();
     const first = serviceStart(httpServerSpec());
