@@ -5,10 +5,11 @@
 // transaction, so a record is in the sink exactly once whoever processes it, and only the current
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
 import { randomUUID } from 'node:crypto';
-import { Pool, type PoolClient } from 'pg';
+import { Pool } from 'pg';
 import { ConsumerSpecSchema, describeIssues, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
 import { createPool } from '../../lib/pg';
-import { OFFSETS_TABLE, OWNERSHIP_LOG_TABLE, ensureConsumerTables, quoteIdentifier, withTransaction } from './consumer-schema';
+import { partitionOwnership, type AcquireOutcome, type PartitionOwnership } from './consumer-ownership';
+import { OFFSETS_TABLE, ensureConsumerTables, quoteIdentifier } from './consumer-schema';
 import type {
   DrainReceipt,
   DriverContext,
@@ -77,10 +78,6 @@ interface OwnedPartition {
   maxOffset: number | null;
 }
 
-type AcquireOutcome =
-  | { granted: true; committed: number }
-  | { granted: false; holder: string; holderFence: number };
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 const percentile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
@@ -109,6 +106,7 @@ class ConsumerTask implements TaskHandle {
   private fence: number;
 
   private desired: Set<number>;
+  private readonly ownership: PartitionOwnership;
   private readonly owned = new Map<number, OwnedPartition>();
   /** partition → who holds it, for partitions we are waiting to acquire */
   private readonly waitingOn = new Map<number, string>();
@@ -153,6 +151,7 @@ class ConsumerTask implements TaskHandle {
     this.fence = start.placementFence;
     this.desired = new Set(partitions);
     this.spec = spec;
+    this.ownership = partitionOwnership(pool, { workload: this.workload, taskId: this.taskId, incarnation: this.incarnation });
   }
 
   begin(): void {
@@ -344,71 +343,21 @@ class ConsumerTask implements TaskHandle {
   }
 
   private async acquire(partition: number, fence: number): Promise<AcquireOutcome> {
-    return withTransaction(this.pool, async (client) => {
-      await client.query(
-        `insert into ${OFFSETS_TABLE} (workload, partition, committed_offset) values ($1, $2, -1)
-         on conflict (workload, partition) do nothing`,
-        [this.workload, partition],
-      );
-      const current = await client.query<{ owner_task: string | null; owner_fence: string | null }>(
-        `select owner_task, owner_fence from ${OFFSETS_TABLE} where workload = $1 and partition = $2 for update`,
-        [this.workload, partition],
-      );
-      const previous = current.rows[0];
-      const granted = await client.query<{ committed_offset: string }>(
-        `update ${OFFSETS_TABLE} set owner_task = $3, owner_fence = $4
-          where workload = $1 and partition = $2 and (owner_task is null or owner_task = $3 or owner_fence < $4)
-          returning committed_offset`,
-        [this.workload, partition, this.taskId, fence],
-      );
-      if (granted.rowCount === 0) {
-        return { granted: false, holder: previous.owner_task ?? '?', holderFence: Number(previous.owner_fence) };
-      }
-      if (previous.owner_task !== null && previous.owner_task !== this.taskId) {
-        // A higher fence takes over from a stale holder. From this commit on the stale holder can
-        // commit nothing (its batches check owner_task/owner_fence under the row lock), so its
-        // ownership ends here: log that release for it, keeping the log a true record of who held what.
-        await this.logOwnership(client, partition, previous.owner_task, null, Number(previous.owner_fence), 'release');
-      }
-      await this.logOwnership(client, partition, this.taskId, this.incarnation, fence, 'acquire');
+    const outcome = await this.ownership.acquire(partition, fence);
+    if (outcome.granted) {
       this.counts.acquired += 1;
-      this.ctx.log('consumer.acquired', { taskId: this.taskId, workload: this.workload, partition, fence, from: previous.owner_task });
-      return { granted: true, committed: Number(granted.rows[0].committed_offset) };
-    });
+      this.ctx.log('consumer.acquired', { taskId: this.taskId, workload: this.workload, partition, fence, from: outcome.from });
+    }
+    return outcome;
   }
 
   /** Clears our ownership of a partition; returns its committed offset, or null if we no longer held it. */
   private async release(partition: number): Promise<number | null> {
-    const fence = this.owned.get(partition)?.fence ?? this.fence;
-    const committed = await withTransaction(this.pool, async (client) => {
-      const released = await client.query<{ committed_offset: string }>(
-        `update ${OFFSETS_TABLE} set owner_task = null, owner_fence = null
-          where workload = $1 and partition = $2 and owner_task = $3
-          returning committed_offset`,
-        [this.workload, partition, this.taskId],
-      );
-      if (released.rowCount === 0) return null;
-      await this.logOwnership(client, partition, this.taskId, this.incarnation, fence, 'release');
-      return Number(released.rows[0].committed_offset);
-    });
+    const committed = await this.ownership.release(partition, this.owned.get(partition)?.fence ?? this.fence);
     if (committed !== null) this.counts.released += 1;
     await this.source.forget(partition).catch(() => {});
     this.ctx.log('consumer.released', { taskId: this.taskId, workload: this.workload, partition, committed });
     return committed;
-  }
-
-  private async logOwnership(
-    client: PoolClient,
-    partition: number,
-    taskId: string,
-    incarnation: string | null,
-    fence: number,
-    event: 'acquire' | 'release',
-  ): Promise<void> {
-    await client.query(
-      `insert into ${OWNERSHIP_LOG_TABLE} (workload, partition, task_id, incarnation, fence, event) values ($1, $2, $3, $4, $5, $6)`,
-      [this.workload, partition, taskId, incarnation, fence, event],
-    );
   }
 
   private loseOwnership(partition: number, why: string): void {
