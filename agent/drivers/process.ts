@@ -328,11 +328,7 @@ class ProcessTask implements TaskHandle {
       ports: this.ports,
       spawnedAt: new Date().toISOString(),
     };
-    try {
-      writePrivateFileSync(processRecordPath(this.ctx.stateDir, this.taskId), JSON.stringify(record));
-    } catch (error) {
-      this.ctx.log('task-process-record-failed', { taskId: this.taskId, incarnation: this.incarnation, error: messageOf(error) });
-    }
+    writePrivateFileSync(processRecordPath(this.ctx.stateDir, this.taskId), JSON.stringify(record));
   }
 
   /** The record names this incarnation's process, which is gone: forget it (a newer one's stays). */
@@ -412,7 +408,16 @@ class ProcessTask implements TaskHandle {
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', () => {
         this.alive = true;
-        if (child.pid !== undefined) this.recordProcess(child.pid);
+        try {
+          if (child.pid !== undefined) this.recordProcess(child.pid);
+        } catch (error) {
+          // Unrecorded, a process would outlive an agent restart unseen (neither adopted nor
+          // stopped: chaos seed 80, a state folder made immutable), so it does not run at all.
+          this.ctx.log('task-process-record-failed', { taskId: this.taskId, incarnation: this.incarnation, error: messageOf(error) });
+          signalGroup(child.pid!, 'SIGKILL');
+          reject(error);
+          return;
+        }
         // Listen only once spawned: a command that cannot start reports 'error', not an exit.
         child.on('exit', (code, signal) => this.guarded('exit handler', () => this.onExit(code, signal)));
         resolve();
@@ -645,7 +650,14 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     let refusal: string | undefined;
     if (record.generation !== task.generation) refusal = `it runs generation ${record.generation}, the start is ${task.generation}`;
     else if (record.specHash !== specFingerprint(spec)) refusal = 'it runs another spec';
-    else if (!(await ports.claim(portKeyFor(task), record.ports))) refusal = `its ports ${record.ports.public}/${record.ports.internal} are no longer this replica's pair`;
+    else {
+      const claimed = await ports.claim(portKeyFor(task), record.ports).catch(async (error: unknown) => {
+        // Neither adopted nor stopped, the left process would run on unseen: it is stopped.
+        await stopLeftProcess(record, spec.graceMs);
+        throw error;
+      });
+      if (!claimed) refusal = `its ports ${record.ports.public}/${record.ports.internal} are no longer this replica's pair`;
+    }
     if (refusal === undefined) {
       const handle = new ProcessTask(ctx, ports, task, spec, record.ports, record.incarnation);
       handle.adopt(record);

@@ -11,7 +11,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { TaskStart } from '../../agent/drivers/driver';
-import { BASE_ENVIRONMENT, createProcessDriver, taskFolder, taskLogPath } from '../../agent/drivers/process';
+import { BASE_ENVIRONMENT, createProcessDriver, processRecordPath, taskFolder, taskLogPath } from '../../agent/drivers/process';
 import { FENCE_RECORDS_FILE, TASK_RECORDS_FILE, TaskHost } from '../../agent/host';
 import { PORT_RECORDS_FILE, PortAllocator } from '../../agent/ports';
 import { buildAgentServer } from '../../agent/server';
@@ -103,6 +103,24 @@ async function withAgentEnvironment<T>(planted: Record<string, string>, work: ()
 }
 
 describe('a task that cannot work never takes the agent down', () => {
+  test('chaos seed 80: a task process whose record cannot be written does not run (no process an agent restart could not find)', async () => {
+    const { host, stateDir } = agent();
+    const start = serviceStart(httpServerSpec());
+    // The process record's place is taken by a folder: the write after the spawn fails (for root too).
+    fs.mkdirSync(path.join(processRecordPath(stateDir, start.taskId), 'blocked'), { recursive: true });
+    const error = await host.ensure(start).then(() => null, (e: unknown) => e as { code?: string });
+    expect(error).toMatchObject({ code: 'state-unwritable' });
+    expect(host.get(start.taskId)).toBeNull();
+    await waitFor('no process of the task left', () => !fs.readdirSync('/proc').some((entry) => {
+      if (!/^\d+$/.test(entry)) return false;
+      try {
+        return fs.readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`SCALEGATE_TASK_ID=${start.taskId}\0`);
+      } catch {
+        return false;
+      }
+    }));
+  });
+
   test('chaos seeds 12 and 73: an agent whose state folder refuses it at start waits for the folder instead of exiting', async () => {
     const refusals = [Object.assign(new Error('EPERM: operation not permitted, chmod'), { code: 'EPERM' }), Object.assign(new Error('EROFS: read-only'), { code: 'EROFS' })];
     const waits: number[] = [];
