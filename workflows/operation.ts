@@ -140,7 +140,10 @@ export async function reportingOutcome<T>(run: () => Promise<T>): Promise<T> {
   try {
     result = await run();
   } catch (error) {
-    endVisibly(isCancellation(error) ? 'cancelled' : 'failed', failureMessage(error));
+    // A start refused for arriving after its admission deadline changed nothing (the API had
+    // answered 503): refused, not failed (chaos seed 34).
+    const expired = error instanceof ApplicationFailure && error.type === 'start-expired';
+    endVisibly(isCancellation(error) ? 'cancelled' : expired ? 'refused' : 'failed', failureMessage(error));
     throw error;
   }
   const outcome = (result as { outcome?: unknown } | null)?.outcome;

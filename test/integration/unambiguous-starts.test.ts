@@ -96,6 +96,8 @@ it('a start that reaches Temporal after its admission deadline refuses itself be
   expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/after its admission deadline/);
   const history = await handle.fetchHistory();
   expect(history.events?.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
+  // Nothing changed, as the API's 503 said: its outcome is refused, not failed (chaos seed 34).
+  expect((await handle.describe()).searchAttributes?.ScalegateOutcome).toEqual(['refused']);
   const after = (await stack.api('GET', '/v1/workloads/late', { role: 'viewer' })).body;
   expect(after.placement.fence).toBe(before.placement.fence);
   expect(after.replicas).toBe(1);
