@@ -123,7 +123,9 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     // A size that does not fit now (runtimes away, a recovery under way: chaos seed 64) is waited
     // for as the placement is, before the replan gives up; nothing was changed meanwhile.
     const resized = await resize().catch(async (error: unknown) => {
-      for (let waited = 1; isPlacementShort(error) && waited <= STREAM_REPLAN_ROOM_WAITS && patched('stream-resize-waits-for-room'); waited++) {
+      // Only a compensation waits (it has a cause: a recovery, a failed rescale); a size asked for by
+      // hand that does not fit is refused at once, before anything stops.
+      for (let waited = 1; input.cause !== undefined && isPlacementShort(error) && waited <= STREAM_REPLAN_ROOM_WAITS && patched('stream-resize-waits-for-room'); waited++) {
         await sleep(Math.min(20_000, 2_000 * 2 ** (waited - 1)), { summary: `replan ${input.workload}: waiting for room to resize (${failureMessage(error).slice(0, 120)})` });
         try {
           return await resize();

@@ -526,7 +526,7 @@ export const SCENARIOS: Scenario[] = [
     async run({ client, taskQueue, workload, fakes }) {
       const workflowId = `replan:${workload}`;
       const result = (await client.workflow.execute(stopTheWorldReplan, {
-        taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded' }],
+        taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded', cause: 'recover:rt-0' }],
       })) as StreamReplanOutcome;
       assert.equal(fakes.count('resizeStreamJob'), 2);
       assert.deepEqual(result.parallelism.to, { src: 1, agg: 2, out: 1 });
