@@ -2,7 +2,7 @@
 // (Kafka sources): brokers from SCALEGATE_KAFKA_BROKERS ("host:port,host:port"), KafkaJS quiet
 // (its own log lines are not ours to print) and with short, bounded retries: a broker outage must
 // surface as an error the caller handles (retry, refuse with broker-unavailable), never a hang.
-import { Kafka, logLevel, type KafkaConfig } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type KafkaConfig } from 'kafkajs';
 
 export const KAFKA_BROKERS_ENV = 'SCALEGATE_KAFKA_BROKERS';
 
@@ -17,6 +17,19 @@ export interface KafkaMetadata {
   partitionCount(topic: string): Promise<number>;
 }
 
+/** A topic's partition count as the broker tells it; 0 when there is no such topic (an answer, not an outage). */
+export async function topicPartitionCount(admin: Admin, topic: string): Promise<number> {
+  try {
+    const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+    return metadata.topics[0]?.partitions.length ?? 0;
+  } catch (error) {
+    // KafkaJS may wrap it once its retries ran out
+    const failure = error as { type?: string; originalError?: { type?: string } };
+    if ((failure.type ?? failure.originalError?.type) === 'UNKNOWN_TOPIC_OR_PARTITION') return 0;
+    throw error;
+  }
+}
+
 /** Kafka metadata read from the broker on each call (one short-lived admin connection). */
 export function kafkaMetadata(brokers: string): KafkaMetadata {
   const kafka = kafkaClient(brokers, 'scalegate-control-plane');
@@ -25,13 +38,7 @@ export function kafkaMetadata(brokers: string): KafkaMetadata {
       const admin = kafka.admin();
       await admin.connect();
       try {
-        const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
-        return metadata.topics[0]?.partitions.length ?? 0;
-      } catch (error) {
-        // no such topic is an answer, not an outage (KafkaJS may wrap it once its retries ran out)
-        const failure = error as { type?: string; originalError?: { type?: string } };
-        if ((failure.type ?? failure.originalError?.type) === 'UNKNOWN_TOPIC_OR_PARTITION') return 0;
-        throw error;
+        return await topicPartitionCount(admin, topic);
       } finally {
         await admin.disconnect().catch(() => {});
       }

@@ -3,7 +3,7 @@
 // acked, not against what was meant to be sent. Keys and the key → partition mapping are the table
 // feed's (source-feed.ts), so the same load reads the same either way. Tests and benches call it.
 import { Partitioners, type Admin } from 'kafkajs';
-import { kafkaClient } from '../lib/kafka';
+import { kafkaClient, topicPartitionCount } from '../lib/kafka';
 import { runPaced, type PacedLoad } from './source-feed';
 
 export interface KafkaLoadOptions extends PacedLoad {
@@ -27,8 +27,7 @@ export interface KafkaLoadResult {
 /** Creates the topic with `partitions` partitions unless it exists (then its count must agree). */
 export async function ensureTopic(admin: Admin, topic: string, partitions: number): Promise<void> {
   await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true });
-  const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
-  const count = metadata.topics[0]?.partitions.length ?? 0;
+  const count = await topicPartitionCount(admin, topic);
   if (count !== partitions) throw new Error(`topic ${topic} has ${count} partitions, not ${partitions}`);
 }
 

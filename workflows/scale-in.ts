@@ -111,7 +111,7 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
         assignments: decision.survivors, onFence: placement!.fence,
         warnings: decision.stoppedAbove ? [`stopping above target: ${decision.stoppedAbove.reason}`] : [],
       },
-    }]).catch(async (error): Promise<Prepared & { ended: ScaleStatus }> => {
+    }]).catch(async (error): Promise<{ ended: ScaleStatus }> => {
       if (aborts.isAbort(error)) throw error;
       // Another change wrote the placement after the victims were chosen (chaos seed 14): nothing
       // moved yet, so the scale-in is refused as stale, as a scale-out is, not failed.

@@ -126,7 +126,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       // Only a compensation waits (it has a cause: a recovery, a failed rescale); a size asked for by
       // hand that does not fit is refused at once, before anything stops.
       for (let waited = 1; input.cause !== undefined && isPlacementShort(error) && waited <= STREAM_REPLAN_ROOM_WAITS && patched('stream-resize-waits-for-room'); waited++) {
-        await sleep(Math.min(20_000, 2_000 * 2 ** (waited - 1)), { summary: `replan ${input.workload}: waiting for room to resize (${failureMessage(error).slice(0, 120)})` });
+        await waitForRoom(input.workload, waited, ' to resize', error);
         try {
           return await resize();
         } catch (again) {
@@ -173,7 +173,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
         if (noPlacement && !isCancellation(error) && waitedForRoom < STREAM_REPLAN_ROOM_WAITS && patched('stream-replan-waits-for-room')) {
           waitedForRoom++;
           tried--; // waiting for room is not a failed attempt
-          await sleep(Math.min(20_000, 2_000 * 2 ** (waitedForRoom - 1)), { summary: `replan ${input.workload}: waiting for room (${failureMessage(error).slice(0, 120)})` });
+          await waitForRoom(input.workload, waitedForRoom, '', error);
           continue;
         }
         if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !patched('stream-replan-attempts')) throw error;
@@ -213,6 +213,9 @@ const REPLAN_ATTEMPTS = 3;
 const STREAM_REPLAN_ATTEMPTS = 3;
 /** Waits for room when the job does not fit the runtimes that answered: 2, 4, 8, 16, 20, 20, 20, 20 s. */
 const STREAM_REPLAN_ROOM_WAITS = 8;
+/** The `waited`-th wait for room (2 s doubling, at most 20 s). */
+const waitForRoom = (workload: string, waited: number, what: string, error: unknown) =>
+  sleep(Math.min(20_000, 2_000 * 2 ** (waited - 1)), { summary: `replan ${workload}: waiting for room${what} (${failureMessage(error).slice(0, 120)})` });
 
 const subtotal = (parallelism: Record<string, number>) => Object.values(parallelism).reduce((sum, n) => sum + n, 0);
 

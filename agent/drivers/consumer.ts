@@ -6,7 +6,7 @@
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
-import { ConsumerSpecSchema, describeIssues, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
+import { ConsumerSpecSchema, describeIssues, sourceTableOf, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
 import { createPool } from '../../lib/pg';
 import { partitionOwnership, type AcquireOutcome, type PartitionOwnership } from './consumer-ownership';
 import { OFFSETS_TABLE, ensureConsumerTables, quoteIdentifier } from './consumer-schema';
@@ -579,7 +579,7 @@ class ConsumerTask implements TaskHandle {
 
 /** The source port of a spec: its table, or its Kafka topic on the brokers this agent was given. */
 function sourceOf(spec: ConsumerSpec, start: TaskStart, pool: Pool, onError: (error: unknown) => void, brokers: string | undefined): SourcePort {
-  if (typeof spec.source === 'string') return tableSource(pool, spec.source, spec.sink);
+  if (typeof spec.source === 'string') return tableSource(pool, spec.source);
   if (!brokers) {
     throw new DriverError('placement-unavailable', `consumer ${start.taskId} reads kafka topic ${spec.source.kafka.topic}, but this runtime has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
   }
@@ -638,8 +638,9 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
       // a Kafka reader's crash (the broker away): counted and shown in the task's detail; the reader retries
       const source = sourceOf(spec, start, db, (error) => task?.noteSourceError(error), ctx.kafkaBrokers);
       try {
+        // The source table (when the source is one), the sink and the bookkeeping, in one DDL pass.
+        await ensureConsumerTables(db, sourceTableOf(spec), spec.sink);
         await source.prepare();
-        await ensureConsumerTables(db, null, spec.sink);
       } catch (error) {
         await source.close().catch(() => {});
         if (error instanceof DriverError) throw error;

@@ -17,6 +17,7 @@ import { PORT_RECORDS_FILE, PortAllocator } from '../../agent/ports';
 import { buildAgentServer } from '../../agent/server';
 import { tightenStateDir, untilStateDirWritable } from '../../agent/state-files';
 import { statusOf } from '../../protocol';
+import { taskProcesses } from '../chaos/checker';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor } from '../support/wait-for';
 
@@ -111,14 +112,7 @@ describe('a task that cannot work never takes the agent down', () => {
     const error = await host.ensure(start).then(() => null, (e: unknown) => e as { code?: string });
     expect(error).toMatchObject({ code: 'state-unwritable' });
     expect(host.get(start.taskId)).toBeNull();
-    await waitFor('no process of the task left', () => !fs.readdirSync('/proc').some((entry) => {
-      if (!/^\d+$/.test(entry)) return false;
-      try {
-        return fs.readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`SCALEGATE_TASK_ID=${start.taskId}\0`);
-      } catch {
-        return false;
-      }
-    }));
+    await waitFor('no process of the task left', () => !taskProcesses().some((p) => p.taskId === start.taskId));
   });
 
   test('chaos seeds 12 and 73: an agent whose state folder refuses it at start waits for the folder instead of exiting', async () => {

@@ -12,7 +12,7 @@
 // re-read is exactly what was never committed.
 import { randomUUID } from 'node:crypto';
 import { AssignerProtocol, type Admin, type Consumer, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs';
-import { kafkaClient } from '../../../lib/kafka';
+import { kafkaClient, topicPartitionCount } from '../../../lib/kafka';
 import { DriverError } from '../driver';
 import type { SourcePort, SourceRecord } from './source';
 
@@ -162,8 +162,7 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
   return {
     description: `kafka topic ${options.topic}`,
     async prepare() {
-      const metadata = await (await connectedAdmin()).fetchTopicMetadata({ topics: [options.topic] });
-      const count = metadata.topics[0]?.partitions.length ?? 0;
+      const count = await topicPartitionCount(await connectedAdmin(), options.topic);
       if (count !== options.partitions) {
         throw new DriverError('partitions-mismatch', `kafka topic ${options.topic} has ${count} partitions on the broker; the workload declares ${options.partitions}`);
       }

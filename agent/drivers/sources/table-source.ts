@@ -1,16 +1,15 @@
 // A PostgreSQL table as a consumer's source (DESIGN.md §5): rows (partition, "offset", key, payload
-// [, appended_at]), created with the data contract's DDL if missing.
+// [, appended_at]). The consumer creates it with the data contract's DDL, if missing, before prepare().
 import type { Pool } from 'pg';
-import { ensureConsumerTables, quoteIdentifier, sourceHasAppendedAt } from '../consumer-schema';
+import { quoteIdentifier, sourceHasAppendedAt } from '../consumer-schema';
 import type { SourcePort, SourceRecord } from './source';
 
-export function tableSource(pool: Pool, table: string, sink: string): SourcePort {
+export function tableSource(pool: Pool, table: string): SourcePort {
   const quoted = quoteIdentifier(table);
   let hasAppendedAt = false;
   return {
     description: `table ${table}`,
     async prepare() {
-      await ensureConsumerTables(pool, table, sink);
       hasAppendedAt = await sourceHasAppendedAt(pool, table);
     },
     async newestOffsets(partitions) {
