@@ -370,15 +370,25 @@ class ConsumerTask implements TaskHandle {
   private async processBatch(partition: number, commitOffset = true): Promise<number> {
     const owned = this.owned.get(partition);
     if (!owned) return 0;
+    // Read before the batch transaction: a remote source (a Kafka reader reopening on a loaded
+    // machine) can take seconds, and the offsets row lock must not idle that long: the server
+    // would end the session mid-batch. The lock below proves the read started at the committed offset.
+    const readFrom = owned.committed;
+    const records = await this.source.readAfter(partition, readFrom, this.options.batchSize);
+    if (records.length === 0) return 0;
     const client = await this.pool.connect();
     let broken: Error | undefined;
+    // The server ending this session while no query is in flight reaches the client as an event:
+    // without a listener it would be an uncaught exception of the agent.
+    const onClientError = (error: Error) => { broken = error; };
+    client.on('error', onClientError);
     try {
       await client.query('begin');
       // A frozen agent (SIGSTOP) holding this row lock would keep a new owner waiting: the server
       // ends the session once it idles in this transaction longer than the batch's work plus a margin.
       await client.query(`set local idle_in_transaction_session_timeout = ${Math.ceil(Math.min(this.workMs * this.options.batchSize, MAX_WORK_SLEEP_MS)) + BATCH_IDLE_MARGIN_MS}`);
-      // The row lock serialises us with any takeover: we read the committed offset only while we
-      // demonstrably still own the partition, and nobody can take it until we commit or roll back.
+      // The row lock serialises us with any takeover: we write only while we demonstrably still
+      // own the partition, and nobody can take it until we commit or roll back.
       const ownership = await client.query<{ committed_offset: string }>(
         `select committed_offset from ${OFFSETS_TABLE}
           where workload = $1 and partition = $2 and owner_task = $3 and owner_fence = $4
@@ -392,8 +402,8 @@ class ConsumerTask implements TaskHandle {
       }
       const committed = Number(ownership.rows[0].committed_offset);
       owned.committed = committed;
-      const records = await this.source.readAfter(partition, committed, this.options.batchSize, client);
-      if (records.length === 0) {
+      if (committed !== readFrom) {
+        // the offset moved since the read: the next pass reads from where it is now
         await client.query('rollback');
         return 0;
       }
@@ -433,6 +443,7 @@ class ConsumerTask implements TaskHandle {
       throw error;
     } finally {
       this.inFlight = 0;
+      client.off('error', onClientError);
       client.release(broken);
     }
   }

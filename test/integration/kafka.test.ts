@@ -50,7 +50,10 @@ describe('a consumer of a Kafka topic', () => {
     let loaded: KafkaLoadResult | null = null;
     try {
       const out = await scaleAndWait(stack, 'kafka-orders', { replicas: 3 }, 'scaleOut');
-      expect(out).toMatchObject({ status: 'completed', kind: 'scaleOut' });
+      // the comparison's reasons in the failure message: a transient broker or database state on a
+      // loaded machine must not read as a regression (a reader reopened inside the batch
+      // transaction once idled it past its timeout; a coordinator still loading once counted as an error)
+      expect({ status: out.status, kind: out.kind, regression: out.evidence?.comparison?.reasons }).toEqual({ status: 'completed', kind: 'scaleOut', regression: [] });
       const refused = await scaleAndWait(stack, 'kafka-orders', { replicas: 7 }, 'scaleOut');
       expect(refused.status).toBe('refused');
       const ownership = refused.gates.rows.find((r: { gate: string }) => r.gate === 'input-ownership');

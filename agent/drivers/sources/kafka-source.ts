@@ -19,6 +19,8 @@ import type { SourcePort, SourceRecord } from './source';
 /** records buffered per partition before its fetching pauses, and the level it resumes at */
 const BUFFER_HIGH = 2_000;
 const BUFFER_LOW = 500;
+/** tries at opening a reader while the broker answers with retriable errors (backoff 0.5, 1, 2 s) */
+const REOPEN_ATTEMPTS = 4;
 
 export interface KafkaSourceOptions {
   brokers: string;
@@ -75,6 +77,8 @@ class PartitionReader {
   /** where the reads continue: one past the last record handed out */
   private nextExpected = -1;
   private pausedHere = false;
+  /** KafkaJS crashed the transport consumer (and may be restarting it): the next read reopens it at nextExpected */
+  private crashed = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -85,7 +89,7 @@ class PartitionReader {
   ) {}
 
   async read(after: number, limit: number): Promise<SourceRecord[]> {
-    if (!this.consumer || after + 1 !== this.nextExpected) await this.reopen(after + 1);
+    if (!this.consumer || this.crashed || after + 1 !== this.nextExpected) await this.reopenRetrying(after + 1);
     const records = this.buffer.splice(0, limit);
     if (records.length) this.nextExpected = records[records.length - 1].offset + 1;
     if (this.pausedHere && this.buffer.length < BUFFER_LOW) {
@@ -95,8 +99,26 @@ class PartitionReader {
     return records;
   }
 
+  /**
+   * A broker in a passing state (its group coordinator loading, a leader moving) refuses a new
+   * reader with a retriable error: retried here, briefly, so that it is not a task error; anything
+   * else, or a state that lasts, is.
+   */
+  private async reopenRetrying(from: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.reopen(from);
+      } catch (error) {
+        const passing = this.crashed || (error as { retriable?: boolean }).retriable === true;
+        if (!passing || attempt >= REOPEN_ATTEMPTS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+      }
+    }
+  }
+
   private async reopen(from: number): Promise<void> {
     await this.close();
+    this.crashed = false;
     this.buffer = [];
     this.acceptFrom = from;
     this.nextExpected = from;
@@ -110,7 +132,12 @@ class PartitionReader {
       retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 2_000 },
     });
     this.consumer = consumer;
-    consumer.on(consumer.events.CRASH, (event) => this.onError(event.payload.error));
+    consumer.on(consumer.events.CRASH, (event) => {
+      if (this.consumer !== consumer) return;
+      this.crashed = true;
+      // one KafkaJS restarts by itself is a passing state (reopened at the next read); one it gives up on is an error
+      if (!event.payload.restart) this.onError(event.payload.error);
+    });
     try {
       await consumer.connect();
       await consumer.subscribe({ topic: this.topic, fromBeginning: true });

@@ -4,10 +4,6 @@
 // partition in PostgreSQL and asks for the records after it, so the source never decides what was
 // processed and a re-read after a rollback or a takeover is the consumer's choice.
 
-import type { PoolClient } from 'pg';
-
-export type Queryable = Pick<PoolClient, 'query'>;
-
 export interface SourceRecord {
   offset: number;
   key: string;
@@ -24,12 +20,8 @@ export interface SourcePort {
   prepare(): Promise<void>;
   /** The newest offset per partition (-1 when empty): the backlog and which partitions have work. */
   newestOffsets(partitions: readonly number[]): Promise<Map<number, number>>;
-  /**
-   * Up to `limit` records of `partition` after offset `after`, in offset order. `within` is the
-   * consumer's open batch transaction: a table source reads on it (no second connection is taken
-   * from the pool while one is held); other sources ignore it.
-   */
-  readAfter(partition: number, after: number, limit: number, within?: Queryable): Promise<SourceRecord[]>;
+  /** Up to `limit` records of `partition` after offset `after`, in offset order. */
+  readAfter(partition: number, after: number, limit: number): Promise<SourceRecord[]>;
   /** The partition no longer read here (released or drained): its reader may go. */
   forget(partition: number): Promise<void>;
   close(): Promise<void>;

@@ -21,9 +21,9 @@ export function tableSource(pool: Pool, table: string): SourcePort {
       );
       return new Map(rows.map((r) => [r.partition, r.max_offset === null ? -1 : Number(r.max_offset)]));
     },
-    async readAfter(partition, after, limit, within) {
+    async readAfter(partition, after, limit) {
       const appendedMs = hasAppendedAt ? `extract(epoch from appended_at)::float8 * 1000` : `null::float8`;
-      const { rows } = await (within ?? pool).query<{ offset: string; key: string; payload: string; appended_ms: number | null }>(
+      const { rows } = await pool.query<{ offset: string; key: string; payload: string; appended_ms: number | null }>(
         `select "offset", key, payload::text as payload, ${appendedMs} as appended_ms
            from ${quoted}
           where partition = $1 and "offset" > $2
