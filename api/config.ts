@@ -13,6 +13,11 @@ export const ApiConfigSchema = z.object({
   SCALEGATE_API_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** PostgreSQL connection URL (the embedded server's when started by `npm start`) */
   DATABASE_URL: z.string().min(1),
+  /**
+   * when set, the API (after its migrations) lets the agents' database role (scalegate_agent) log
+   * in with this password: a deployment whose agents connect as that role (docs/security.md)
+   */
+  SCALEGATE_AGENT_DATABASE_PASSWORD: z.string().min(MIN_TOKEN_LENGTH).optional(),
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   SCALEGATE_TASK_QUEUE: z.string().default('scalegate'),

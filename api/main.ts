@@ -6,7 +6,9 @@
 import { createPlanner } from '../store/planner';
 import { createPool } from '../store/db';
 import { createLedgerStore } from '../store/ledger';
+import { enableDataPlaneLogin } from '../store/data-plane-role';
 import { migrate } from '../store/migrate';
+import { DATA_PLANE_ROLE } from '../protocol/data-plane';
 import { createPlanStore } from '../store/plans';
 import { createOperationStartStore } from '../store/operation-starts';
 import { createRegistryStore } from '../store/registry';
@@ -25,6 +27,9 @@ async function main() {
   const config = parseApiConfig();
   const db = createPool(config.DATABASE_URL, { max: 20, connectTimeoutMs: 2_000, queryTimeoutMs: 5_000 });
   await migrate(db);
+  if (config.SCALEGATE_AGENT_DATABASE_PASSWORD && !(await enableDataPlaneLogin(db, config.SCALEGATE_AGENT_DATABASE_PASSWORD))) {
+    throw new Error(`SCALEGATE_AGENT_DATABASE_PASSWORD is set, but the role ${DATA_PLANE_ROLE} does not exist: create it as docs/security.md shows`);
+  }
   const metrics = createMetrics();
   const stores = { runtimes: createRuntimeStore(db), registry: createRegistryStore(db), plans: createPlanStore(db) };
   const deps: ApiDeps = {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { z } from 'zod';
 import { createPool } from '../store/db';
+import { newAgentDatabaseUrl } from '../store/data-plane-role';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
 import { kafkaInstalled, kafkaUnavailable, startKafkaIfAvailable } from './kafka';
@@ -35,6 +36,8 @@ const StartConfigSchema = z.object({
   SCALEGATE_UI_PORT: port.default(8233),
   /** set to use an external PostgreSQL instead of the embedded one */
   DATABASE_URL: z.string().optional(),
+  /** what the agents connect with, for a DATABASE_URL of your own (docs/security.md); the embedded PostgreSQL needs none */
+  SCALEGATE_AGENT_DATABASE_URL: z.string().optional(),
   SCALEGATE_PG_PORT: port.default(54329),
   /** the embedded PostgreSQL's durability; `off` trades crash safety for speed and is never the default */
   SCALEGATE_PG_FSYNC: z.enum(['on', 'off']).default('on'),
@@ -164,6 +167,13 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   }
   const pool = createPool(databaseUrl, { max: 2 });
   await migrate(pool);
+  // The agents connect as the data-plane role (protocol/data-plane.ts): the embedded PostgreSQL is
+  // this stack's own, so its role gets a password new at every start; on a server of your own,
+  // a role's password is yours to set (SCALEGATE_AGENT_DATABASE_URL).
+  const controlPlaneRole = (why: string) => say(`warning: the agents connect with the control plane's database role: ${why} (docs/security.md)`);
+  let agentDatabaseUrl = config.SCALEGATE_AGENT_DATABASE_URL ?? databaseUrl;
+  if (!config.DATABASE_URL) agentDatabaseUrl = await newAgentDatabaseUrl(pool, databaseUrl, controlPlaneRole);
+  else if (!config.SCALEGATE_AGENT_DATABASE_URL) controlPlaneRole('DATABASE_URL is set and SCALEGATE_AGENT_DATABASE_URL is not');
   await pool.end();
   // The processes learn the broker's address at spawn. The embedded broker's is known before it
   // answers (they treat a broker not up yet as an outage), unless its jars are still being fetched:
@@ -184,13 +194,13 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   if (!kafkaBrokers) delete common.SCALEGATE_KAFKA_BROKERS;
   // Least privilege: each process gets only the secrets it uses. The API checks every role's
   // token; the worker needs none (it calls agents with their own credentials); an agent holds only
-  // the registration token, and the database URL for its consumer driver.
+  // the registration token, and the data-plane role's database URL for its drivers.
   for (const name of ['SCALEGATE_OPERATOR_TOKEN', 'SCALEGATE_AGENT_TOKEN', 'SCALEGATE_VIEWER_TOKEN', 'DATABASE_URL']) delete common[name];
   const envOf: Record<'api' | 'worker' | 'agent' | 'loadgen', NodeJS.ProcessEnv> = {
     loadgen: { ...common, DATABASE_URL: databaseUrl },
     api: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer },
     worker: { ...common, DATABASE_URL: databaseUrl },
-    agent: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_AGENT_TOKEN: tokens.agent },
+    agent: { ...common, DATABASE_URL: agentDatabaseUrl, SCALEGATE_AGENT_TOKEN: tokens.agent },
   };
   const output = (name: string, line: string) => console.log(`[${name}] ${line}`);
   const launch = (name: string, entry: string, args: string[] = []) => {

@@ -33,7 +33,7 @@ export function createRedactor(secrets: readonly (string | undefined | null)[]):
  * word that would blank out ordinary text.)
  */
 export function secretsOf(env: NodeJS.ProcessEnv): string[] {
-  return [env.SCALEGATE_OPERATOR_TOKEN, env.SCALEGATE_AGENT_TOKEN, env.SCALEGATE_VIEWER_TOKEN].filter((s): s is string => !!s);
+  return [env.SCALEGATE_OPERATOR_TOKEN, env.SCALEGATE_AGENT_TOKEN, env.SCALEGATE_VIEWER_TOKEN, env.SCALEGATE_AGENT_DATABASE_PASSWORD].filter((s): s is string => !!s);
 }
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';

@@ -3,6 +3,8 @@
 // tables. Plain SQL text on purpose, so producers and auditors who never load this code can feed
 // and check the tables; nothing here runs a query.
 
+import { dataPlaneGrants } from './data-plane';
+
 export const OFFSETS_TABLE = 'scalegate_consumer_offsets';
 export const OWNERSHIP_LOG_TABLE = 'scalegate_consumer_ownership_log';
 
@@ -62,10 +64,16 @@ export const BOOKKEEPING_DDL: readonly string[] = [
     fence bigint,
     event text not null check (event in ('acquire', 'release')),
     at timestamptz not null default now())`,
-  `create index if not exists ${OWNERSHIP_LOG_TABLE}_by_partition on ${OWNERSHIP_LOG_TABLE} (workload, partition, id)`,
+  // only when missing: even `if not exists` needs the table's owner, and the log may be another role's (a producer's feed created it)
+  `do $$ begin if to_regclass('${OWNERSHIP_LOG_TABLE}_by_partition') is null then
+     create index ${OWNERSHIP_LOG_TABLE}_by_partition on ${OWNERSHIP_LOG_TABLE} (workload, partition, id); end if; end $$`,
 ];
 
 /** Every statement that creates, if missing, the source table, the sink table (when named) and the bookkeeping tables. */
 export function consumerTablesDdl(source: string | null, sink?: string): string[] {
-  return [...(source === null ? [] : [sourceTableDdl(source)]), ...(sink === undefined ? [] : [sinkTableDdl(sink)]), ...BOOKKEEPING_DDL];
+  const named = [...(source === null ? [] : [source]), ...(sink === undefined ? [] : [sink])];
+  return [
+    ...(source === null ? [] : [sourceTableDdl(source)]), ...(sink === undefined ? [] : [sinkTableDdl(sink)]), ...BOOKKEEPING_DDL,
+    dataPlaneGrants([...named.map(quoteIdentifier), OFFSETS_TABLE, OWNERSHIP_LOG_TABLE], [`${OWNERSHIP_LOG_TABLE}_id_seq`]),
+  ];
 }

@@ -15,6 +15,7 @@
 // - scalegate_stream_precommits: each sink subtask's output for a checkpoint, applied to the sink
 //   table in the one transaction that completes the checkpoint (the two-phase-commit sink).
 import { quoteIdentifier, sourceTableDdl } from './consumer-tables';
+import { dataPlaneGrants } from './data-plane';
 
 export const STREAM_JOBS_TABLE = 'scalegate_stream_jobs';
 export const STREAM_SUBTASKS_TABLE = 'scalegate_stream_subtasks';
@@ -81,5 +82,8 @@ export const STREAM_BOOKKEEPING_DDL: readonly string[] = [
 
 /** Every statement that creates, if missing, the job's source and sink tables and the bookkeeping tables. */
 export function streamTablesDdl(source: string, sink: string): string[] {
-  return [sourceTableDdl(source), streamSinkTableDdl(sink), ...STREAM_BOOKKEEPING_DDL];
+  return [
+    sourceTableDdl(source), streamSinkTableDdl(sink), ...STREAM_BOOKKEEPING_DDL,
+    dataPlaneGrants([quoteIdentifier(source), quoteIdentifier(sink), STREAM_JOBS_TABLE, STREAM_SUBTASKS_TABLE, STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE, STREAM_PRECOMMITS_TABLE]),
+  ];
 }

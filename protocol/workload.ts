@@ -83,8 +83,14 @@ export const ServiceSpecSchema = z.strictObject({
 });
 export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
 
-/** The control plane's own tables: a workload may never read or write them. */
-export const CONTROL_PLANE_TABLES = ['runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations', 'control_plane_liveness'] as const;
+/**
+ * The control plane's own tables (every table store/migrations creates): a workload may never
+ * read or write them, and the agents' database role is granted none of them (migration 009).
+ */
+export const CONTROL_PLANE_TABLES = [
+  'runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations',
+  'control_plane_liveness', 'tier_policies', 'operation_starts',
+] as const;
 
 const WorkloadTable = z
   .string()

@@ -2,9 +2,15 @@
 // shared agent token only registers new or lapsed runtimes and commands no agent; a live runtime
 // resumes only with its own credential, keeping its fence and its tasks; a heartbeat needs that
 // runtime's own credential; the credential lives mode 600 in the agent's state folder and nowhere
-// it could be read (state, answers, logs).
+// it could be read (state, answers, logs). The agents connect to PostgreSQL as the data-plane role
+// (issue 21 item 9): a consumer runs with it, and it can neither read nor write a control-plane table.
 import fs from 'node:fs';
 import path from 'node:path';
+import { Client } from 'pg';
+import { DATA_PLANE_ROLE } from '../../protocol/data-plane';
+import { CONTROL_PLANE_TABLES } from '../../protocol/workload';
+import { runLoad } from '../../store/source-feed';
+import { verifyExactlyOnce } from '../../store/sink-audit';
 import { startStack, Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
 
@@ -242,5 +248,54 @@ describe('where the credential is kept, and where it never shows', () => {
       expect(everything).not.toContain(credential);
       expect(logs).not.toContain(credential);
     }
+  });
+});
+
+describe("the agents' database role", () => {
+  /** What the agents' credentials get from `sql`: "ok", or the SQLSTATE it was refused with. */
+  const asAgent = async (sql: string): Promise<string> => {
+    const client = new Client({ connectionString: stack.agentDatabaseUrl });
+    await client.connect();
+    try {
+      await client.query(sql);
+      return 'ok';
+    } catch (error) {
+      return (error as { code?: string }).code ?? (error as Error).message;
+    } finally {
+      await client.end();
+    }
+  };
+
+  it('runs a consumer: the agent creates and writes the data-plane tables as scalegate_agent, every record once', async () => {
+    const load = await runLoad({ databaseUrl: stack.databaseUrl, source: 'creds_in', partitions: 2, ratePerSec: 500, count: 200 });
+    await defineWorkload(stack, 'creds', {
+      kind: 'consumer', replicas: 1, selector: { pool: 'main' },
+      contract: { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', partitions: 2 },
+      spec: { partitions: 2, source: 'creds_in', sink: 'creds_out', workMs: 0 },
+    }, 1);
+    await stack.waitFor('every record in the sink', async () => (await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'creds_in', sink: 'creds_out' })).missing === 0);
+    expect(await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'creds_in', sink: 'creds_out' }))
+      .toMatchObject({ sourceCount: load.written, sinkCount: load.written, missing: 0, duplicates: 0, extra: 0 });
+    // the sink is the agent's own (it created it); the source and the offsets the producer's feed
+    // created (the control plane's role here) are the agents' to read and write too
+    const { rows } = await stack.db.query<{ tableowner: string }>(`select tableowner from pg_tables where tablename = 'creds_out'`);
+    expect(rows).toEqual([{ tableowner: DATA_PLANE_ROLE }]);
+    expect((await stack.db.query(`select tableowner from pg_tables where tablename = 'creds_in'`)).rows[0].tableowner).not.toBe(DATA_PLANE_ROLE);
+    expect(await asAgent(`update scalegate_consumer_offsets set committed_offset = committed_offset where workload = 'creds'`)).toBe('ok');
+    expect(await asAgent('select count(*) from creds_in')).toBe('ok');
+  });
+
+  it('can neither read nor write any control-plane table: placements, fences, credentials, the ledger', async () => {
+    const reads = Object.fromEntries(await Promise.all(CONTROL_PLANE_TABLES.map(async (table) => [table, await asAgent(`select * from ${table} limit 1`)])));
+    // 42501: insufficient_privilege, for every one of them
+    expect(reads).toEqual(Object.fromEntries(CONTROL_PLANE_TABLES.map((table) => [table, '42501'])));
+    expect(await asAgent(`update placements set fence = fence + 1`)).toBe('42501');
+    expect(await asAgent(`update runtimes set credential = 'taken'`)).toBe('42501');
+    expect(await asAgent(`insert into ledger (workload, kind, outcome) values ('x', 'x', 'x')`)).toBe('42501');
+    expect(await asAgent(`delete from workloads`)).toBe('42501');
+    expect(await asAgent(`drop table runtimes`)).toBe('42501');
+    expect(await asAgent(`alter role ${DATA_PLANE_ROLE} superuser`)).toBe('42501');
+    // nothing changed underneath
+    expect((await stack.db.query(`select count(*)::int as n from runtimes where credential = 'taken'`)).rows[0].n).toBe(0);
   });
 });

@@ -1,7 +1,8 @@
 // A database of its own on the shared PostgreSQL that the global setup started, for one test file
 // (a stack, a store test, a driver test): nothing one file writes can be seen by another.
 import crypto from 'node:crypto';
-import { Client } from 'pg';
+import { Client, type Pool } from 'pg';
+import { dataPlaneDatabaseUrl, enableDataPlaneLogin } from '../../store/data-plane-role';
 import { testEnv } from './env';
 
 /** Creates an empty database named `<prefix>_<random>` and answers its connection URL. */
@@ -16,4 +17,13 @@ export async function createTestDatabase(prefix = 't', adminUrl?: string): Promi
     await admin.end();
   }
   return { name, databaseUrl: postgresAdminUrl.replace(/\/[^/]*$/, `/${name}`) };
+}
+
+/** The data-plane role's password on the test PostgreSQL servers: one for the run, so files side by side never change it under each other. */
+const TEST_DATA_PLANE_PASSWORD = 'scalegate-test-data-plane';
+
+/** The URL agents of a test stack connect with: the data-plane role (protocol/data-plane.ts) of `databaseUrl`'s server, whose migrations have run. */
+export async function testAgentDatabaseUrl(db: Pool, databaseUrl: string): Promise<string> {
+  if (!(await enableDataPlaneLogin(db, TEST_DATA_PLANE_PASSWORD))) throw new Error('the data-plane role does not exist: did migration 009 run?');
+  return dataPlaneDatabaseUrl(databaseUrl, TEST_DATA_PLANE_PASSWORD);
 }

@@ -7,7 +7,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort, spawnService, type ServiceProcess } from '../../embedded/processes';
-import { createTestDatabase } from './database';
+import { withPool } from '../../store/db';
+import { migrate } from '../../store/migrate';
+import { createTestDatabase, testAgentDatabaseUrl } from './database';
 import { testEnv } from './env';
 import { reservePortRange, type PortRange } from './ports';
 import { GiveUp, waitFor } from './wait-for';
@@ -35,6 +37,11 @@ export interface NpmStart {
 export async function startNpmStart(options: { name: string; env?: Record<string, string>; onLine?: (line: string) => void }): Promise<NpmStart> {
   const env = testEnv();
   const { databaseUrl } = await createTestDatabase(options.name);
+  // the agents connect as the data-plane role, as a deployment on its own server has them do
+  const agentDatabaseUrl = await withPool(databaseUrl, 1, async (db) => {
+    await migrate(db);
+    return testAgentDatabaseUrl(db, databaseUrl);
+  });
   const home = fs.mkdtempSync(path.join(env.tmpDir, `${options.name}-`));
   const apiPort = await freePort();
   const ports: PortRange = await reservePortRange(3);
@@ -51,7 +58,7 @@ export async function startNpmStart(options: { name: string; env?: Record<string
       // where Java and the cached Kafka jars are, for a start that runs a broker of its own
       ...Object.fromEntries(['JAVA_HOME', 'SCALEGATE_CACHE_DIR', 'XDG_CACHE_HOME'].filter((name) => process.env[name]).map((name) => [name, process.env[name]])),
       ...(env.kafkaBrokers ? { SCALEGATE_KAFKA_BROKERS: env.kafkaBrokers } : { SCALEGATE_KAFKA: 'off' }),
-      SCALEGATE_HOME: home, TEMPORAL_ADDRESS: env.temporalAddress, DATABASE_URL: databaseUrl, SCALEGATE_TASK_QUEUE: taskQueue,
+      SCALEGATE_HOME: home, TEMPORAL_ADDRESS: env.temporalAddress, DATABASE_URL: databaseUrl, SCALEGATE_AGENT_DATABASE_URL: agentDatabaseUrl, SCALEGATE_TASK_QUEUE: taskQueue,
       SCALEGATE_API_PORT: String(apiPort), SCALEGATE_AGENT_BASE_PORT: String(ports.start), SCALEGATE_LEASE_TTL_MS: '3000',
       SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer, SCALEGATE_LOG_LEVEL: 'warn',
       ...options.env,

@@ -9,7 +9,7 @@ import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../embedded/processes';
 import { startBalancer, type Balancer } from './balancer';
-import { createTestDatabase } from './database';
+import { createTestDatabase, testAgentDatabaseUrl } from './database';
 import { testEnv } from './env';
 import { reservePortRange, type PortRange } from './ports';
 import { GiveUp, waitFor as pollUntil, type WaitForOptions } from './wait-for';
@@ -41,6 +41,8 @@ export interface Stack {
   /** the state folder every process of the stack has as SCALEGATE_HOME */
   home: string;
   databaseUrl: string;
+  /** what the stack's agents connect with: the data-plane role (protocol/data-plane.ts), not databaseUrl's */
+  agentDatabaseUrl: string;
   db: Pool;
   taskQueue: string;
   tokens: Record<Role, string>;
@@ -91,6 +93,7 @@ export async function startStack(options: {
   const { name, databaseUrl } = await createTestDatabase('t', options.postgresAdminUrl);
   const db = createPool(databaseUrl, { max: 5 });
   await migrate(db);
+  const agentDatabaseUrl = await testAgentDatabaseUrl(db, databaseUrl);
 
   const home = fs.mkdtempSync(path.join(env.tmpDir, 'stack-'));
   const tokens: Record<Role, string> = {
@@ -185,7 +188,7 @@ export async function startStack(options: {
   const portRanges: Record<string, PortRange> = {};
 
   const stack: Stack = {
-    apiUrl, home, databaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, workers: [], apis, balancer, logs, startApi,
+    apiUrl, home, databaseUrl, agentDatabaseUrl, db, taskQueue, tokens, temporal, agents, worker: null, workers: [], apis, balancer, logs, startApi,
     api: (method, urlPath, o = {}) =>
       call(`${apiUrl}${urlPath}`, method, o.token !== undefined ? o.token : o.role === null ? null : tokens[o.role ?? 'operator'], o.body, o.rawBody),
     agentApi: async (id, method, urlPath, body, o = {}) =>
@@ -205,7 +208,7 @@ export async function startStack(options: {
       if (labels) args.push('--labels', labels);
       // Its process tasks draw ports from a block reserved for this agent id (test/support/ports.ts).
       args.push('--port-range', (portRanges[spec.id] ??= await reservePortRange()).label);
-      const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, spec.env);
+      const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, { DATABASE_URL: agentDatabaseUrl, ...spec.env });
       const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
       agents[spec.id] = agent;
       if (spec.waitReady === false) {
