@@ -58,7 +58,7 @@ export function evidenceActivities(deps: ActivityDeps) {
         tasks.push({
           taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
           // a stream subtask's work is the records it took in
-          processed: status?.counts.processed ?? status?.counts.recordsIn ?? 0, errors: status?.errors ?? 0, backlog: status?.backlog ?? 0,
+          processed: status?.counts.processed ?? status?.counts.recordsIn ?? 0, errors: status?.errors ?? 0, recentErrors: status?.recentErrors ?? status?.errors ?? 0, backlog: status?.backlog ?? 0,
           ownedPartitions: status?.partitions?.length ?? 0, inFlight: status?.counts.inFlight ?? 0, ratePerSec: status?.counts.ratePerSec ?? 0,
         });
         rate += status?.counts.ratePerSec ?? 0;
@@ -72,6 +72,7 @@ export function evidenceActivities(deps: ActivityDeps) {
         processed: tasks.reduce((n, t) => n + t.processed, 0), ratePerSec: rate,
         latencyP50Ms: p50s.length ? Math.max(...p50s) : null, latencyP95Ms: p95s.length ? Math.max(...p95s) : null,
         backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
+        recentErrors: tasks.reduce((n, t) => n + (t.recentErrors ?? t.errors), 0),
       };
       // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
       const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;

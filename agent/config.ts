@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { MIN_TOKEN_LENGTH } from '../http/auth';
 import { LabelsSchema, RuntimeId } from '../protocol';
+import { DEFAULT_ERROR_WINDOW_MS } from './drivers/error-count';
 
 export const AgentConfigSchema = z.object({
   id: RuntimeId,
@@ -27,6 +28,8 @@ export const AgentConfigSchema = z.object({
   databaseUrl: z.string().optional(),
   /** the Kafka brokers Kafka sources are read from (SCALEGATE_KAFKA_BROKERS, "host:port,...") */
   kafkaBrokers: z.string().max(4096).optional(),
+  /** how far back a task's errors count as its current error rate (the scale-out baseline gate) */
+  errorWindowMs: z.coerce.number().int().min(1_000).max(86_400_000).default(DEFAULT_ERROR_WINDOW_MS),
   /**
    * A deliberately broken build, for proving that the chaos checker can fail (issue 20); never set
    * outside a test. `drain-skips-commit`: a consumer drain flushes one last batch to the sink but
@@ -73,6 +76,7 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
     portQuarantineMs: env.SCALEGATE_AGENT_PORT_QUARANTINE_MS,
     databaseUrl: env.DATABASE_URL,
     kafkaBrokers: env.SCALEGATE_KAFKA_BROKERS || undefined,
+    errorWindowMs: env.SCALEGATE_ERROR_WINDOW_MS,
     testBreak: env.SCALEGATE_TEST_BREAK || undefined,
   });
   if (!parsed.success) {

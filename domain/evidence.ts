@@ -7,7 +7,10 @@ export interface TaskEvidence {
   incarnation: string | null;
   state: string;
   processed: number;
+  /** since the task started */
   errors: number;
+  /** within the agent's error window; absent from agents (and recorded histories) before it existed */
+  recentErrors?: number;
   backlog: number;
   /** what victim choice reads: partitions owned, work in flight, recent rate */
   ownedPartitions: number;
@@ -25,6 +28,8 @@ export interface EvidenceSnapshot {
   latencyP95Ms: number | null;
   backlog: number;
   errors: number;
+  /** the tasks' errors within their agents' error window: the current error rate */
+  recentErrors?: number;
   /** consumer workloads: what the sink audit counted */
   sink?: { sourceCount: number; sinkCount: number; missing: number; duplicates: number; extra: number; orderViolations: number };
 }
@@ -40,6 +45,18 @@ export interface EvidenceComparison {
     ratePerSec: number;
   };
   conservation: { duplicates: number; extra: number; orderViolations: number } | null;
+}
+
+/**
+ * Is the baseline healthy enough to scale from? Errors now (within the agents' error window) say
+ * no; an old transient error does not. A workload with no replica has nothing to judge. Snapshots
+ * without a recent count (recorded before it existed) are judged by every error, as they were then.
+ */
+export function baselineHealth(baseline: EvidenceSnapshot, fromReplicas: number): { ok: boolean; detail: string } {
+  const current = baseline.recentErrors ?? baseline.errors;
+  if (current === 0 || fromReplicas === 0) return { ok: true, detail: `baseline captured: ${baseline.ready} ready task(s)` };
+  if (baseline.recentErrors === undefined) return { ok: false, detail: `baseline has ${baseline.errors} task error(s)` };
+  return { ok: false, detail: `baseline has ${current} task error(s) within the agents' error window (${baseline.errors} since the tasks started)` };
 }
 
 /**

@@ -24,6 +24,8 @@ export const TaskReportSchema = z.object({
   latencyMs: z.object({ p50: z.number(), p95: z.number() }).optional(),
   backlog: z.number().optional(),
   errors: z.number().default(0),
+  /** errors within the agent's error window (SCALEGATE_ERROR_WINDOW_MS): the current error rate the baseline gate reads */
+  recentErrors: z.number().optional(),
 });
 export type TaskReport = z.infer<typeof TaskReportSchema>;
 

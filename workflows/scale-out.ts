@@ -4,7 +4,7 @@
 import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { compareEvidence } from '../domain/evidence';
+import { baselineHealth, compareEvidence } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { LIMITS, WorkloadName } from '../protocol';
@@ -98,11 +98,10 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
       { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
       [{ workload: input.workload, recipientRuntimeIds: recipients }],
     );
-    const baselineOk = status.baseline.errors === 0 || from === 0;
     status.gates = evaluateScaleOutGates({
       workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
       recipientRuntimeIds: recipients, broker: facts.broker,
-      baseline: { ok: baselineOk, detail: baselineOk ? `baseline captured: ${status.baseline.ready} ready task(s)` : `baseline has ${status.baseline.errors} task error(s)` },
+      baseline: baselineHealth(status.baseline, from),
     });
     if (!status.gates.passed || proposal.unplaced) {
       status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;

@@ -4,6 +4,7 @@
 // offsets row, reads past the committed offset, writes sink rows and advances the offset in ONE
 // transaction, so a record is in the sink exactly once whoever processes it, and only the current
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
+import { ErrorCount } from './error-count';
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { ConsumerSpecSchema, describeIssues, sourceTableOf, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
@@ -125,7 +126,7 @@ class ConsumerTask implements TaskHandle {
 
   private readonly startedAt = Date.now();
   private inFlight = 0;
-  private errors = 0;
+  private readonly errors: ErrorCount;
   private consecutiveErrors = 0;
   private lastError: string | null = null;
   private readonly counts = { processed: 0, batches: 0, acquired: 0, released: 0, ownershipLost: 0, acquireDenied: 0 };
@@ -145,6 +146,7 @@ class ConsumerTask implements TaskHandle {
   ) {
     this.taskId = start.taskId;
     this.workload = start.workload;
+    this.errors = new ErrorCount(ctx.errorWindowMs);
     this.sink = quoteIdentifier(spec.sink);
     this.workMs = spec.workMs;
     this.generation = start.generation;
@@ -181,7 +183,8 @@ class ConsumerTask implements TaskHandle {
       counts: { ...this.counts, inFlight: this.inFlight, ratePerSec: rate },
       ...(sorted.length > 0 ? { latencyMs: { p50: percentile(sorted, 0.5), p95: percentile(sorted, 0.95) } } : {}),
       backlog,
-      errors: this.errors,
+      errors: this.errors.total,
+      recentErrors: this.errors.recent(),
       partitions: [...this.owned.keys()].sort((a, b) => a - b),
       generation: this.generation,
       detail: this.describe(partitionBacklog, pendingPartitions),
@@ -261,7 +264,7 @@ class ConsumerTask implements TaskHandle {
   }
 
   private noteError(event: string, error: unknown): void {
-    this.errors += 1;
+    this.errors.add();
     this.consecutiveErrors += 1;
     this.lastError = messageOf(error);
     this.ctx.log(event, { taskId: this.taskId, incarnation: this.incarnation, error: this.lastError, consecutive: this.consecutiveErrors });

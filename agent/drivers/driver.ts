@@ -29,6 +29,8 @@ export interface DriverContext {
   /** stream: the address data listeners bind to, and the host peers reach them at (default 127.0.0.1) */
   dataBindHost?: string;
   dataHost?: string;
+  /** how far back a task's errors count as recent (agent/drivers/error-count.ts) */
+  errorWindowMs?: number;
   log(event: string, fields?: Record<string, unknown>): void;
 }
 

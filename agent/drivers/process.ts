@@ -11,6 +11,7 @@
 // again, its end noticed by polling since it is no longer the agent's child. When it cannot be
 // adopted (another generation or spec, its port pair no longer the replica's) its whole process
 // group is stopped (SIGTERM, grace, SIGKILL) before a fresh one starts. One process per task, never two.
+import { ErrorCount } from './error-count';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -275,7 +276,7 @@ class ProcessTask implements TaskHandle {
   readonly taskId: string;
   readonly incarnation: string;
   private state: TaskState = 'starting';
-  private errors = 0;
+  private readonly errors: ErrorCount;
   private detail: string | undefined = 'waiting for readiness';
   private child: ChildProcess | undefined;
   /** a process left by an earlier agent and adopted: not our child, so its end is polled for */
@@ -296,6 +297,7 @@ class ProcessTask implements TaskHandle {
   ) {
     this.taskId = start.taskId;
     this.incarnation = incarnation;
+    this.errors = new ErrorCount(ctx.errorWindowMs);
     this.exited = new Promise((resolve) => (this.markExited = resolve));
   }
 
@@ -378,7 +380,7 @@ class ProcessTask implements TaskHandle {
     const cannotRun = (error: unknown): DriverError => {
       this.state = 'failed';
       this.detail = `cannot run ${JSON.stringify(command)}: ${messageOf(error)}`;
-      this.errors++;
+      this.errors.add();
       return new DriverError('spawn-failed', `task ${this.taskId}: ${this.detail}`);
     };
     let child: ChildProcess;
@@ -449,7 +451,7 @@ class ProcessTask implements TaskHandle {
   private fail(reason: string): void {
     if (this.state === 'failed' || this.state === 'stopped') return;
     this.state = 'failed';
-    this.errors++;
+    this.errors.add();
     this.detail = reason;
     this.ctx.log('task-failed', { taskId: this.taskId, incarnation: this.incarnation, reason });
     this.stopFailed().catch((error: unknown) =>
@@ -479,7 +481,7 @@ class ProcessTask implements TaskHandle {
       // Already failed (and stopped for it): keep the reason, say how it ended.
       this.detail = `${this.detail ?? 'failed'}; process ${how}`;
     } else if (this.state === 'failed') {
-      this.errors++;
+      this.errors.add();
       this.detail = `process ${how} while ${before}`;
     } else {
       this.detail = `process ${how}`;
@@ -532,7 +534,8 @@ class ProcessTask implements TaskHandle {
       incarnation: this.incarnation,
       state: this.state,
       counts,
-      errors: this.errors,
+      errors: this.errors.total,
+      recentErrors: this.errors.recent(),
       ports: this.ports,
       generation: this.start.generation,
       ...(this.detail !== undefined ? { detail: this.detail } : {}),

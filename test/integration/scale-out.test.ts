@@ -14,6 +14,7 @@ import { startStack, Stack } from '../support/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
 
 let stack: Stack;
+const ERROR_WINDOW_MS = 4_000;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 const KNOWN_CONTRACT = { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
 const consumer = (name: string, replicas: number, overrides: { contract?: Record<string, unknown>; selector?: Record<string, string>; partitions?: number } = {}) => ({
@@ -27,7 +28,8 @@ const consumer = (name: string, replicas: number, overrides: { contract?: Record
 beforeAll(async () => {
   stack = await startStack({
     leaseTtlMs: 3000,
-    agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' } })),
+    // errors older than 4 s are no longer the current error rate (the baseline test below)
+    agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' }, env: { SCALEGATE_ERROR_WINDOW_MS: String(ERROR_WINDOW_MS) } })),
   });
 });
 afterAll(async () => {
@@ -73,6 +75,43 @@ describe('evidence gates: each failing alone stops before any change', () => {
     expect(failedRows(operation)).toEqual(['connectivity']);
     expect(operation.evidenceGap).toMatch(/node-x/);
     expect((await tasksOf('g-probe')).map((t) => t.incarnation)).toEqual(before.map((t) => t.incarnation));
+  });
+});
+
+describe('the baseline reads the current error rate, not every error since the start', () => {
+  it('refuses a scale-out while the task is failing now; once its errors are older than the window, completes it', async () => {
+    const body = consumer('g-errors', 1);
+    const { databaseUrl } = stack;
+    await runLoad({ databaseUrl, source: body.spec.source, partitions: 8, ratePerSec: 1_000, count: 100 });
+    const [task] = await define('g-errors', body, 1);
+    const sinkCount = async () => (await verifyExactlyOnce({ databaseUrl, source: body.spec.source, sink: body.spec.sink })).sinkCount;
+    await stack.waitFor('the first 100 in the sink', async () => (await sinkCount()) === 100);
+    const taskStatus = async () => (await stack.agentApi(task.runtimeId, 'GET', `/v1/tasks/${task.taskId}`)).body;
+
+    // The agents' role loses INSERT on the sink: every batch fails, now.
+    await stack.db.query(`revoke insert on ${body.spec.sink} from scalegate_agent`);
+    await runLoad({ databaseUrl, source: body.spec.source, partitions: 8, ratePerSec: 1_000, count: 50 });
+    await stack.waitFor('the task failing batches', async () => (await taskStatus()).recentErrors > 0);
+    const refused = await scale('g-errors', { replicas: 2, soakMs: 0 });
+    expect(refused.status).toBe('refused');
+    // the recipient's probe finds the missing privilege too
+    expect(failedRows(refused)).toEqual(['baseline', 'connectivity']);
+    expect(refused.evidenceGap).toMatch(/baseline: baseline is not healthy \(baseline has \d+ task error\(s\) within the agents' error window \(\d+ since the tasks started\)\)/);
+
+    // The privilege is back: the task catches up; its errors stay in its total, and age out of the window.
+    await stack.db.query(`grant insert on ${body.spec.sink} to scalegate_agent`);
+    await stack.waitFor('all 150 in the sink', async () => (await sinkCount()) === 150);
+    const recovered = await stack.waitFor('the errors older than the window', async () => {
+      const status = await taskStatus();
+      return status.recentErrors === 0 ? status : null;
+    });
+    expect(recovered.errors).toBeGreaterThan(0);
+    expect(recovered.incarnation).toBe(task.incarnation);
+    const completed = await scale('g-errors', { replicas: 2, soakMs: 500 });
+    expect({ status: completed.status, gates: failedRows(completed), regression: completed.evidence.comparison.reasons })
+      .toEqual({ status: 'completed', gates: [], regression: [] });
+    expect(completed.evidence.baseline.errors).toBeGreaterThan(0);
+    expect(completed.evidence.baseline.recentErrors).toBe(0);
   });
 });
 

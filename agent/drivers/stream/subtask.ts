@@ -16,6 +16,7 @@
 // generations. A subtask cannot rejoin a dataflow that moved on without it: any failure (a peer's
 // channel closing, PostgreSQL refusing a snapshot) marks it failed, and the control plane replans
 // the job from the last completed checkpoint.
+import { ErrorCount } from '../error-count';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
@@ -81,7 +82,7 @@ export class StreamSubtask implements TaskHandle {
   private readonly latencies: number[] = [];
   private latencyCursor = 0;
   private backlog = 0;
-  private errors = 0;
+  private readonly errors: ErrorCount;
 
   /** coordinator (first sink subtask) only */
   private clock: { paused: boolean; lastTriggered: number; inFlight: number | null } = { paused: false, lastTriggered: 0, inFlight: null };
@@ -107,6 +108,7 @@ export class StreamSubtask implements TaskHandle {
     this.spec = spec;
     this.layoutBefore = spec;
     this.taskId = start.taskId;
+    this.errors = new ErrorCount(deps.ctx.errorWindowMs);
     this.identity = subtaskAt(spec, start.index);
     this.state = createJobState(deps.pool, start.workload);
     this.running = this.run();
@@ -124,7 +126,7 @@ export class StreamSubtask implements TaskHandle {
     if (this.stopping || this.ended || this.phase === 'failed') return;
     this.phase = 'failed';
     this.detail = reason;
-    this.errors++;
+    this.errors.add();
     this.log('stream subtask failed', { reason });
     // Peers notice at once (their channels close) and fail too: the job is replanned as a whole.
     this.closeChannels();
@@ -204,7 +206,7 @@ export class StreamSubtask implements TaskHandle {
         return await step();
       } catch (error) {
         if (error instanceof SupersededError || !this.active) throw error;
-        this.errors++;
+        this.errors.add();
         if (attempt === 1 || attempt % 10 === 0) this.log('stream database step failed; retrying', { what, attempt, error: messageOf(error) });
         await sleep(Math.min(2_000, 50 * 2 ** Math.min(attempt, 6)));
       }
@@ -573,7 +575,7 @@ export class StreamSubtask implements TaskHandle {
       } catch (error) {
         if (error instanceof SupersededError) throw error;
         // PostgreSQL away: no checkpoint now; the data keeps flowing and the clock tries again.
-        this.errors++;
+        this.errors.add();
         this.log('checkpoint clock error', { error: messageOf(error) });
       }
     }
@@ -621,7 +623,8 @@ export class StreamSubtask implements TaskHandle {
       counts,
       ...(sorted.length ? { latencyMs: { p50: at(0.5), p95: at(0.95) } } : {}),
       backlog: this.backlog,
-      errors: this.errors,
+      errors: this.errors.total,
+      recentErrors: this.errors.recent(),
       generation: this.start.generation,
       ...(this.detail ? { detail: this.detail } : {}),
     };
