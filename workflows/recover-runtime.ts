@@ -7,7 +7,7 @@
 // tasks are revoked when it heartbeats again) → converge (new tasks, and survivors that took
 // partitions, ready) → ledger row `recover`. An abort, or a failure after the runtime was declared
 // LOST, ends in the stop-the-world replan of every affected workload that did not converge.
-import { defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { defineQuery, isCancellation, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
@@ -220,6 +220,11 @@ async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
 
   /** Steps 3b–5: stream replans, compensation, the end. Runs whole, in a scope no cancellation cuts. */
   const finish = async (failures: unknown[]): Promise<RecoveryStatus> => {
+    // A replan this recovery started that someone else cancelled (the Web UI, `temporal workflow
+    // cancel replan:<w>`, chaos seed 33): an operator's decision, not a failure. No cancellation of
+    // this recovery reaches its children here, so a cancelled child was cancelled by hand.
+    const cancelledByHand = (error: unknown) => isCancellation(error) && patched('recovery-replan-cancelled-by-hand');
+    const cancelledReplans: string[] = [];
     // 3b. Stream jobs: the stop-the-world replan from the last completed checkpoint, unless a failed
     // subtask's report started it already (then that one carries it out).
     for (const state of status.decisions.filter((d) => d.kind === 'stream' && d.decisions.some((r) => r.action === 'replanned'))) {
@@ -229,6 +234,12 @@ async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
         await compensate(state.workload, state.replicas, `runtime ${input.runtime} lost: ${input.reason}`, input.convergeTimeoutMs);
         state.summary = `${state.workload}: replanned from its last completed checkpoint`;
       } catch (error) {
+        if (cancelledByHand(error)) {
+          state.applied = 'cancelled';
+          state.error = `replan:${state.workload} was cancelled before it finished: the job may be partly deployed; start that replan again`;
+          cancelledReplans.push(state.workload);
+          continue;
+        }
         if (!isAlreadyStarted(error)) {
           state.applied = 'failed';
           state.error = failureMessage(error);
@@ -253,6 +264,9 @@ async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
           byWorkload.get(entry.workload)!.applied = 'compensated';
         }
       } catch (error) {
+        if (cancelledByHand(error)) {
+          return end('cancelled', 'cancelled', `${reason}; its compensation (a stop-the-world replan) was cancelled before it finished: start that replan again`);
+        }
         status.error = `compensation failed: ${failureMessage(error)}`;
         await end('failed', 'failed', status.error);
         throw error;
@@ -260,6 +274,9 @@ async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
       return end('compensated', 'compensated', reason);
     }
     if (aborts.reason && !items.some((i) => i.plan)) return end('cancelled', 'cancelled', `${aborts.reason} (${input.runtime} stays LOST; it held nothing to move)`);
+    if (cancelledReplans.length && !failures.length) {
+      return end('cancelled', 'cancelled', `${cancelledReplans.map((w) => `replan:${w}`).join(', ')} cancelled before it finished: the job may be partly deployed; start that replan again`);
+    }
     // A failure nothing compensated (a stream replan that failed): never `completed` over it.
     if (failures.length) {
       status.error = failures.map(failureMessage).join('; ');

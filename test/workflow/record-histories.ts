@@ -62,6 +62,8 @@ interface Faults {
   checkpointStuck?: boolean;
   /** preparing a hot rescale cannot reach an agent, on every attempt */
   planRescaleUnreachable?: boolean;
+  /** a stream replan's stop-the-world does not return for a while (long enough to cancel the replan) */
+  stopTheWorldStuck?: boolean;
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -246,6 +248,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async stopStreamJob() {
       call('stopStreamJob');
+      if (faults.stopTheWorldStuck) await new Promise((resolve) => setTimeout(resolve, 5_000));
       return { stopped: current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: ['rt-9'] };
     },
     async currentSubtaskFailures(input) {
@@ -325,6 +328,18 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       const runtime = { id: input.runtimeId, status: 'LOST', fence: 8 };
       const lost = current.find((a) => a.runtimeId === input.runtimeId);
       if (!lost) return { runtime, items: [] };
+      if (definition.kind === 'stream') {
+        // a lost subtask cannot rejoin its dataflow: the job is replanned (domain/recovery.ts)
+        const reason = `a lost stream subtask cannot rejoin its dataflow: the job is replanned from its last completed checkpoint (replan:${name})`;
+        const decision: WorkloadRecovery = {
+          workload: name, kind: 'stream', replicas: definition.replicas, fromReplicas: current.length, toReplicas: current.length,
+          contract: { ownership: definition.contract.ownership, state: definition.contract.state, delivery: definition.contract.delivery, recovery: definition.contract.recovery },
+          storedOwner: { runtimeId: input.runtimeId, tasks: [lost.taskId], ownedPartitions: null }, onFence: fence, target: null, converge: [], unplaced: null,
+          decisions: [{ index: lost.index, lostTaskId: lost.taskId, action: 'replanned', to: null, partitions: [], handedTo: [], reason }],
+          warnings: [], summary: `${name}: ${reason}`,
+        };
+        return { runtime, items: [{ decision, plan: null }] };
+      }
       const to: Assignment = { runtimeId: 'rt-9', index: lost.index, taskId: `${lost.taskId}-r${fence + 1}`, ...(lost.partitions ? { partitions: lost.partitions } : {}) };
       const target = current.map((a) => (a === lost ? to : a));
       const decision: WorkloadRecovery = {
@@ -847,6 +862,24 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // The job's replan, started by the recovery, is cancelled by hand (the Web UI, `temporal workflow
+    // cancel replan:<job>`; chaos seed 33): the recovery ends cancelled, naming the replan to start again.
+    name: 'recover-runtime-replan-cancelled-by-hand',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3, { stopTheWorldStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = 'recover:rt-2';
+      const handle = await client.workflow.start(recoverRuntime, { taskQueue, workflowId, args: [{ runtime: 'rt-2', reason: 'recorded', convergeTimeoutMs: 5000 }] });
+      await waitFor('the recovery\'s replan stopping the world', () => fakes.count('stopStreamJob') === 1);
+      await client.workflow.getHandle(`replan:${workload}`).cancel();
+      const status = await handle.result();
+      assert.equal(status.outcome, 'cancelled');
+      assert.deepEqual(status.decisions.map((d) => [d.workload, d.applied]), [[workload, 'cancelled']]);
+      assert.match(fakes.ledger[0].reason ?? '', new RegExp(`replan:${workload} cancelled before it finished: .*start that replan again`));
+      assert.deepEqual(ledgerOutcomes(fakes), ['recover:cancelled']);
+      return { workflowId };
+    },
+  },
+  {
     // Three passes (one declares rt-0 LOST and starts its recovery, one holds after an outage, one
     // finds a mass expiry), then continue-as-new: the recorded history is the first run's.
     name: 'lease-sweeper',
@@ -1033,7 +1066,10 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
     const runners = Array.from({ length: Math.min(SCENARIOS_AT_ONCE, queue.length) }, async () => {
       for (let next = queue.shift(); next; next = queue.shift()) await recordOne(next);
     });
-    await Promise.all(runners);
+    // Every runner ends before the connection closes: a failed scenario is reported, not masked by
+    // closing a connection the other runners' workers still hold.
+    const failed = (await Promise.allSettled(runners)).find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   } finally {
     await nativeConnection.close();
     await connection.close();
