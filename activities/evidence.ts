@@ -26,23 +26,23 @@ export function evidenceActivities(deps: ActivityDeps) {
       const eligible = eligibleRuntimes(all, workload, now()).map((r) => ({
         id: r.id, freeSlots: Math.max(0, r.slots - (used[r.id] ?? 0)), alreadyHostsWorkload: hosts.has(r.id),
       }));
-      const probes: RuntimeProbe[] = [];
-      for (const runtimeId of input.recipientRuntimeIds) {
-        heartbeat({ probing: runtimeId });
+      // Every recipient is probed at once, and the broker read beside them: the gates wait for the
+      // slowest fact, not for their sum (issue 23, round trips).
+      heartbeat({ probing: input.recipientRuntimeIds });
+      const probing = Promise.all(input.recipientRuntimeIds.map(async (runtimeId): Promise<RuntimeProbe> => {
         try {
-          const answer = await agents.probe(await agentOf(runtimeId), workload.kind, workload.spec);
-          probes.push({ runtimeId, ...answer });
+          return { runtimeId, ...(await agents.probe(await agentOf(runtimeId), workload.kind, workload.spec)) };
         } catch (error) {
           const failed = { ok: false, detail: `probe failed: ${(error as Error).message}` };
-          probes.push({ runtimeId, source: failed, destination: failed });
+          return { runtimeId, source: failed, destination: failed };
         }
-      }
+      }));
       const topic = workload.kind === 'consumer' ? sourceTopicOf(workload.spec) : null;
-      if (topic === null) return { eligible, probes };
-      const broker: BrokerPartitions = deps.kafka
-        ? await deps.kafka.partitionCount(topic).then((partitions) => ({ topic, partitions }), (error: Error) => ({ topic, error: error.message }))
-        : { topic, error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' };
-      return { eligible, probes, broker };
+      const reading: Promise<BrokerPartitions | undefined> = topic === null ? Promise.resolve(undefined)
+        : deps.kafka ? deps.kafka.partitionCount(topic).then((partitions) => ({ topic, partitions }), (error: Error) => ({ topic, error: error.message }))
+          : Promise.resolve({ topic, error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' });
+      const [probes, broker] = await Promise.all([probing, reading]);
+      return broker === undefined ? { eligible, probes } : { eligible, probes, broker };
     },
 
     /** A snapshot of every task of the workload (from its agents) and, for consumers and stream jobs, the sink audit. */

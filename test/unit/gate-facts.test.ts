@@ -1,0 +1,62 @@
+// The scale-out gates' facts (issue 23, round trips): every recipient is probed at once and the
+// broker read beside them, so the gates wait for the slowest fact, not for the sum. Proved by
+// counting the probes in flight together, not by timing.
+import { evidenceActivities } from '../../activities/evidence';
+import type { ActivityDeps } from '../../activities/ports';
+
+const RECIPIENTS = ['rt-a', 'rt-b', 'rt-c'];
+
+function depsWithProbes(probe: (endpoint: string) => Promise<unknown>, partitionCount?: () => Promise<number>): ActivityDeps {
+  const workload = {
+    name: 'orders', kind: 'consumer', replicas: 1, selector: {}, revision: 1, retired: false,
+    contract: { ownership: 'partitioned', partitions: 6, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+    spec: { partitions: 6, source: { kafka: { topic: 'orders' } }, sink: 'orders_out', workMs: 0 },
+  };
+  return {
+    stores: {
+      registry: { getWorkload: async () => workload, listPlacements: async () => [] },
+      runtimes: { list: async () => [], agentTarget: async (id: string) => ({ endpoint: `http://${id}`, credential: 'c' }) },
+    },
+    agents: { probe: (target: { endpoint: string }) => probe(target.endpoint) },
+    now: () => 0,
+    ...(partitionCount ? { kafka: { partitionCount } } : {}),
+  } as unknown as ActivityDeps;
+}
+
+describe('gatherGateFacts', () => {
+  it('probes every recipient at once, beside the broker read, and answers each in order', async () => {
+    let inFlight = 0;
+    let most = 0;
+    let release!: () => void;
+    const allStarted = new Promise<void>((resolve) => (release = resolve));
+    const started = () => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      // all four facts in flight together: let them finish (a sequential gathering never gets here,
+      // and the fallback below lets it end so that the count, not a hang, fails the test)
+      if (inFlight === RECIPIENTS.length + 1) release();
+    };
+    const settle = async <T>(value: T): Promise<T> => {
+      started();
+      await Promise.race([allStarted, new Promise((resolve) => setTimeout(resolve, 200))]);
+      inFlight -= 1;
+      return value;
+    };
+    const deps = depsWithProbes(
+      (endpoint) => (endpoint === 'http://rt-b' ? settle(null).then(() => { throw new Error('refused'); }) : settle({ source: { ok: true, detail: endpoint }, destination: { ok: true, detail: 'sink' } })),
+      () => settle(6),
+    );
+    const facts = await evidenceActivities(deps).gatherGateFacts({ workload: 'orders', recipientRuntimeIds: RECIPIENTS });
+    expect(most).toBe(RECIPIENTS.length + 1);
+    expect(facts.probes.map((p) => [p.runtimeId, p.source.ok, p.source.detail])).toEqual([
+      ['rt-a', true, 'http://rt-a'], ['rt-b', false, 'probe failed: refused'], ['rt-c', true, 'http://rt-c'],
+    ]);
+    expect(facts.broker).toEqual({ topic: 'orders', partitions: 6 });
+  });
+
+  it('names the missing brokers when the control plane has none', async () => {
+    const facts = await evidenceActivities(depsWithProbes(async () => ({ source: { ok: true, detail: '' }, destination: { ok: true, detail: '' } })))
+      .gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [] });
+    expect(facts).toEqual({ eligible: [], probes: [], broker: { topic: 'orders', error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' } });
+  });
+});
