@@ -4,7 +4,6 @@
 // offsets row, reads past the committed offset, writes sink rows and advances the offset in ONE
 // transaction, so a record is in the sink exactly once whoever processes it, and only the current
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
-import { ErrorCount } from './error-count';
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { ConsumerSpecSchema, describeIssues, sourceTableOf, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
@@ -20,6 +19,7 @@ import type {
   TaskStatus,
 } from './driver';
 import { DriverError } from './driver';
+import { ErrorCount } from './error-count';
 import { probeTable, probeTables } from './table-probe';
 import { kafkaSource } from './sources/kafka-source';
 import type { SourcePort } from './sources/source';

@@ -11,7 +11,6 @@
 // again, its end noticed by polling since it is no longer the agent's child. When it cannot be
 // adopted (another generation or spec, its port pair no longer the replica's) its whole process
 // group is stopped (SIGTERM, grace, SIGKILL) before a fresh one starts. One process per task, never two.
-import { ErrorCount } from './error-count';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -22,6 +21,7 @@ import { assertNever } from '../../domain/assert';
 import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
+import { ErrorCount } from './error-count';
 import { canIdentifyProcesses, environmentVariable, groupMembers, identify, isSameProcess, type ProcessIdentity } from './proc';
 import { z } from 'zod';
 import {

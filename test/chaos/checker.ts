@@ -2,6 +2,7 @@
 // SQL on the stack's database, the agents' own task lists, Temporal's visibility and the process
 // table. It waits for the stack to settle after the schedule (bounded), then judges:
 //   - every operation ended with a status (ScalegateOutcome) and none is still running; none failed;
+//   - one lease sweeper and one reconcile loop run, and each operation run wrote one ledger row;
 //   - the consumer's sink equals its source: nothing lost, nothing doubled, in order, and no two
 //     tasks ever held one partition;
 //   - the stream sink counts every key as often as its source rows, shows exactly the last
@@ -60,6 +61,19 @@ export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log
       violate('operation-failed', `${run.workflowId} ${run.type}: ${reason}`);
     }
   }
+
+  // 1b. The control plane ran twice over (two APIs, two workers), each thing once: one lease
+  // sweeper and one reconcile loop running, and one ledger row per operation run (its end).
+  for (const loop of ['reconcile', 'leaseSweeper']) {
+    let running = 0;
+    for await (const run of stack.temporal.workflow.list({ query: `TaskQueue = '${stack.taskQueue}' AND WorkflowType = '${loop}' AND ExecutionStatus = 'Running'` })) {
+      if (run.type === loop) running += 1;
+    }
+    if (running !== 1) violate('loop-not-single', `${loop}: ${running} running`);
+  }
+  const doubled = await stack.db.query<{ workflow_id: string; run_id: string; rows: number }>(
+    `select workflow_id, run_id, count(*)::int as rows from ledger where run_id is not null and kind <> 'autoscale' group by 1, 2 having count(*) > 1`);
+  for (const r of doubled.rows) violate('ledger-rows-per-operation', `${r.workflow_id} (run ${r.run_id}): ${r.rows} ledger rows`);
 
   // 2. Placement = desired (or unplaced) = live tasks, once the reconcile loop had its passes.
   const notConverged = async () => {

@@ -16,7 +16,6 @@
 // generations. A subtask cannot rejoin a dataflow that moved on without it: any failure (a peer's
 // channel closing, PostgreSQL refusing a snapshot) marks it failed, and the control plane replans
 // the job from the last completed checkpoint.
-import { ErrorCount } from '../error-count';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
@@ -30,6 +29,7 @@ import {
   type TaskState,
 } from '../../../protocol';
 import { blockOf, indicesOf, keyGroupOf, keyGroupRange, operatorBlocks, ownerOfKeyGroup, sourcePartitions, subtaskAt, subtaskCount, type SubtaskIdentity } from '../../../domain/stream';
+import { ErrorCount } from '../error-count';
 import type { DrainReceipt, DriverContext, TaskHandle, TaskStart, TaskStatus } from '../driver';
 import { BARRIER, InputServer, OutputChannel, RECORD, WATERMARK, type WireMessage } from './exchange';
 import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
