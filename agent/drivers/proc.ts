@@ -118,3 +118,25 @@ export function groupMembers(pgid: number): ProcStat[] {
   }
   return members;
 }
+
+/**
+ * Every live process whose initial environment has `name=value`. Task processes carry their
+ * incarnation (a random UUID) in SCALEGATE_INCARNATION, so this finds one task's processes even
+ * when no record says which pids they are.
+ */
+export function processesWithEnvironment(name: string, value: string): number[] {
+  let entries: string[];
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    const stat = readStat(pid);
+    if (stat && !isDead(stat) && environmentVariable(pid, name) === value) found.push(pid);
+  }
+  return found;
+}

@@ -20,9 +20,9 @@ import path from 'node:path';
 import { assertNever } from '../../domain/assert';
 import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
+import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { ErrorCount } from './error-count';
-import { canIdentifyProcesses, environmentVariable, groupMembers, identify, isSameProcess, type ProcessIdentity } from './proc';
+import { canIdentifyProcesses, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
 import { z } from 'zod';
 import {
   DriverError,
@@ -77,6 +77,24 @@ export function taskLogPath(stateDir: string, taskId: string): string {
 
 export function processRecordPath(stateDir: string, taskId: string): string {
   return path.join(taskFolder(stateDir, taskId), PROCESS_RECORD_FILE);
+}
+
+/**
+ * Written before a task's process is spawned, removed once its process record is: an agent killed
+ * between the two (chaos seed 70) leaves a process no record identifies, and this names the
+ * incarnation its environment carries, so the restarted agent finds it and stops it.
+ */
+export function spawnMarkerPath(stateDir: string, taskId: string): string {
+  return path.join(taskFolder(stateDir, taskId), 'spawning.json');
+}
+
+function readSpawnMarker(stateDir: string, taskId: string): { incarnation: string } | null {
+  try {
+    const parsed = z.object({ incarnation: z.string().min(1) }).safeParse(JSON.parse(fs.readFileSync(spawnMarkerPath(stateDir, taskId), 'utf8')));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Who a task's process is, written the moment it exists, so a restarted agent can find it again. */
@@ -334,6 +352,15 @@ class ProcessTask implements TaskHandle {
   }
 
   /** The record names this incarnation's process, which is gone: forget it (a newer one's stays). */
+  /** The process is recorded (or never ran): a marker left behind is only noise, so a failure is logged. */
+  private forgetSpawnMarker(): void {
+    try {
+      fs.rmSync(spawnMarkerPath(this.ctx.stateDir, this.taskId), { force: true });
+    } catch (error) {
+      this.ctx.log('task-spawn-marker-left', { taskId: this.taskId, incarnation: this.incarnation, error: messageOf(error) });
+    }
+  }
+
   private forgetProcessRecord(): void {
     const file = processRecordPath(this.ctx.stateDir, this.taskId);
     if (readProcessRecord(this.ctx.stateDir, this.taskId)?.incarnation !== this.incarnation) return;
@@ -383,10 +410,11 @@ class ProcessTask implements TaskHandle {
       this.errors.add();
       return new DriverError('spawn-failed', `task ${this.taskId}: ${this.detail}`);
     };
+    const folder = taskFolder(this.ctx.stateDir, this.taskId);
+    // Refused by the state folder (503 state-unwritable): nothing was spawned.
+    writePrivateFileSync(spawnMarkerPath(this.ctx.stateDir, this.taskId), JSON.stringify({ incarnation: this.incarnation }));
     let child: ChildProcess;
     try {
-      const folder = taskFolder(this.ctx.stateDir, this.taskId);
-      fs.mkdirSync(folder, { recursive: true, mode: PRIVATE_DIR_MODE });
       const logFd = fs.openSync(taskLogPath(this.ctx.stateDir, this.taskId), 'a', PRIVATE_FILE_MODE);
       try {
         fs.writeSync(logFd, `--- ${new Date().toISOString()} incarnation ${this.incarnation}: ${JSON.stringify(this.spec.command)}\n`);
@@ -403,6 +431,7 @@ class ProcessTask implements TaskHandle {
         fs.closeSync(logFd);
       }
     } catch (error) {
+      this.forgetSpawnMarker();
       throw cannotRun(error);
     }
     this.child = child;
@@ -412,6 +441,7 @@ class ProcessTask implements TaskHandle {
         this.alive = true;
         try {
           if (child.pid !== undefined) this.recordProcess(child.pid);
+          this.forgetSpawnMarker();
         } catch (error) {
           // Unrecorded, a process would outlive an agent restart unseen (neither adopted nor
           // stopped: chaos seed 80, a state folder made immutable), so it does not run at all.
@@ -427,7 +457,10 @@ class ProcessTask implements TaskHandle {
       child.on('error', (error) => {
         // Errors after spawn (e.g. a failed kill) are not start failures; they must not go unheard.
         if (this.alive) this.ctx.log('task-process-error', { taskId: this.taskId, incarnation: this.incarnation, error: error.message });
-        else reject(cannotRun(error));
+        else {
+          this.forgetSpawnMarker();
+          reject(cannotRun(error));
+        }
       });
     });
     this.ctx.log('task-started', { taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, pid: child.pid, ports: this.ports });
@@ -623,12 +656,40 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
   };
 
   /**
+   * An earlier agent killed after spawning a process for this task but before recording it: no
+   * record can identify that process for adoption, so every process carrying its incarnation is
+   * killed (it never reported ready) and the start that follows is the only one.
+   */
+  function stopUnrecordedSpawn(taskId: string): void {
+    const marker = readSpawnMarker(ctx.stateDir, taskId);
+    if (!marker) return;
+    if (readProcessRecord(ctx.stateDir, taskId)?.incarnation !== marker.incarnation) {
+      const left = processesWithEnvironment('SCALEGATE_INCARNATION', marker.incarnation);
+      for (const pid of left) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }
+      ctx.log('task-left-process-unrecorded', { taskId, incarnation: marker.incarnation, killed: left });
+    }
+    try {
+      fs.rmSync(spawnMarkerPath(ctx.stateDir, taskId), { force: true });
+    } catch (error) {
+      // left, it finds nothing of that incarnation next time
+      ctx.log('task-spawn-marker-left', { taskId, incarnation: marker.incarnation, error: messageOf(error) });
+    }
+  }
+
+  /**
    * The process an earlier agent left running for this task, if any: adopted when it is that very
    * process, of this generation and spec, on the replica's recorded pair; otherwise stopped (its
    * whole group) so that the fresh start that follows is the only one. Never touches a process the
    * record does not identify (a recycled pid is somebody else's).
    */
   async function takeOverLeftProcess(task: TaskStart, spec: ServiceSpec): Promise<ProcessTask | null> {
+    stopUnrecordedSpawn(task.taskId);
     const record = readProcessRecord(ctx.stateDir, task.taskId);
     if (!record) return null;
     const forget = () => {

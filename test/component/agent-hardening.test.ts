@@ -6,16 +6,20 @@
 //
 // Real TaskHosts over real process drivers, real child processes, real loopback ports from a
 // block this file reserves (test/support/ports.ts). Waits are bounded polls on conditions.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { TaskStart } from '../../agent/drivers/driver';
-import { BASE_ENVIRONMENT, createProcessDriver, processRecordPath, taskFolder, taskLogPath } from '../../agent/drivers/process';
+import { BASE_ENVIRONMENT, createProcessDriver, processRecordPath, spawnMarkerPath, taskFolder, taskLogPath } from '../../agent/drivers/process';
+import { processesWithEnvironment } from '../../agent/drivers/proc';
 import { FENCE_RECORDS_FILE, TASK_RECORDS_FILE, TaskHost } from '../../agent/host';
 import { PORT_RECORDS_FILE, PortAllocator } from '../../agent/ports';
 import { buildAgentServer } from '../../agent/server';
-import { tightenStateDir, untilStateDirWritable } from '../../agent/state-files';
+import { freePort } from '../../embedded/processes';
+import { tightenStateDir, untilStateDirWritable, writePrivateFileSync } from '../../agent/state-files';
 import { statusOf } from '../../protocol';
 import { taskProcesses } from '../chaos/checker';
 import { reservePortRange, type PortRange } from '../support/ports';
@@ -113,6 +117,30 @@ describe('a task that cannot work never takes the agent down', () => {
     expect(error).toMatchObject({ code: 'state-unwritable' });
     expect(host.get(start.taskId)).toBeNull();
     await waitFor('no process of the task left', () => !taskProcesses().some((p) => p.taskId === start.taskId));
+  });
+
+  test('chaos seed 70: a process its agent was killed before recording is stopped by the next agent, which runs the one process of the task', async () => {
+    const { host, stateDir } = agent();
+    const start = serviceStart(httpServerSpec());
+    // What an agent SIGKILLed between the spawn and the process record leaves: the marker naming
+    // the incarnation, and a process of the task no record identifies.
+    const incarnation = randomUUID();
+    writePrivateFileSync(spawnMarkerPath(stateDir, start.taskId), JSON.stringify({ incarnation }));
+    const [port, internalPort] = await Promise.all([freePort(), freePort()]);
+    const orphan = spawn(process.execPath, [HTTP_SERVER], {
+      env: { PATH: process.env.PATH, PORT: String(port), INTERNAL_PORT: String(internalPort), SCALEGATE_TASK_ID: start.taskId, SCALEGATE_INCARNATION: incarnation },
+      detached: true, stdio: 'ignore',
+    });
+    await waitFor('the unrecorded process answering', () => httpStatus(port, '/healthz').then((status) => status === 200, () => false));
+    const ofTask = () => processesWithEnvironment('SCALEGATE_TASK_ID', start.taskId);
+    expect(ofTask()).toEqual([orphan.pid]);
+
+    const started = await host.ensure(start);
+    expect(started.created).toBe(true);
+    await waitFor('one process of the task', () => ofTask().length === 1);
+    expect(ofTask()).not.toContain(orphan.pid);
+    expect(processesWithEnvironment('SCALEGATE_INCARNATION', started.status.incarnation)).toEqual(ofTask());
+    expect(fs.existsSync(spawnMarkerPath(stateDir, start.taskId))).toBe(false);
   });
 
   test('chaos seeds 12 and 73: an agent whose state folder refuses it at start waits for the folder instead of exiting', async () => {
