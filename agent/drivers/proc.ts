@@ -102,21 +102,26 @@ export function environmentVariable(pid: number, name: string): string | undefin
   return undefined;
 }
 
-/** Every live (non-zombie) process in process group `pgid`. */
-export function groupMembers(pgid: number): ProcStat[] {
+/** Every live (non-zombie) process `wanted` accepts. */
+function liveProcesses(wanted: (stat: ProcStat) => boolean): ProcStat[] {
   let entries: string[];
   try {
     entries = fs.readdirSync('/proc');
   } catch {
     return [];
   }
-  const members: ProcStat[] = [];
+  const found: ProcStat[] = [];
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = readStat(Number(entry));
-    if (stat && stat.pgrp === pgid && !isDead(stat)) members.push(stat);
+    if (stat && !isDead(stat) && wanted(stat)) found.push(stat);
   }
-  return members;
+  return found;
+}
+
+/** Every live (non-zombie) process in process group `pgid`. */
+export function groupMembers(pgid: number): ProcStat[] {
+  return liveProcesses((stat) => stat.pgrp === pgid);
 }
 
 /**
@@ -125,18 +130,5 @@ export function groupMembers(pgid: number): ProcStat[] {
  * when no record says which pids they are.
  */
 export function processesWithEnvironment(name: string, value: string): number[] {
-  let entries: string[];
-  try {
-    entries = fs.readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  const found: number[] = [];
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    const stat = readStat(pid);
-    if (stat && !isDead(stat) && environmentVariable(pid, name) === value) found.push(pid);
-  }
-  return found;
+  return liveProcesses((stat) => environmentVariable(stat.pid, name) === value).map((stat) => stat.pid);
 }
