@@ -74,8 +74,17 @@ export async function startBalancer(backends: string[], options: { requestTimeou
       attempt(order());
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  // Port 0 may hand the balancer a backend's own port (picked free, not bound by its API yet): that
+  // API then cannot listen, and the balancer forwards to itself without end (chaos seed 80, 12,000
+  // connections). Listen again until the port is none of the backends'.
+  const backendPorts = new Set(backends.map((backend) => Number(new URL(backend).port)));
+  let port: number;
+  for (;;) {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+    if (!backendPorts.has(port)) break;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
   return {
     url: `http://127.0.0.1:${port}`, backends, healthy,
     async close() {

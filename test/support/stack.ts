@@ -149,7 +149,15 @@ export async function startStack(options: {
     await waitForHttp(`http://127.0.0.1:${apiPorts[index]}/healthz`, 60_000, () => api.child.exitCode === null);
     return api;
   };
-  for (let i = 0; i < apiPorts.length; i++) await startApi(i);
+  try {
+    for (let i = 0; i < apiPorts.length; i++) await startApi(i);
+  } catch (error) {
+    // Nothing of a stack that did not start is left running (a balancer's health checks among it).
+    await Promise.all(processes.map((p) => p.stop(5000)));
+    await balancer?.close();
+    await db.end();
+    throw error;
+  }
 
   const connection = await Connection.connect({ address: env.temporalAddress });
   const temporal = new Client({ connection });
@@ -247,7 +255,12 @@ export async function startStack(options: {
   };
 
   const workerCount = options.worker === false ? 0 : options.workers ?? 1;
-  for (let i = 0; i < workerCount; i++) await stack.startWorker();
-  for (const spec of options.agents ?? []) await stack.startAgent(spec);
+  try {
+    for (let i = 0; i < workerCount; i++) await stack.startWorker();
+    for (const spec of options.agents ?? []) await stack.startAgent(spec);
+  } catch (error) {
+    await stack.stop();
+    throw error;
+  }
   return stack;
 }
