@@ -101,7 +101,11 @@ export async function startStack(options: {
     agent: `ag-${crypto.randomBytes(12).toString('hex')}`,
     viewer: `vw-${crypto.randomBytes(12).toString('hex')}`,
   };
-  const apiPorts = await Promise.all(Array.from({ length: Math.max(1, options.apis ?? 1) }, () => freePort()));
+  // The APIs listen in a reserved port block: a port picked free (bound to 0, then closed) can be
+  // taken by another test file's process before the API binds it, and that one's /healthz would
+  // pass for ours (an API failing EADDRINUSE, its agents registering elsewhere).
+  const apiRange = await reservePortRange(Math.max(1, options.apis ?? 1));
+  const apiPorts = Array.from({ length: Math.max(1, options.apis ?? 1) }, (_, i) => apiRange.start + i);
   // More than one API: a load balancer in front, as a deployment has; everyone talks to it.
   const balancer = apiPorts.length > 1 ? await startBalancer(apiPorts.map((port) => `http://127.0.0.1:${port}`)) : null;
   const apiPort = apiPorts[0];
@@ -156,6 +160,7 @@ export async function startStack(options: {
     await Promise.all(processes.map((p) => p.stop(5000)));
     await balancer?.close();
     await db.end();
+    apiRange.release();
     throw error;
   }
 
@@ -251,6 +256,7 @@ export async function startStack(options: {
       await connection.close();
       await db.end();
       for (const range of Object.values(portRanges)) range.release();
+      apiRange.release();
     },
   };
 
