@@ -1,5 +1,6 @@
 // Spawning scalegate's own processes (API, worker, agents) as real OS processes running TypeScript
-// through tsx, and stopping them cleanly. Used by `npm start` and by the integration tests.
+// through tsx (or, in the test stacks, bundled once: test/support/entry-bundles.ts), and stopping
+// them cleanly. Used by `npm start` and by the integration tests.
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -24,8 +25,11 @@ export function spawnService(options: {
   env: NodeJS.ProcessEnv;
   output?: (name: string, line: string) => void;
   logFile?: string;
+  /** `entry` already bundled to JavaScript (the test stacks' processes): run it without tsx */
+  script?: string;
 }): ServiceProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, options.entry), ...(options.args ?? [])], {
+  const program = options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)];
+  const child = spawn(process.execPath, [...program, ...(options.args ?? [])], {
     cwd: ROOT,
     env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -15,6 +15,8 @@ export interface TestEnv {
   /** why there is no shared broker (e.g. "no Java 17"), null when there is one */
   kafkaOff: string | null;
   workflowBundlePath: string;
+  /** the stack entries bundled to JavaScript (test/support/entry-bundles.ts): entry → script */
+  entryScripts: Record<string, string>;
   tmpDir: string;
 }
 

@@ -1,4 +1,4 @@
-// Runs the longest test files first, so that the two jest workers end together: on a clean clone
+// Runs the longest test files first, so that the jest workers end together: on a clean clone
 // jest has no timings yet and orders by file size, which put the chaos and tour files (small files,
 // long runs) at the tail, alone. Measured on a clean clone (seconds, CI of b6f4a12); a file not
 // listed keeps jest's own order after these.

@@ -9,6 +9,7 @@ import { startKafkaIfAvailable, type RunningKafka } from '../../embedded/kafka';
 import { startEmbeddedPostgres } from '../../embedded/postgres';
 import { freePort } from '../../embedded/processes';
 import { startTemporalDevServer, type RunningTemporal } from '../../embedded/temporal-server';
+import { bundleStackEntries } from './entry-bundles';
 import { TEST_ENV_VAR, TestEnv } from './env';
 
 export interface SharedServers {
@@ -44,6 +45,7 @@ export async function startSharedServers(options: {
         .then((result) => ({ kafka: keep(result.kafka) ?? null, off: result.off ?? null }))
       : Promise.resolve({ kafka: null, off: 'not asked for' }),
     bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') }),
+    bundleStackEntries(path.join(tmpDir, 'entries')),
   ] as const;
   const failed = (await Promise.allSettled(parts)).find((result) => result.status === 'rejected');
   if (failed) {
@@ -51,13 +53,13 @@ export async function startSharedServers(options: {
     fs.rmSync(tmpDir, { recursive: true, force: true });
     throw failed.reason;
   }
-  const [temporal, postgres, { kafka, off: kafkaOff }, bundle] = await Promise.all(parts);
+  const [temporal, postgres, { kafka, off: kafkaOff }, bundle, entryScripts] = await Promise.all(parts);
   if (options.kafka && kafkaOff) options.log?.(`no Kafka broker: ${kafkaOff}`);
   const workflowBundlePath = path.join(tmpDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
   const env: TestEnv = {
     temporalAddress: temporal.address, temporalUiUrl: temporal.uiUrl, postgresAdminUrl: postgres.url, postgresPid: postgres.pid,
-    kafkaBrokers: kafka?.brokers ?? null, kafkaOff, workflowBundlePath, tmpDir,
+    kafkaBrokers: kafka?.brokers ?? null, kafkaOff, workflowBundlePath, entryScripts, tmpDir,
   };
   const envFile = path.join(tmpDir, 'env.json');
   fs.writeFileSync(envFile, JSON.stringify(env));

@@ -141,7 +141,7 @@ export async function startStack(options: {
       ? { SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer }
       : service.startsWith('agent') ? { SCALEGATE_AGENT_TOKEN: tokens.agent } : {};
   const launch = (service: string, entry: string, args: string[] = [], extraEnv: NodeJS.ProcessEnv = {}) => {
-    const p = spawnService({ name: service, entry, args, env: { ...childEnv, ...secretsOf(service), ...extraEnv }, output });
+    const p = spawnService({ name: service, entry, script: env.entryScripts[entry], args, env: { ...childEnv, ...secretsOf(service), ...extraEnv }, output });
     processes.push(p);
     return p;
   };
