@@ -3,6 +3,7 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
+import { apiUrlOf } from './config';
 
 import { ADMIT_BY_MEMO, IDEMPOTENCY_KEY, type StartedOperation, type Workload } from '../protocol';
 import type { RecordedStart } from '../store/operation-starts';
@@ -69,6 +70,8 @@ export async function startOperation(
       workflowId: options.workflowId,
       args: [options.input],
       staticSummary: options.summary,
+      // the Web UI shows this under the workflow's details: a link to its evidence page
+      staticDetails: reportDetails(deps, options.workflowId),
       memo: { [ADMIT_BY_MEMO]: admitBy.toISOString() },
     });
     const late = new Promise<never>((_, reject) => {
@@ -94,6 +97,13 @@ export async function startOperation(
     clearTimeout(timer);
   }
 }
+
+/** Where an operation's evidence report is (GET /v1/operations/:workflowId/report). */
+export const reportUrlOf = (deps: ApiDeps, workflowId: string): string => `${apiUrlOf(deps.config)}/v1/operations/${encodeURIComponent(workflowId)}/report`;
+
+/** The workflow's static details (Temporal markdown): the report's link, and how a browser signs in to it. */
+const reportDetails = (deps: ApiDeps, workflowId: string): string =>
+  `[Evidence report](${reportUrlOf(deps, workflowId)}): charts and verdicts. Your browser asks for a sign-in: any user name, your viewer token as the password.`;
 
 function sameRequest(key: string, start: RecordedStart, requestLine: string): StartedOperation {
   if (requestLine && start.request !== requestLine) {

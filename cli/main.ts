@@ -34,6 +34,9 @@ export const USAGE = `usage: scalegate <command> [options]
   cordon <runtime> | uncordon <runtime>      take a runtime out of (or back into) placement
   operations show <workflowId>               status, phase, gates, plan, evidence, compensation
   operations watch <workflowId>              follow it to its end (as --wait does)
+  operations report <workflowId> [--out FILE]  save its evidence page (charts and verdicts, HTML
+                                             with no external assets; default FILE
+                                             scalegate-report-<workflowId>.html)
   operations approve <workflowId>            approve a scale-out waiting for manual approval
   operations abort <workflowId>              abort (after a change, the replan compensates)
   ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
@@ -222,15 +225,18 @@ function renderPlan(p: any): string {
   ].join('\n\n');
 }
 
-function renderStarted(what: string, s: any): string {
-  return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl]]) +
+/** Where an operation's evidence page is (GET /v1/operations/:workflowId/report; `operations report` saves it). */
+export const reportUrl = (api: string, workflowId: string): string => `${api}/v1/operations/${encodeURIComponent(workflowId)}/report`;
+
+function renderStarted(what: string, s: any, api: string): string {
+  return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl], ['report', reportUrl(api, s.workflowId)]]) +
     `\nfollow it with: scalegate operations watch ${s.workflowId}`;
 }
 
-export function renderOperation(o: any): string {
+export function renderOperation(o: any, api?: string): string {
   const parts = [fields([
     ['workflow', o.workflowId], ['run', o.runId], ['kind', o.kind], ['status', o.status], ['phase', o.phase],
-    ['started', o.startedAt], ['closed', o.closedAt],
+    ['started', o.startedAt], ['closed', o.closedAt], ['report', api ? reportUrl(api, o.workflowId) : undefined],
     ['approval', o.approval ? `${o.approval.mode}${o.approval.decision ? ` (${o.approval.decision} by ${o.approval.by})` : ''}` : undefined],
     ['failure', o.failure ?? undefined],
   ])];
@@ -390,7 +396,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
       limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       json: { type: 'boolean' }, wait: { type: 'boolean' }, 'no-wait': { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
-      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' },
+      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, out: { type: 'string', short: 'o' },
       qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
     },
   });
@@ -399,7 +405,8 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     if (!values.help) process.exitCode = 2;
     return;
   }
-  const call = client(values.api ?? process.env.SCALEGATE_API_URL ?? readStackFile(stateHome())?.apiUrl ?? 'http://127.0.0.1:8080');
+  const api = (values.api ?? process.env.SCALEGATE_API_URL ?? readStackFile(stateHome())?.apiUrl ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  const call = client(api);
   const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
   // A start is followed to its end with --wait, and by default on a terminal (not with --json).
   const wait = values['no-wait'] ? false : values.wait ?? (Boolean(process.stdout.isTTY) && !values.json);
@@ -415,7 +422,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
   };
   const started = async (what: string, answer: any) => {
     if (!answer?.workflowId) return show(answer, (s) => JSON.stringify(s, null, 2));
-    if (!wait) return show(answer, (s) => renderStarted(what, s));
+    if (!wait) return show(answer, (s) => renderStarted(what, s, api));
     if (!values.json) out(`${what} ${answer.kind} ${answer.workflowId} (web ui: ${answer.uiUrl})`);
     return follow(answer.workflowId);
   };
@@ -456,7 +463,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
         case 'get':
           return show(await call('GET', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'viewer'), renderWorkload);
         case 'retire':
-          return show(await call('DELETE', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'operator'), (s) => renderStarted('retiring', s));
+          return show(await call('DELETE', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'operator'), (s) => renderStarted('retiring', s, api));
       }
       break;
     case 'plan': {
@@ -475,7 +482,13 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     }
     case 'operations': {
       const id = enc(need(a, 'the workflow id, e.g. scale:orders'));
-      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}`, 'viewer'), renderOperation);
+      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}`, 'viewer'), (o) => renderOperation(o, api));
+      if (sub === 'report') {
+        const html = String(await call('GET', `/v1/operations/${id}/report`, 'viewer'));
+        const file = values.out ?? `scalegate-report-${need(a, 'the workflow id').replace(/[^A-Za-z0-9._-]+/g, '_')}.html`;
+        fs.writeFileSync(file, html);
+        return out(`report of ${a} written to ${file} (${Buffer.byteLength(html)} bytes); served at ${reportUrl(api, need(a, 'the workflow id'))}`);
+      }
       if (sub === 'watch') return follow(need(a, 'the workflow id'));
       if (sub === 'approve') {
         return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);

@@ -66,6 +66,19 @@ export function bearerOf(authorization: string | undefined): string {
   return match[1];
 }
 
+/**
+ * A browser's `Authorization: Basic base64(user:password)` as the bearer header of its password
+ * (routes people open in a browser: http/route.ts `browser`); any other header as it is.
+ */
+export function bearerFromBasic(authorization: string | undefined): string | undefined {
+  const match = /^Basic\s+([A-Za-z0-9+/=]{1,1024})\s*$/i.exec(authorization ?? '');
+  if (!match) return authorization;
+  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const password = decoded.slice(decoded.indexOf(':') + 1);
+  // A password that is no single token answers as a missing one (401), never echoed.
+  return /^\S+$/.test(password) && decoded.includes(':') ? `Bearer ${password}` : undefined;
+}
+
 export function authorize(tokens: RoleTokens, access: Role | 'operator-or-agent' | 'none', authorization: string | undefined): Role | null {
   if (access === 'none') return null;
   const role = roleForToken(tokens, bearerOf(authorization));

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { describeIssues } from '../protocol/issues';
-import { Access, authorize, authorizeRuntime, isRoleAccess, Role, RoleTokens, type Caller, type RuntimeCredentials } from './auth';
+import { Access, authorize, authorizeRuntime, bearerFromBasic, isRoleAccess, Role, RoleTokens, type Caller, type RuntimeCredentials } from './auth';
 import { withinDeadline } from './deadline';
 import { ApiError } from './errors';
 
@@ -14,6 +14,7 @@ export interface Reply<T = unknown> {
   status: number;
   body: T;
   contentType?: string;
+  headers?: Record<string, string>;
 }
 
 export interface RouteContext<P, Q, B> {
@@ -72,6 +73,12 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown, S extends z.Zo
   bodyName?: string;
   response?: ResponseSpec<S>;
   errors?: HandlerErrorStatus[];
+  /**
+   * A page people open in a browser, which cannot send a bearer header from a link: HTTP Basic
+   * is accepted too, with the role's token as the password (any user name), and a 401 asks the
+   * browser for it (WWW-Authenticate). The token never goes into a URL.
+   */
+  browser?: boolean;
   /** overrides the server's request deadline (e.g. a route that waits for a workflow's update) */
   deadlineMs?: number;
   /**
@@ -128,12 +135,17 @@ function parseWith<T>(schema: z.ZodType<T> | undefined, value: unknown, where: s
   return result.data;
 }
 
+const BASIC_CHALLENGE = 'Basic realm="scalegate (user: any name, password: your viewer or operator token)", charset="UTF-8"';
+
 const pathId = (raw: { params: unknown }): unknown => (raw.params as { id?: unknown } | undefined)?.id;
 
 /** Who is calling, checked before any input is validated. */
 async function authenticate(route: RouteSpec, tokens: RoleTokens, request: FastifyRequest): Promise<Caller> {
   const { access } = route;
-  if (access === 'none' || access === 'operator-or-agent' || isRoleAccess(access)) return { role: authorize(tokens, access, request.headers.authorization), runtime: null };
+  if (access === 'none' || access === 'operator-or-agent' || isRoleAccess(access)) {
+    const authorization = route.browser ? bearerFromBasic(request.headers.authorization) : request.headers.authorization;
+    return { role: authorize(tokens, access, authorization), runtime: null };
+  }
   if (!route.runtime) throw new Error(`route ${route.method} ${route.path} has access ${access} but declares no runtime credentials`);
   const runtimeId = (route.runtime.idOf ?? pathId)({ params: request.params, body: request.body });
   return authorizeRuntime(tokens, access, request.headers.authorization, runtimeId, route.runtime);
@@ -169,9 +181,17 @@ export function registerRoutes(
           return route.handler({ params, query, body, role, runtime, request });
         };
         const deadlineMs = route.deadlineMs ?? options.deadlineMs;
-        const result = deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, deadlineMs, handle()) : await handle();
+        let result: Reply;
+        try {
+          result = deadlineMs ? await withinDeadline(`${route.method} ${route.path}`, deadlineMs, handle()) : await handle();
+        } catch (error) {
+          // A browser asks its user for the credentials (the token as the password) on this answer.
+          if (route.browser && error instanceof ApiError && error.status === 401) reply.header('www-authenticate', BASIC_CHALLENGE);
+          throw error;
+        }
         reply.status(result.status);
         if (result.contentType) reply.type(result.contentType);
+        for (const [name, value] of Object.entries(result.headers ?? {})) reply.header(name, value);
         return result.body;
       },
     });

@@ -14,6 +14,8 @@ import { ApiError } from '../../http/errors';
 import { requireActiveWorkload, startOperation } from '../operations';
 import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { defineRoute, ok } from '../../http/route';
+import { renderOperationReport, REPORT_CONTENT_SECURITY_POLICY } from '../report';
+import { z } from 'zod';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
 const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, applyPlan.name, recoverRuntime.name, rescaleOperator.name];
@@ -27,6 +29,45 @@ function rootCauseMessage(error: Error): string {
 
 export function operationRoutes(deps: ApiDeps) {
   const handleOf = async (workflowId: string) => (await deps.temporal.client()).workflow.getHandle(workflowId);
+
+  /** GET /v1/operations/:workflowId's answer: what the report page shows too. */
+  const describeOperation = async (workflowId: string): Promise<z.output<typeof OperationViewSchema>> => {
+    const handle = await handleOf(workflowId);
+    let description;
+    try {
+      description = await handle.describe();
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no operation ${workflowId}`);
+      throw error;
+    }
+    const temporalStatus = description.status.name;
+    // A completed operation's result is its final status (the scale operations, rescale, recovery) or its outcome.
+    let detail: (OperationStatus | Record<string, unknown>) | null = null;
+    if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as OperationStatus | Record<string, unknown>;
+    else if (temporalStatus === 'RUNNING') {
+      const query = statusQueryOf(description.type);
+      detail = query ? await handle.query(query).catch(() => null) : null;
+    }
+    const scale = detail && (description.type === scaleOut.name || description.type === scaleIn.name) ? detail as ScaleStatus : null;
+    let status: string;
+    if (temporalStatus === 'RUNNING') status = 'running';
+    else if (temporalStatus === 'COMPLETED') status = statusOfOutcome(String(detail?.outcome ?? 'completed'));
+    else if (temporalStatus === 'CANCELLED' || temporalStatus === 'TERMINATED') status = 'cancelled';
+    else status = 'failed';
+    let failure: string | null = null;
+    if (status === 'failed') failure = await handle.result().then(() => null, rootCauseMessage);
+    return {
+      workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
+      phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
+      // The scale operations' status (by the workflow type, not the shape) is spread out; every other kind's is `result`.
+      ...(scale ? {
+        gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
+        approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
+        soakEndsAt: scale.soakEndsAt ?? null,
+      } : { result: detail }),
+      failure,
+    };
+  };
 
   return [
     defineRoute({
@@ -60,43 +101,16 @@ export function operationRoutes(deps: ApiDeps) {
       method: 'GET', path: '/v1/operations/:workflowId', access: 'viewer',
       summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation', operationId: 'getOperation',
       params: OperationParamsSchema, response: { schema: OperationViewSchema, status: { 200: 'the operation' } }, errors: [404],
-      handler: async ({ params }) => {
-        const handle = await handleOf(params.workflowId);
-        let description;
-        try {
-          description = await handle.describe();
-        } catch (error) {
-          if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no operation ${params.workflowId}`);
-          throw error;
-        }
-        const temporalStatus = description.status.name;
-        // A completed operation's result is its final status (the scale operations, rescale, recovery) or its outcome.
-        let detail: (OperationStatus | Record<string, unknown>) | null = null;
-        if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as OperationStatus | Record<string, unknown>;
-        else if (temporalStatus === 'RUNNING') {
-          const query = statusQueryOf(description.type);
-          detail = query ? await handle.query(query).catch(() => null) : null;
-        }
-        const scale = detail && (description.type === scaleOut.name || description.type === scaleIn.name) ? detail as ScaleStatus : null;
-        let status: string;
-        if (temporalStatus === 'RUNNING') status = 'running';
-        else if (temporalStatus === 'COMPLETED') status = statusOfOutcome(String(detail?.outcome ?? 'completed'));
-        else if (temporalStatus === 'CANCELLED' || temporalStatus === 'TERMINATED') status = 'cancelled';
-        else status = 'failed';
-        let failure: string | null = null;
-        if (status === 'failed') failure = await handle.result().then(() => null, rootCauseMessage);
-        return ok({
-          workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
-          phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
-          // The scale operations' status (by the workflow type, not the shape) is spread out; every other kind's is `result`.
-          ...(scale ? {
-            gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
-            approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
-            soakEndsAt: scale.soakEndsAt ?? null,
-          } : { result: detail }),
-          failure,
-        });
-      },
+      handler: async ({ params }) => ok(await describeOperation(params.workflowId)),
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/operations/:workflowId/report', access: 'viewer', browser: true, operationId: 'getOperationReport',
+      summary: 'the operation\'s evidence as an HTML page (no external assets): charts of throughput, backlog, latency and errors at the baseline and after, then the verdict table. A browser may sign in with HTTP Basic, the viewer token as the password',
+      params: OperationParamsSchema, response: { schema: z.string(), contentType: 'text/html', status: { 200: 'the report page' } }, errors: [404],
+      handler: async ({ params }) => ({
+        status: 200, contentType: 'text/html; charset=utf-8', body: renderOperationReport(await describeOperation(params.workflowId)),
+        headers: { 'content-security-policy': REPORT_CONTENT_SECURITY_POLICY, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
+      }),
     }),
     defineRoute({
       method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval', operationId: 'approveOperation',

@@ -187,3 +187,59 @@ it('starts a scaleOut from the Start Workflow form with a runbook\'s JSON; the l
   expect(rows.find((row) => row.includes(`scale:${name}`) && row.includes('scaleOut'))).toMatch(/\bcompleted\b/);
   expect(rows.find((row) => row.includes('scale:e2e-nocontract') && row.includes('scaleOut'))).toMatch(/\brefused\b/);
 });
+
+it('links a scale-out\'s evidence report from its Web UI details; the page opens in the browser with the viewer token as the password and draws its charts', async () => {
+  const name = 'e2e-report';
+  await defineWorkload(stack, name, service(1), 1);
+  const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body: { replicas: 2, soakMs: 0, reason: 'e2e report' } });
+  expect(started.status).toBe(202);
+  const { workflowId, runId } = started.body;
+  expect(await stack.temporal.workflow.getHandle(workflowId, runId).result()).toMatchObject({ outcome: 'completed' });
+  const reportUrl = `${stack.apiUrl}/v1/operations/${encodeURIComponent(workflowId)}/report`;
+
+  // The workflow's details in the Web UI carry the link (Temporal markdown, rendered in a frame of its own).
+  const workflowUrl = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}`;
+  await openUntil(`${workflowUrl}/user-metadata`, 'Evidence report', 'web-ui-report-link.png');
+  const hrefs = (await Promise.all(page.frames().map((frame) => frame.$$eval('a', (links) => links.map((link) => link.getAttribute('href'))).catch(() => [])))).flat();
+  expect(hrefs).toContain(reportUrl);
+
+  // Without credentials a browser is asked for them (HTTP Basic), and sees nothing of the report.
+  const anonymous = await fetch(reportUrl);
+  expect(anonymous.status).toBe(401);
+  expect(anonymous.headers.get('www-authenticate')).toMatch(/^Basic realm="scalegate/);
+  expect(await anonymous.text()).not.toContain('<svg');
+
+  // Signed in with the viewer token as the password: the page, its charts and its verdict table.
+  const context = await browser.newContext({ httpCredentials: { username: 'viewer', password: stack.tokens.viewer }, viewport: { width: 1300, height: 1000 } });
+  try {
+    const reportPage = await context.newPage();
+    const blocked: string[] = [];
+    reportPage.on('request', (request) => {
+      if (request.url() !== reportUrl) blocked.push(request.url()); // the page fetches nothing else
+    });
+    const response = await reportPage.goto(reportUrl, { waitUntil: 'load' });
+    expect(response?.status()).toBe(200);
+    expect(response?.headers()['content-security-policy']).toContain("default-src 'none'");
+    expect(await reportPage.locator('figure.chart svg').count()).toBe(6);
+    for (const measure of ['throughput', 'backlog', 'errors', 'ready']) {
+      // baseline and after, each a drawn bar with a visible size (an idle service's throughput is a 0 bar)
+      const bars = reportPage.locator(`figure[data-measure="${measure}"] rect.bar`);
+      expect(await bars.count()).toBe(2);
+      const box = await bars.nth(1).boundingBox();
+      expect(box?.width).toBeGreaterThan(0);
+    }
+    expect(await reportPage.locator('figure[data-measure="ready"] g.point').evaluateAll((points) => points.map((p) => p.getAttribute('data-value')))).toEqual(['1', '2']);
+    // The fixture service reports no latency: both points say so instead of drawing a 0.
+    for (const measure of ['latency-p50', 'latency-p95']) {
+      expect(await reportPage.locator(`figure[data-measure="${measure}"] g.point.unmeasured`).count()).toBe(2);
+      expect(await reportPage.locator(`figure[data-measure="${measure}"] rect`).count()).toBe(0);
+    }
+    const verdicts = await reportPage.locator('table.verdicts tbody tr').allInnerTexts();
+    expect(verdicts.some((row) => /gate: baseline\s+pass/.test(row))).toBe(true);
+    expect(verdicts.some((row) => /after vs baseline\s+pass/.test(row))).toBe(true);
+    await reportPage.screenshot({ path: path.join(ARTIFACTS, 'report.png'), fullPage: true });
+    expect(blocked).toEqual([]);
+  } finally {
+    await context.close();
+  }
+});
