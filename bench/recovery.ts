@@ -48,7 +48,7 @@ async function failover(runs: number) {
   try {
     const service = {
       kind: 'service', replicas: 1,
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
       spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
     };
     await stack.api('PUT', '/v1/workloads/bench', { body: service });
@@ -121,10 +121,10 @@ function makeWorkloads(count: number): Workload[] {
     const selector = { zone: ZONES[Math.floor(random() * ZONES.length)] };
     return i % 2 === 0
       ? { name, kind: 'service', replicas: 3, selector, revision: 1, retired: false,
-          contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+          contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
           spec: { command: ['node', 'server.js'], env: {}, graceMs: 1000 } }
       : { name, kind: 'consumer', replicas: 3, selector, revision: 1, retired: false,
-          contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+          contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' },
           spec: { partitions: 8, source: 'orders', sink: 'orders_out', workMs: 1 } };
   });
 }

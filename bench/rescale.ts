@@ -86,7 +86,7 @@ async function main() {
   let loading: Promise<unknown> = Promise.resolve();
   try {
     await defineWorkload(stack, JOB, {
-      kind: 'stream', contract: { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' },
+      kind: 'stream', contract: { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' },
       spec: {
         ...TABLES, partitions: PARTITIONS, checkpointIntervalMs: INTERVAL_MS, maxParallelism: 128,
         operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],

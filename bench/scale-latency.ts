@@ -25,7 +25,7 @@ async function main() {
   try {
     const service = {
       kind: 'service', replicas: 2,
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
       spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
     };
     await stack.api('PUT', '/v1/workloads/bench', { body: service });

@@ -41,8 +41,8 @@ const OPERATORS = [
 const SUBTASKS = OPERATORS.reduce((n, o) => n + o.parallelism, 0);
 const AGGREGATES = new Set([2, 3]);
 const COORDINATOR = 4; // the first sink subtask runs the checkpoint clock
-const STREAM_CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' };
-const CONSUMER_CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const STREAM_CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' };
+const CONSUMER_CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const RUN_TIMEOUT_MS = 300_000;
 
 const streamJob = (tables: Tables, checkpointIntervalMs: number) => ({

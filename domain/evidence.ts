@@ -60,6 +60,16 @@ export function baselineHealth(baseline: EvidenceSnapshot, fromReplicas: number)
 }
 
 /**
+ * The rate the downstream should expect at `to` replicas: the measured rate grown with the replicas
+ * (the most the new ones can add). Only consumers and streams count their records; a service's
+ * rate, and a workload with no replica yet, are unknown.
+ */
+export function expectedRateAt(kind: string, baseline: EvidenceSnapshot, from: number, to: number): number | undefined {
+  if (kind === 'service' || from === 0) return undefined;
+  return (baseline.ratePerSec * to) / from;
+}
+
+/**
  * After vs baseline. A regression is something counted, never a guess: new errors, duplicate or
  * extra sink rows, ordering violations, a task not ready, or (optionally) a p95 latency blow-up.
  */

@@ -79,8 +79,15 @@ export interface ScaleOutGateInput {
   probes: RuntimeProbe[];
   /** the healthy-baseline capture; when absent this evaluation does not judge it */
   baseline?: ProbeOutcome;
-  /** total input rate expected at the target size, compared with contract.downstream.maxRatePerSec */
+  /** total input rate expected at the target size, compared with contract.downstream.maxRatePerSec (absent: unknown) */
   expectedRatePerSec?: number;
+  /** the unknowns the request accepts instead of being refused for them (ScaleRequest `accept`) */
+  accepted?: readonly string[];
+  /**
+   * Runs recorded before the downstream row refused unknowns (workflows/scale-out.ts, patch
+   * `unknown-downstream-refused`) are judged as they were then: an unknown downstream passed.
+   */
+  unknownDownstreamPasses?: boolean;
   /**
    * The runtimes the plan would start new replicas on. Without a plan any capacity candidate may be
    * chosen by placement, so every candidate must then pass its probes.
@@ -376,11 +383,24 @@ function probeProblems(probes: RuntimeProbe[]): string[] {
   return problems;
 }
 
-function downstreamGate({ workload, targetReplicas, expectedRatePerSec }: ScaleOutGateInput): GateRow {
+function downstreamGate({ workload, targetReplicas, expectedRatePerSec, accepted, unknownDownstreamPasses }: ScaleOutGateInput): GateRow {
   const downstream = workload.contract.downstream;
-  if (downstream === undefined) return pass(GATE.downstream, 'no downstream limit declared');
+  const acceptedUnknown = accepted?.includes('downstream') ?? false;
+  /** An unknown is refused, naming what to declare, unless the request accepted it (the row says so; the ledger keeps the row). */
+  const unknown = (what: string, declare: string): GateRow => (acceptedUnknown
+    ? pass(GATE.downstream, `${what}; accepted by the request (accept: ["downstream"])`)
+    : fail(GATE.downstream, what, `${declare}, or accept the unknown for this request: accept: ["downstream"]`));
+  if (downstream === undefined) {
+    if (unknownDownstreamPasses) return pass(GATE.downstream, 'no downstream limit declared');
+    return unknown(
+      'downstream unknown: the contract does not say what the output lands on',
+      'contract.downstream: its limits ({"maxReplicas": N}, {"maxRatePerSec": R}), or "none" when nothing downstream can be overloaded',
+    );
+  }
+  if (downstream === 'none') return pass(GATE.downstream, 'declared: no downstream to overload');
   const failures: string[] = [];
   const notes: string[] = [];
+  let unmeasured: string | null = null;
   const { maxReplicas, maxRatePerSec } = downstream;
   if (maxReplicas !== undefined) {
     if (targetReplicas > maxReplicas) failures.push(`target ${targetReplicas} above downstream maxReplicas ${maxReplicas}`);
@@ -388,11 +408,12 @@ function downstreamGate({ workload, targetReplicas, expectedRatePerSec }: ScaleO
   }
   if (maxRatePerSec !== undefined) {
     if (expectedRatePerSec === undefined) {
-      notes.push(`downstream maxRatePerSec ${maxRatePerSec} declared; not checked without an expected rate`);
+      if (unknownDownstreamPasses) notes.push(`downstream maxRatePerSec ${maxRatePerSec} declared; not checked without an expected rate`);
+      else unmeasured = `downstream maxRatePerSec ${maxRatePerSec} declared, but no rate is known to compare with (none measured, none expected at ${targetReplicas})`;
     } else if (expectedRatePerSec > maxRatePerSec) {
-      failures.push(`expected ${expectedRatePerSec}/s above downstream maxRatePerSec ${maxRatePerSec}`);
+      failures.push(`expected ${formatRate(expectedRatePerSec)}/s at ${targetReplicas} above downstream maxRatePerSec ${maxRatePerSec}`);
     } else {
-      notes.push(`expected ${expectedRatePerSec}/s ≤ downstream maxRatePerSec ${maxRatePerSec}`);
+      notes.push(`expected ${formatRate(expectedRatePerSec)}/s at ${targetReplicas} ≤ downstream maxRatePerSec ${maxRatePerSec}`);
     }
   }
   if (failures.length > 0) {
@@ -402,8 +423,11 @@ function downstreamGate({ workload, targetReplicas, expectedRatePerSec }: ScaleO
       'more downstream capacity (a raised downstream limit) or a smaller target',
     );
   }
-  return pass(GATE.downstream, notes.length > 0 ? notes.join('; ') : 'downstream declared without limits');
+  if (unmeasured) return unknown([...notes, unmeasured].join('; '), 'a measured rate (a workload whose tasks count their records: consumer or stream) or no maxRatePerSec');
+  return pass(GATE.downstream, notes.join('; ') || 'downstream declared without limits');
 }
+
+const formatRate = (rate: number): string => (Number.isInteger(rate) ? String(rate) : rate.toFixed(1));
 
 function withDetail(text: string, detail: string | undefined): string {
   return detail ? `${text} (${detail})` : text;

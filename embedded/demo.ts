@@ -12,17 +12,17 @@ export function demoWorkloads(): Record<string, unknown> {
   return {
     'demo-web': {
       kind: 'service', replicas: 2,
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
       spec: { command: [process.execPath, WEB], readiness: { http: '/healthz' }, graceMs: 2000 },
     },
     'demo-orders': {
       kind: 'consumer', replicas: 2,
-      contract: { ownership: 'partitioned', partitions: 4, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+      contract: { ownership: 'partitioned', partitions: 4, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: { maxReplicas: 8 } },
       spec: { partitions: 4, source: 'demo_orders_in', sink: 'demo_orders_out', workMs: 1 },
     },
     'demo-clicks': {
       kind: 'stream',
-      contract: { ownership: 'partitioned', partitions: 4, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' },
+      contract: { ownership: 'partitioned', partitions: 4, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' },
       spec: {
         source: 'demo_clicks_in', sink: 'demo_clicks_out', partitions: 4, checkpointIntervalMs: 1000, maxParallelism: 128,
         operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema } from './runtime';
-import { AssignmentSchema, LIMITS, Replicas, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
+import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -29,6 +29,8 @@ export const ScaleRequestSchema = z.strictObject({
   perInstanceLimit: z.int().min(1).max(LIMITS.partitions).optional(),
   /** scale-in: go past a tier's minReplicas or an open change window, saying why (the ledger records it) */
   override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
+  /** scale-out: gate rows whose unknowns this request accepts (the gate row and the ledger say so) */
+  accept: z.array(z.enum(ACCEPTABLE_UNKNOWNS)).max(ACCEPTABLE_UNKNOWNS.length).optional(),
 });
 export type ScaleRequest = z.input<typeof ScaleRequestSchema>;
 

@@ -43,6 +43,9 @@ const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
 
 export const WORKLOAD_KINDS = ['service', 'consumer', 'stream'] as const;
 
+/** The unknowns a scale-out request may accept rather than be refused for (`accept`), each a gate row's. */
+export const ACCEPTABLE_UNKNOWNS = ['downstream'] as const;
+
 export const ContractSchema = z
   .strictObject({
     ownership: unknownable(['partitioned', 'shared-queue', 'none'] as const),
@@ -51,8 +54,19 @@ export const ContractSchema = z
     ordering: unknownable(['none', 'per-key', 'per-partition', 'global'] as const),
     delivery: unknownable(['at-most-once', 'at-least-once', 'exactly-once'] as const),
     recovery: unknownable(['restart', 'reassign', 'replay-from-checkpoint'] as const),
+    /**
+     * What the workload's output lands on, and what it takes: its limits, or "none" when nothing
+     * downstream can be overloaded. Absent is unknown, and a scale-out refuses an unknown
+     * (DESIGN.md §3) unless the request accepts it (`accept: ["downstream"]`).
+     */
     downstream: z
-      .strictObject({ maxReplicas: z.int().min(1).max(LIMITS.replicas).optional(), maxRatePerSec: z.number().positive().max(1e9).optional() })
+      .union([
+        z.literal('none'),
+        z.strictObject({ maxReplicas: z.int().min(1).max(LIMITS.replicas).optional(), maxRatePerSec: z.number().positive().max(1e9).optional() })
+          .refine((d) => d.maxReplicas !== undefined || d.maxRatePerSec !== undefined, {
+            message: 'a downstream declares maxReplicas, maxRatePerSec or both ("none" when there is no downstream to overload)',
+          }),
+      ])
       .optional(),
   })
   .refine((c) => c.ownership !== 'partitioned' || c.partitions !== undefined, {

@@ -4,10 +4,10 @@
 import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { baselineHealth, compareEvidence } from '../domain/evidence';
+import { baselineHealth, compareEvidence, expectedRateAt } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
-import { LIMITS, WorkloadName } from '../protocol';
+import { ACCEPTABLE_UNKNOWNS, LIMITS, WorkloadName } from '../protocol';
 import { failureMessage, isStalePlan, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
@@ -33,6 +33,8 @@ export const ScaleOutInputSchema = z.object({
    * and comparison, and the plan applied is that one; a moved basis refuses it as stale.
    */
   planId: z.string().min(1).max(200).optional(),
+  /** gate rows whose unknowns this request accepts (the row says so, and the ledger keeps the rows) */
+  accept: z.array(z.enum(ACCEPTABLE_UNKNOWNS)).max(ACCEPTABLE_UNKNOWNS.length).optional(),
 });
 export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
 
@@ -102,6 +104,9 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
       workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
       recipientRuntimeIds: recipients, broker: facts.broker,
       baseline: baselineHealth(status.baseline, from),
+      expectedRatePerSec: expectedRateAt(workload.kind, status.baseline, from, input.replicas),
+      accepted: input.accept,
+      unknownDownstreamPasses: !patched('unknown-downstream-refused'),
     });
     if (!status.gates.passed || proposal.unplaced) {
       status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;

@@ -27,17 +27,17 @@ const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 export const chaosDefinitions = (run: string) => ({
   [CHAOS_SERVICE]: {
     kind: 'service', replicas: 2, selector: {},
-    contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+    contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
     spec: { command: [process.execPath, FIXTURE], env: { [CHAOS_RUN_VAR]: run }, readiness: { http: '/healthz' }, graceMs: 500 },
   },
   [CHAOS_CONSUMER]: {
     kind: 'consumer', replicas: 2, selector: {},
-    contract: { ownership: 'partitioned', partitions: CHAOS_TABLES.orders.partitions, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+    contract: { ownership: 'partitioned', partitions: CHAOS_TABLES.orders.partitions, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' },
     spec: { partitions: CHAOS_TABLES.orders.partitions, source: CHAOS_TABLES.orders.source, sink: CHAOS_TABLES.orders.sink },
   },
   [CHAOS_JOB]: {
     kind: 'stream', selector: {},
-    contract: { ownership: 'partitioned', partitions: CHAOS_TABLES.clicks.partitions, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' },
+    contract: { ownership: 'partitioned', partitions: CHAOS_TABLES.clicks.partitions, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' },
     spec: {
       source: CHAOS_TABLES.clicks.source, sink: CHAOS_TABLES.clicks.sink, partitions: CHAOS_TABLES.clicks.partitions, checkpointIntervalMs: 500, maxParallelism: 16,
       operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],

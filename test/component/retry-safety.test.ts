@@ -46,7 +46,7 @@ describe('a placement write retried after it committed', () => {
     const deps = createActivityDeps({ db });
     const activities = createActivities(deps);
     await deps.stores.runtimes.register({ id: 'rt-a', endpoint: 'http://127.0.0.1:9', labels: {}, slots: 4 }, 60_000);
-    await deps.stores.registry.putWorkload('web', { kind: 'service', replicas: 1, selector: {}, contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' }, spec: { command: ['node', 'x.js'], env: {}, graceMs: 100 } });
+    await deps.stores.registry.putWorkload('web', { kind: 'service', replicas: 1, selector: {}, contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' }, spec: { command: ['node', 'x.js'], env: {}, graceMs: 100 } });
     const workload = await deps.stores.registry.getWorkload('web');
     const plan = await createPlanner(deps.stores, Date.now).plan(workload!, 1, {});
     const write = {

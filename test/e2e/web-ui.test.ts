@@ -19,7 +19,7 @@ const CHROMIUM_CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/lib/chromium/chrom
 
 const service = (replicas: number) => ({
   kind: 'service', replicas, selector: { pool: 'e2e' },
-  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
 });
 
@@ -125,7 +125,7 @@ it('shows a hot rescale of a stream job: its phases, the cutover barrier in the 
   const job = 'e2e-clicks';
   await defineWorkload(stack, job, {
     kind: 'stream', selector: { pool: 'e2e' },
-    contract: { ownership: 'partitioned', partitions: 2, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' },
+    contract: { ownership: 'partitioned', partitions: 2, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' },
     spec: {
       source: 'e2e_clicks_in', sink: 'e2e_clicks_out', partitions: 2, checkpointIntervalMs: 300,
       operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 1 }, { id: 'out', kind: 'sink', parallelism: 1 }],

@@ -13,10 +13,10 @@ let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 const service = (replicas: number) => ({
   kind: 'service', replicas,
-  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
 });
-const CONSUMER_CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const CONSUMER_CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (name: string, replicas: number, partitions: number) => ({
   kind: 'consumer', replicas, contract: { ...CONSUMER_CONTRACT, partitions },
   spec: { partitions, source: `${name.replace(/-/g, '_')}_in`, sink: `${name.replace(/-/g, '_')}_out`, workMs: 1 },

@@ -65,7 +65,7 @@ name: cli-web
 kind: service
 replicas: 1
 selector: { pool: cli }
-contract: { ownership: shared-queue, state: none, ordering: none, delivery: at-least-once, recovery: restart }
+contract: { ownership: shared-queue, state: none, ordering: none, delivery: at-least-once, recovery: restart, downstream: none }
 spec:${SPEC}
 ---
 name: cli-other

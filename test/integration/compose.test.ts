@@ -15,7 +15,7 @@ import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
-const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' };
+const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 const service = (replicas: number | 'all', env: Record<string, string> = {}, graceMs = 1000) => ({
   kind: 'service', replicas, contract: CONTRACT,
   spec: { command: [process.execPath, FIXTURE], env, readiness: { http: '/healthz' }, graceMs },
@@ -175,7 +175,7 @@ describe('one desired state', () => {
 describe('plan/apply is the scale procedure', () => {
   const consumer = (table: string, replicas: number, partitions: number) => ({
     kind: 'consumer', replicas,
-    contract: { ownership: 'partitioned', partitions, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+    contract: { ownership: 'partitioned', partitions, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' },
     spec: { partitions, source: `${table}_in`, sink: `${table}_out` },
   });
   /** Plans `name` at `replicas`, applies the plan, waits for the operation it started; answers both. */

@@ -270,7 +270,7 @@ describe("the agents' database role", () => {
     const load = await runLoad({ databaseUrl: stack.databaseUrl, source: 'creds_in', partitions: 2, ratePerSec: 500, count: 200 });
     await defineWorkload(stack, 'creds', {
       kind: 'consumer', replicas: 1, selector: { pool: 'main' },
-      contract: { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', partitions: 2 },
+      contract: { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none', partitions: 2 },
       spec: { partitions: 2, source: 'creds_in', sink: 'creds_out', workMs: 0 },
     }, 1);
     await stack.waitFor('every record in the sink', async () => (await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'creds_in', sink: 'creds_out' })).missing === 0);

@@ -17,7 +17,7 @@ const AGENTS = ['hr-a', 'hr-b', 'hr-c'];
 const PARTITIONS = 4;
 const JOB = 'hot';
 const TABLES = { source: 'hot_in', sink: 'hot_out' };
-const CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' };
+const CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' };
 
 let stack: Stack;
 

@@ -12,7 +12,7 @@ import { defineWorkload, scaleAndWait } from '../support/workloads';
 let stack: Stack;
 let brokers: string;
 const TOPIC = `scalegate-orders-${process.pid}`;
-const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (replicas: number, partitions: number, topic = TOPIC) => ({
   kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
   spec: { partitions, source: { kafka: { topic } }, sink: 'kafka_orders_out', workMs: 0 },

@@ -15,7 +15,7 @@ import { defineWorkload, scaleAndWait } from '../support/workloads';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
-const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' };
+const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 const service = (replicas: number, extra: Record<string, unknown> = {}) => ({
   kind: 'service', replicas, selector: { pool: 'obs' }, contract: SERVICE_CONTRACT,
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 }, ...extra,

@@ -17,8 +17,8 @@ const ZONE_B = ['rc-b1', 'rc-b2', 'rc-b3'];
 const ZONE_C = ['rc-c1', 'rc-c2'];
 const SOLO = { id: 'rc-d1', labels: { zone: 'd', node: 'solo' } };
 
-const CONSUMER_CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
-const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' };
+const CONSUMER_CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
+const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 const consumer = (name: string, replicas: number, partitions: number, selector: Record<string, string>) => ({
   kind: 'consumer', replicas, selector, contract: { ...CONSUMER_CONTRACT, partitions },
   spec: { partitions, source: `${name}_in`, sink: `${name}_out`, workMs: 1 },

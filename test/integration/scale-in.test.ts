@@ -9,7 +9,7 @@ import { startStack, Stack } from '../support/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
 
 let stack: Stack;
-const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (name: string, replicas: number, partitions: number, workMs = 1) => ({
   kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
   spec: { partitions, source: `${name}_in`, sink: `${name}_out`, workMs },

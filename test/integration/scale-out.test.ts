@@ -16,7 +16,7 @@ import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../suppo
 let stack: Stack;
 const ERROR_WINDOW_MS = 4_000;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
-const KNOWN_CONTRACT = { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' };
+const KNOWN_CONTRACT = { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (name: string, replicas: number, overrides: { contract?: Record<string, unknown>; selector?: Record<string, string>; partitions?: number } = {}) => ({
   kind: 'consumer',
   replicas,
@@ -61,6 +61,36 @@ describe('evidence gates: each failing alone stops before any change', () => {
     refusedWithoutStarts('g-capacity', consumer('g-capacity', 1, { selector: { zone: 'a' } }), 2, 'capacity', ['connectivity']));
   it('downstream maxReplicas', () =>
     refusedWithoutStarts('g-downstream', consumer('g-downstream', 1, { contract: { downstream: { maxReplicas: 1 } } }), 2, 'downstream'));
+
+  it('downstream unknown: refused naming what to declare; accepted by the request it goes through, and the ledger keeps the acceptance', async () => {
+    const name = 'g-unknown-downstream';
+    await refusedWithoutStarts(name, consumer(name, 1, { contract: { downstream: undefined } }), 2, 'downstream');
+    const refused = (await stack.api('GET', `/v1/operations/scale:${name}`, { role: 'viewer' })).body;
+    expect(refused.evidenceGap).toMatch(/^downstream: downstream unknown: the contract does not say what the output lands on.*contract\.downstream: its limits .*"none".*accept: \["downstream"\]/m);
+
+    const accepted = await scale(name, { replicas: 2, soakMs: 0, accept: ['downstream'] });
+    expect(accepted.status).toBe('completed');
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'completed', toReplicas: 2 });
+    expect(ledger[0].inputs.gates.find((row: any) => row.gate === 'downstream')).toMatchObject({ passed: true, detail: expect.stringMatching(/accepted by the request \(accept: \["downstream"\]\)$/) });
+    // its slots back for the tests after it
+    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+    await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+  });
+
+  it('a declared maxRatePerSec with no rate to compare (a service counts no records): refused as unknown, naming the limit', async () => {
+    const name = 'g-unmeasured';
+    const service = {
+      kind: 'service', replicas: 1, selector: { pool: 'main' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: { maxRatePerSec: 100 } },
+      spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+    };
+    await refusedWithoutStarts(name, service, 2, 'downstream');
+    const refused = (await stack.api('GET', `/v1/operations/scale:${name}`, { role: 'viewer' })).body;
+    expect(refused.evidenceGap).toMatch(/^downstream: downstream maxRatePerSec 100 declared, but no rate is known to compare with/m);
+    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+    await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+  });
 
   it('a failing probe', async () => {
     // An agent that cannot reach PostgreSQL: the only runtime a new replica could go to.
@@ -151,7 +181,7 @@ describe('failure after apply', () => {
     const readyFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sg-ready-')), 'ready');
     fs.writeFileSync(readyFile, '');
     const body = {
-      kind: 'service', replicas: 1, selector: { pool: 'main' }, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+      kind: 'service', replicas: 1, selector: { pool: 'main' }, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
       spec: { command: [process.execPath, FIXTURE], env: { READY_FILE: readyFile }, readiness: { http: '/healthz' }, graceMs: 1000 },
     };
     await define('stubborn', body, 1);

@@ -13,7 +13,7 @@ import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
 
 const AGENTS = ['st-a', 'st-b', 'st-c'];
-const STREAM_CONTRACT = { ownership: 'partitioned', state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint' };
+const STREAM_CONTRACT = { ownership: 'partitioned', state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' };
 const PARTITIONS = 4;
 
 const jobDefinition = (tables: Tables, parallelism: { src: number; agg: number; out: number }, checkpointIntervalMs = 500) => ({

@@ -11,7 +11,7 @@ import { defineWorkload } from '../support/workloads';
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
 const body = {
-  kind: 'service', replicas: 1, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+  kind: 'service', replicas: 1, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
 };
 

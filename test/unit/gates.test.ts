@@ -9,6 +9,7 @@ import {
   type ScaleOutGateInput,
 } from '../../domain/gates';
 import { UNKNOWN_CONTRACT, type Contract } from '../../protocol';
+import { expectedRateAt } from '../../domain/evidence';
 
 // A consumer that passes every gate: 8 partitions, going 2 → 4 replicas onto rt-c and rt-d
 // (rt-a and rt-b already host it, rt-e is full).
@@ -93,10 +94,10 @@ describe('evaluateScaleOutGates', () => {
     input.workload = { ...input.workload, contract: UNKNOWN_CONTRACT };
     const report = evaluateScaleOutGates(input);
     expect(report.passed).toBe(false);
-    expect(failedGates(report)).toEqual(['input-ownership', 'state', 'ordering', 'delivery', 'recovery']);
+    expect(failedGates(report)).toEqual(['input-ownership', 'state', 'ordering', 'delivery', 'recovery', 'downstream']);
     // every row is still evaluated and reported
     expect(report.rows).toHaveLength(GATE_ORDER.length);
-    expect(formatEvidenceGap(report).split('\n')).toHaveLength(5);
+    expect(formatEvidenceGap(report).split('\n')).toHaveLength(6);
     for (const r of report.rows.filter((x) => !x.passed)) expect(r.missingEvidence).toBeTruthy();
   });
 
@@ -335,21 +336,59 @@ describe('evaluateScaleOutGates', () => {
     it('fails alone when the expected rate is above downstream maxRatePerSec', () => {
       const input = passingInput();
       input.expectedRatePerSec = 6000;
-      expectOnlyFailure(evaluateScaleOutGates(input), GATE.downstream, /expected 6000\/s above downstream maxRatePerSec 5000/, /downstream capacity/);
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.downstream, /expected 6000\/s at 4 above downstream maxRatePerSec 5000/, /downstream capacity/);
     });
 
-    it('reports maxRatePerSec as unchecked when no expected rate is given', () => {
+    it('refuses maxRatePerSec with no rate to compare with as unknown, naming what would close it', () => {
       const input = passingInput();
       delete input.expectedRatePerSec;
-      const report = evaluateScaleOutGates(input);
-      expect(report.passed).toBe(true);
-      expect(row(report, GATE.downstream).detail).toMatch(/maxRatePerSec 5000 declared; not checked without an expected rate/);
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.downstream, /maxRatePerSec 5000 declared, but no rate is known to compare with/, /a measured rate .*accept: \["downstream"\]/);
     });
 
-    it('passes with "no downstream limit declared" when there is none', () => {
-      const report = evaluateScaleOutGates(withContract({ downstream: undefined }));
+    it('refuses an undeclared downstream as unknown, saying what to declare', () => {
+      expectOnlyFailure(
+        evaluateScaleOutGates(withContract({ downstream: undefined })),
+        GATE.downstream,
+        /^downstream unknown: the contract does not say what the output lands on$/,
+        /contract\.downstream: its limits .* or "none" when nothing downstream can be overloaded, or accept the unknown for this request: accept: \["downstream"\]/,
+      );
+    });
+
+    it('passes "none", a declaration that nothing downstream can be overloaded', () => {
+      const report = evaluateScaleOutGates(withContract({ downstream: 'none' }));
       expect(report.passed).toBe(true);
-      expect(row(report, GATE.downstream).detail).toBe('no downstream limit declared');
+      expect(row(report, GATE.downstream).detail).toBe('declared: no downstream to overload');
+    });
+
+    it('passes an unknown the request accepts, and says so in the row (the ledger keeps the rows)', () => {
+      const input = withContract({ downstream: undefined });
+      input.accepted = ['downstream'];
+      const report = evaluateScaleOutGates(input);
+      expect(report.passed).toBe(true);
+      expect(row(report, GATE.downstream).detail).toMatch(/^downstream unknown: .*; accepted by the request \(accept: \["downstream"\]\)$/);
+      const unmeasured = passingInput();
+      delete unmeasured.expectedRatePerSec;
+      unmeasured.accepted = ['downstream'];
+      expect(row(evaluateScaleOutGates(unmeasured), GATE.downstream)).toMatchObject({ passed: true, detail: expect.stringMatching(/no rate is known.*accepted by the request/) });
+    });
+
+    it('a known rate within the limit passes, naming both figures; accept never passes a known excess', () => {
+      const input = passingInput();
+      input.expectedRatePerSec = 4000.25;
+      expect(row(evaluateScaleOutGates(input), GATE.downstream).detail).toBe('target 4 ≤ downstream maxReplicas 10; expected 4000.3/s at 4 ≤ downstream maxRatePerSec 5000');
+      input.expectedRatePerSec = 6000;
+      input.accepted = ['downstream'];
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.downstream, /expected 6000\/s at 4 above downstream maxRatePerSec 5000/, /downstream capacity/);
+    });
+
+    it('runs recorded before unknowns were refused are judged as then: an unknown passed', () => {
+      const input = withContract({ downstream: undefined });
+      input.unknownDownstreamPasses = true;
+      expect(row(evaluateScaleOutGates(input), GATE.downstream)).toMatchObject({ passed: true, detail: 'no downstream limit declared' });
+      const unmeasured = passingInput();
+      delete unmeasured.expectedRatePerSec;
+      unmeasured.unknownDownstreamPasses = true;
+      expect(row(evaluateScaleOutGates(unmeasured), GATE.downstream).detail).toMatch(/maxRatePerSec 5000 declared; not checked without an expected rate/);
     });
   });
 
@@ -366,6 +405,18 @@ describe('evaluateScaleOutGates', () => {
       'connectivity',
       'downstream',
     ]);
+  });
+});
+
+describe('expectedRateAt: what the downstream should expect after a scale-out', () => {
+  const measured = { atMs: 0, tasks: [], ready: 2, processed: 900, ratePerSec: 300, latencyP50Ms: null, latencyP95Ms: null, backlog: 0, errors: 0 };
+  it('grows the measured rate with the replicas (the most the new ones can add)', () => {
+    expect(expectedRateAt('consumer', measured, 2, 5)).toBe(750);
+    expect(expectedRateAt('stream', measured, 3, 3)).toBe(300);
+  });
+  it('is unknown for a service (it counts no records) and from no replica', () => {
+    expect(expectedRateAt('service', measured, 2, 4)).toBeUndefined();
+    expect(expectedRateAt('consumer', measured, 0, 2)).toBeUndefined();
   });
 });
 

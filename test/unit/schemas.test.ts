@@ -19,6 +19,14 @@ describe('workload definition schema', () => {
     expect(WorkloadDefinitionSchema.safeParse({ ...service, replicas: 'many' }).success).toBe(false);
   });
 
+  it('takes a downstream as "none" or its limits; one without a limit is refused, saying what to write', () => {
+    expect(WorkloadDefinitionSchema.parse({ ...service, contract: { downstream: 'none' } }).contract.downstream).toBe('none');
+    expect(WorkloadDefinitionSchema.parse({ ...service, contract: { downstream: { maxRatePerSec: 50 } } }).contract.downstream).toEqual({ maxRatePerSec: 50 });
+    const empty = WorkloadDefinitionSchema.safeParse({ ...service, contract: { downstream: {} } });
+    expect(describeIssues(empty.error!)).toMatch(/contract\.downstream: .*maxReplicas, maxRatePerSec or both \("none" when there is no downstream to overload\)/);
+    expect(WorkloadDefinitionSchema.safeParse({ ...service, contract: { downstream: 'unknown' } }).success).toBe(false);
+  });
+
   it('requires partitions when ownership is partitioned', () => {
     const result = WorkloadDefinitionSchema.safeParse({ ...service, contract: { ownership: 'partitioned' } });
     expect(describeIssues(result.error!)).toMatch(/contract\.partitions/);

@@ -71,7 +71,7 @@ it('completes an applyPlan whose placement write committed but whose reply was l
   for (const id of ['rt-a', 'rt-b']) await deps.stores.runtimes.register({ id, endpoint: 'http://127.0.0.1:9', labels: {}, slots: 4 }, 600_000);
   await deps.stores.registry.putWorkload('web', {
     kind: 'service', replicas: 2, selector: {}, spec: { command: ['node', 'x.js'], env: {}, graceMs: 100 },
-    contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart' },
+    contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   });
   const plan = await createPlanner(deps.stores, Date.now).plan((await deps.stores.registry.getWorkload('web'))!, 2, {});
 

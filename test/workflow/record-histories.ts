@@ -78,9 +78,11 @@ const serviceWorkload = (name: string): Workload => ({
 /** A consumer with a known contract over 8 partitions, so the scale-out gates can pass. */
 const consumerWorkload = (name: string, replicas: number): Workload => ({
   name, kind: 'consumer', replicas, selector: {}, revision: 7, retired: false,
-  contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign' },
+  contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' },
   spec: { partitions: 8, source: 'in_t', sink: 'out_t', workMs: 1 },
 });
+
+const withoutDownstream = (workload: Workload): Workload => ({ ...workload, contract: { ...workload.contract, downstream: undefined } });
 
 /** A stream job of one source, one aggregate and one sink. */
 const streamWorkload = (name: string): Workload => ({
@@ -662,6 +664,31 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'refused');
       assert.equal(ctx.fakes.count('commitPlacement'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:refused']);
+      return { workflowId };
+    },
+  },
+  {
+    // A contract that does not say what the output lands on: the downstream row refuses the unknown.
+    name: 'scale-out-refused-unknown-downstream',
+    fakes: (name) => fakeActivities(withoutDownstream(consumerWorkload(name, 2)), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'refused');
+      assert.match(status.evidenceGap ?? '', /^downstream: .*accept: \["downstream"\]/m);
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:refused']);
+      return { workflowId };
+    },
+  },
+  {
+    // The same unknown, accepted by the request: the row passes saying so, and the change goes through.
+    name: 'scale-out-accepts-unknown-downstream',
+    fakes: (name) => fakeActivities(withoutDownstream(consumerWorkload(name, 2)), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0, accept: ['downstream'] });
+      assert.equal(status.outcome, 'completed');
+      assert.match(status.gates?.rows.find((row) => row.gate === 'downstream')?.detail ?? '', /accepted by the request/);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
       return { workflowId };
     },
   },
