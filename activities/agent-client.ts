@@ -19,6 +19,7 @@ import {
   TaskStatusSchema,
   type DrainOptions,
   type ProbeAnswer,
+  type Requirement,
   type StopAnswer,
   type TaskStartBody,
   type TaskStatus,
@@ -83,8 +84,8 @@ export function createAgentClient(timeoutMs = 30_000) {
       required(await call(agent, 'POST', `${task(taskId)}/checkpoint-clock`, CheckpointClockAnswerSchema, command), `checkpoint clock of ${taskId}`),
     armCutover: async (agent: AgentTarget, taskId: string, command: CutoverCommand): Promise<CutoverAnswer> =>
       required(await call(agent, 'POST', `${task(taskId)}/cutover`, CutoverAnswerSchema, command), `cutover of ${taskId}`),
-    probe: async (agent: AgentTarget, kind: WorkloadKind, spec: unknown): Promise<ProbeAnswer> =>
-      required(await call(agent, 'POST', '/v1/probe', ProbeAnswerSchema, { kind, spec }), 'probe'),
+    probe: async (agent: AgentTarget, kind: WorkloadKind, spec: unknown, requires?: Requirement[]): Promise<ProbeAnswer> =>
+      required(await call(agent, 'POST', '/v1/probe', ProbeAnswerSchema, { kind, spec, ...(requires?.length ? { requires } : {}) }), 'probe'),
   };
 }
 export type AgentClient = ReturnType<typeof createAgentClient>;

@@ -31,7 +31,7 @@ export function evidenceActivities(deps: ActivityDeps) {
       heartbeat({ probing: input.recipientRuntimeIds });
       const probing = Promise.all(input.recipientRuntimeIds.map(async (runtimeId): Promise<RuntimeProbe> => {
         try {
-          return { runtimeId, ...(await agents.probe(await agentOf(runtimeId), workload.kind, workload.spec)) };
+          return { runtimeId, ...(await agents.probe(await agentOf(runtimeId), workload.kind, workload.spec, workload.requires)) };
         } catch (error) {
           const failed = { ok: false, detail: `probe failed: ${(error as Error).message}` };
           return { runtimeId, source: failed, destination: failed };

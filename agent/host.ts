@@ -15,9 +15,10 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type CheckpointClockAnswer, type CheckpointClockCommand, type CutoverAnswer, type CutoverCommand, type DrainOptions, type WorkloadKind } from '../protocol';
+import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type CheckpointClockAnswer, type CheckpointClockCommand, type CutoverAnswer, type CutoverCommand, type DrainOptions, type ProbeAnswer, type Requirement, type WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 import { writePrivateFileSync } from './state-files';
+import { probeRequirements } from './requirements';
 
 /** The starts of the tasks hosted here, so a restarted agent starts them again. */
 export const TASK_RECORDS_FILE = 'tasks.json';
@@ -34,6 +35,8 @@ export interface TaskHostOptions {
   /** the agent's state folder; without one nothing is kept across restarts */
   stateDir?: string;
   log?: HostLog;
+  /** this runtime's id: it names the prober to the endpoints a workload requires */
+  runtimeId?: string;
 }
 
 interface Hosted {
@@ -99,6 +102,7 @@ export class TaskHost {
   private readonly receipts = new Map<string, DrainReceipt>();
   private readonly receiptFile: string | undefined;
   private readonly log: HostLog;
+  private readonly runtimeId: string | undefined;
   /** The starts read from the state folder, until restore() starts them. */
   private recorded: TaskStart[] = [];
   /** Starts handed to a driver and not answered yet: recorded already, so a crash cannot lose them. */
@@ -109,6 +113,7 @@ export class TaskHost {
     options: TaskHostOptions = {},
   ) {
     this.log = options.log ?? (() => {});
+    this.runtimeId = options.runtimeId;
     this.recordFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, TASK_RECORDS_FILE);
     this.fenceFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, FENCE_RECORDS_FILE);
     this.receiptFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, RECEIPT_RECORDS_FILE);
@@ -383,14 +388,18 @@ export class TaskHost {
     }
   }
 
-  /** Connectivity probe for the scale-out gate; a driver without a probe has nothing to reach. */
-  async probe(kind: WorkloadKind, spec: unknown) {
+  /**
+   * Connectivity probe for the scale-out gate: the driver's source and destination (a driver
+   * without a probe has none to reach), and every endpoint the workload requires, side by side.
+   */
+  async probe(kind: WorkloadKind, spec: unknown, requires: Requirement[] = []): Promise<ProbeAnswer> {
     const driver = this.driverFor(kind);
-    if (!driver.probe) {
-      const none = { ok: true, detail: `${kind} driver declares no source or destination` };
-      return { source: none, destination: none };
-    }
-    return driver.probe(spec);
+    const none = { ok: true, detail: `${kind} driver declares no source or destination` };
+    const [answer, requirements] = await Promise.all([
+      driver.probe ? driver.probe(spec) : { source: none, destination: none },
+      probeRequirements(requires, { runtimeId: this.runtimeId }),
+    ]);
+    return requires.length ? { ...answer, requirements } : answer;
   }
 
   /**

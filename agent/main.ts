@@ -42,7 +42,7 @@ async function main() {
   process.on('uncaughtException', (error, origin) => log('uncaught-exception', { origin, ...describeFault(error) }));
   process.on('unhandledRejection', (reason) => log('unhandled-rejection', describeFault(reason)));
 
-  const host = new TaskHost(buildDrivers(config, log), { stateDir: config.stateDir, log });
+  const host = new TaskHost(buildDrivers(config, log), { stateDir: config.stateDir, log, runtimeId: config.id });
   const endpoint = config.endpoint ?? `http://${config.host}:${config.port}`;
   const lease = new LeaseKeeper(config, endpoint, {
     reports: () => host.list(),

@@ -85,9 +85,9 @@ export function buildAgentServer(options: AgentServerOptions) {
       },
     }),
     defineRoute({
-      method: 'POST', path: '/v1/probe', access: 'runtime', runtime: self, summary: 'can this runtime reach a workload source and destination',
+      method: 'POST', path: '/v1/probe', access: 'runtime', runtime: self, summary: 'can this runtime reach a workload\'s source and destination, and every endpoint it requires',
       body: ProbeBodySchema,
-      handler: async ({ body }) => ok(await host.probe(body.kind, body.spec)),
+      handler: async ({ body }) => ok(await host.probe(body.kind, body.spec, body.requires)),
     }),
   ];
   // No role token is accepted here: the agent token only registers a runtime with the control plane.

@@ -58,6 +58,8 @@ export interface RuntimeProbe {
   source: ProbeOutcome;
   /** can the runtime reach the workload's destinations (sink, downstream service …) */
   destination: ProbeOutcome;
+  /** each endpoint of the workload's `requires`, as this runtime reached it (absent: none declared) */
+  requirements?: (ProbeOutcome & { endpoint: string })[];
 }
 
 export interface EligibleRuntime {
@@ -363,7 +365,9 @@ function connectivityGate(input: ScaleOutGateInput): GateRow {
     }
   }
   if (failing.length === 0) {
-    return pass(GATE.connectivity, `sources and destinations reachable from ${recipients.join(', ')}`);
+    const required = Math.max(0, ...input.probes.map((probe) => probe.requirements?.length ?? 0));
+    const what = required ? `sources, destinations and ${required} required endpoint(s)` : 'sources and destinations';
+    return pass(GATE.connectivity, `${what} reachable from ${recipients.join(', ')}`);
   }
   return fail(
     GATE.connectivity,
@@ -379,6 +383,9 @@ function probeProblems(probes: RuntimeProbe[]): string[] {
   for (const probe of probes) {
     if (!probe.source.ok) problems.push(withDetail('source unreachable', probe.source.detail));
     if (!probe.destination.ok) problems.push(withDetail('destination unreachable', probe.destination.detail));
+    for (const requirement of probe.requirements ?? []) {
+      if (!requirement.ok) problems.push(withDetail(`cannot reach required ${requirement.endpoint}`, requirement.detail));
+    }
   }
   return problems;
 }

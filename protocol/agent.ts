@@ -3,7 +3,7 @@
 // The agent's server validates with these schemas; activities/agent-client.ts sends and reads them.
 import { z } from 'zod';
 import { TaskReportSchema } from './runtime';
-import { PortPairSchema, WORKLOAD_KINDS } from './workload';
+import { PortPairSchema, RequiresSchema, WORKLOAD_KINDS } from './workload';
 
 export const TaskIdSchema = z.string().min(1).max(200).regex(/^[A-Za-z0-9._-]+$/, 'task ids are [A-Za-z0-9._-]');
 export const TaskParamsSchema = z.object({ taskId: TaskIdSchema });
@@ -76,8 +76,13 @@ export type TaskState = TaskStatus['state'];
 export const TaskListSchema = z.object({ tasks: z.array(TaskStatusSchema) });
 
 /** POST /v1/probe: can this runtime reach the workload's source and destination? */
-export const ProbeBodySchema = z.object({ kind: z.enum(WORKLOAD_KINDS), spec: z.unknown() });
+export const ProbeBodySchema = z.object({ kind: z.enum(WORKLOAD_KINDS), spec: z.unknown(), requires: RequiresSchema.optional() });
 export const ProbeResultSchema = z.object({ ok: z.boolean(), detail: z.string() });
 export type ProbeResult = z.infer<typeof ProbeResultSchema>;
-export const ProbeAnswerSchema = z.object({ source: ProbeResultSchema, destination: ProbeResultSchema });
+export const ProbeAnswerSchema = z.object({
+  source: ProbeResultSchema,
+  destination: ProbeResultSchema,
+  /** one result per endpoint of the workload's `requires`, in its order (absent: none asked) */
+  requirements: z.array(ProbeResultSchema.extend({ endpoint: z.string() })).optional(),
+});
 export type ProbeAnswer = z.infer<typeof ProbeAnswerSchema>;

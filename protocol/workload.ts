@@ -13,6 +13,8 @@ export const LIMITS = {
   envEntries: 256,
   envValueLength: 8192,
   partitions: 4096,
+  /** endpoints one workload may require every replica to reach */
+  requirements: 16,
 } as const;
 
 /** Lowercase DNS label (RFC 1123): what workload names and runtime ids must be. */
@@ -206,8 +208,27 @@ export const Replicas = z.union([
 ]);
 export type ReplicaCount = z.infer<typeof Replicas>;
 
+/** host:port of a TCP endpoint: a DNS name, an IPv4 address or a bracketed IPv6 one. */
+const TcpEndpoint = z
+  .string()
+  .max(300)
+  .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):([1-9][0-9]{0,4})$/, 'a TCP endpoint is host:port (a DNS name, an IPv4 address or [IPv6])')
+  .refine((endpoint) => Number(endpoint.slice(endpoint.lastIndexOf(':') + 1)) <= 65535, 'the port is at most 65535');
+
+/**
+ * What every replica must reach (DESIGN.md §5 "Connectivity"): each recipient agent probes them
+ * for the scale-out's connectivity gate, which names the runtime that cannot reach one.
+ */
+export const RequirementSchema = z.union([
+  z.strictObject({ tcp: TcpEndpoint }),
+  z.strictObject({ http: z.url({ protocol: /^https?$/ }).max(2048) }),
+]);
+export type Requirement = z.infer<typeof RequirementSchema>;
+export const RequiresSchema = z.array(RequirementSchema).max(LIMITS.requirements);
+
 const workloadBase = {
   replicas: Replicas,
+  requires: RequiresSchema.optional(),
   selector: LabelsSchema.default({}),
   colocate: z.string().min(1).max(63).regex(DNS_LABEL, 'colocation groups are DNS labels').optional(),
   contract: ContractSchema.default(UNKNOWN_CONTRACT),

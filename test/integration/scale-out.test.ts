@@ -3,6 +3,8 @@
 // mid-workflow, and bad input from the API and from the temporal CLI.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -90,6 +92,47 @@ describe('evidence gates: each failing alone stops before any change', () => {
     expect(refused.evidenceGap).toMatch(/^downstream: downstream maxRatePerSec 100 declared, but no rate is known to compare with/m);
     expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
     await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+  });
+
+  it('a required endpoint one recipient cannot reach: refused, naming that runtime and the endpoint; reachable, it goes through', async () => {
+    // The endpoint admits only the runtime already hosting the service (an allowlist that refuses the other nodes).
+    let admitted: string | null = null;
+    const askedBy = new Set<string>();
+    const endpoint = http.createServer((request, response) => {
+      const runtime = /\(runtime ([a-z0-9-]+)\)/.exec(String(request.headers['user-agent']))?.[1] ?? '?';
+      askedBy.add(runtime);
+      response.writeHead(admitted === null || runtime === admitted ? 200 : 403).end();
+    });
+    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/healthz`;
+    try {
+      const name = 'g-requires';
+      const [first] = await define(name, {
+        kind: 'service', replicas: 1, selector: { pool: 'main' }, requires: [{ http: url }],
+        contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+        spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+      }, 1);
+      admitted = first.runtimeId;
+      const refused = await scale(name, { replicas: 2, soakMs: 0 });
+      expect(refused.status).toBe('refused');
+      expect(failedRows(refused)).toEqual(['connectivity']);
+      const detail = refused.gates.rows.find((row: any) => row.gate === 'connectivity').detail;
+      const [, named] = /^(node-[a-z]): cannot reach required http (\S+) \(HTTP 403\)$/.exec(detail) ?? [];
+      expect({ detail, named }).toEqual({ detail: `${named}: cannot reach required http ${url} (HTTP 403)`, named: expect.stringMatching(/^node-[a-d]$/) });
+      expect(named).not.toBe(first.runtimeId);
+      expect(askedBy).toContain(named); // the recipient itself asked
+      expect((await tasksOf(name)).length).toBe(1);
+
+      admitted = null;
+      const completed = await scale(name, { replicas: 2, soakMs: 0 });
+      expect(completed.status).toBe('completed');
+      expect(completed.gates.rows.find((row: any) => row.gate === 'connectivity').detail).toMatch(/^sources, destinations and 1 required endpoint\(s\) reachable from node-[a-d]$/);
+      expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+      await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+    } finally {
+      endpoint.closeAllConnections();
+      await new Promise((resolve) => endpoint.close(resolve));
+    }
   });
 
   it('a failing probe', async () => {

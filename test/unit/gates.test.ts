@@ -306,6 +306,18 @@ describe('evaluateScaleOutGates', () => {
       expectOnlyFailure(evaluateScaleOutGates(input), GATE.connectivity, /^rt-c: source unreachable$/, /rt-c/);
     });
 
+    it('names the runtime that cannot reach a required endpoint, and the endpoint', () => {
+      const input = passingInput();
+      const reached = (endpoint: string) => ({ endpoint, ok: true, detail: 'connected' });
+      input.probes = [
+        { ...okProbe('rt-c'), requirements: [reached('tcp db.internal:5432'), reached('http https://api.example/healthz')] },
+        { ...okProbe('rt-d'), requirements: [reached('tcp db.internal:5432'), { endpoint: 'http https://api.example/healthz', ok: false, detail: 'ECONNREFUSED' }] },
+      ];
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.connectivity, /^rt-d: cannot reach required http https:\/\/api\.example\/healthz \(ECONNREFUSED\)$/, /rt-d$/);
+      input.probes[1].requirements![1] = reached('http https://api.example/healthz');
+      expect(row(evaluateScaleOutGates(input), GATE.connectivity)).toMatchObject({ passed: true, detail: 'sources, destinations and 2 required endpoint(s) reachable from rt-c, rt-d' });
+    });
+
     it('checks only the planned recipients when they are given', () => {
       const input = passingInput();
       input.probes = [okProbe('rt-d')];

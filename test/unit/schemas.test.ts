@@ -27,6 +27,17 @@ describe('workload definition schema', () => {
     expect(WorkloadDefinitionSchema.safeParse({ ...service, contract: { downstream: 'unknown' } }).success).toBe(false);
   });
 
+  it('takes requires as TCP host:port and http(s) URLs, bounded; anything else is refused naming the entry', () => {
+    const requires = [{ tcp: 'db.internal:5432' }, { tcp: '10.0.0.7:9092' }, { tcp: '[::1]:80' }, { http: 'https://api.example/healthz' }];
+    expect(WorkloadDefinitionSchema.parse({ ...service, requires }).requires).toEqual(requires);
+    for (const bad of [{ tcp: 'db.internal' }, { tcp: 'db:70000' }, { tcp: 'a b:1' }, { http: 'ftp://x/y' }, { udp: 'x:1' }]) {
+      const result = WorkloadDefinitionSchema.safeParse({ ...service, requires: [bad] });
+      expect(result.success).toBe(false);
+      expect(describeIssues(result.error!)).toMatch(/^requires\.0/);
+    }
+    expect(WorkloadDefinitionSchema.safeParse({ ...service, requires: Array.from({ length: 17 }, () => ({ tcp: 'db:1' })) }).success).toBe(false);
+  });
+
   it('requires partitions when ownership is partitioned', () => {
     const result = WorkloadDefinitionSchema.safeParse({ ...service, contract: { ownership: 'partitioned' } });
     expect(describeIssues(result.error!)).toMatch(/contract\.partitions/);
