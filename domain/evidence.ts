@@ -70,13 +70,37 @@ export function expectedRateAt(kind: string, baseline: EvidenceSnapshot, from: n
 }
 
 /**
+ * How much latency may grow before a change is a regression: both more than `growth` times the
+ * baseline and more than the slack in milliseconds (the slack keeps a few ms of noise on a fast
+ * endpoint from reading as a doubling). p95 gets the larger slack: it rests on the fewest samples.
+ */
+export interface LatencyTolerance {
+  growth: number;
+  p50SlackMs: number;
+  p95SlackMs: number;
+}
+
+export const DEFAULT_LATENCY_TOLERANCE: LatencyTolerance = { growth: 1.5, p50SlackMs: 50, p95SlackMs: 100 };
+
+/** The latency rows that regressed, each naming both figures; a side not measured is not judged. */
+export function latencyRegressions(baseline: EvidenceSnapshot, after: EvidenceSnapshot, tolerance: LatencyTolerance): string[] {
+  const rows: [string, number | null, number | null, number][] = [
+    ['p50', baseline.latencyP50Ms, after.latencyP50Ms, tolerance.p50SlackMs],
+    ['p95', baseline.latencyP95Ms, after.latencyP95Ms, tolerance.p95SlackMs],
+  ];
+  return rows
+    .filter(([, before, now, slack]) => before !== null && now !== null && now > before * tolerance.growth && now - before > slack)
+    .map(([name, before, now]) => `${name} latency grew from ${before} to ${now} ms (more than ×${tolerance.growth} and +${name === 'p50' ? tolerance.p50SlackMs : tolerance.p95SlackMs} ms)`);
+}
+
+/**
  * After vs baseline. A regression is something counted, never a guess: new errors, duplicate or
- * extra sink rows, ordering violations, a task not ready, or (optionally) a p95 latency blow-up.
+ * extra sink rows, ordering violations, a task not ready, or latency grown past the tolerance.
  */
 export function compareEvidence(
   baseline: EvidenceSnapshot,
   after: EvidenceSnapshot,
-  options: { expectedTasks: number; maxLatencyGrowth?: number } ,
+  options: { expectedTasks: number; latency?: LatencyTolerance },
 ): EvidenceComparison {
   const reasons: string[] = [];
   const errors = after.errors - baseline.errors;
@@ -90,10 +114,7 @@ export function compareEvidence(
     if (after.sink.orderViolations > 0) reasons.push(`${after.sink.orderViolations} per-partition ordering violation(s)`);
   }
   const latencyP95Ms = after.latencyP95Ms !== null && baseline.latencyP95Ms !== null ? after.latencyP95Ms - baseline.latencyP95Ms : null;
-  if (options.maxLatencyGrowth !== undefined && latencyP95Ms !== null && baseline.latencyP95Ms !== null && baseline.latencyP95Ms > 0 &&
-      after.latencyP95Ms! > baseline.latencyP95Ms * options.maxLatencyGrowth) {
-    reasons.push(`p95 latency grew from ${baseline.latencyP95Ms} to ${after.latencyP95Ms} ms`);
-  }
+  if (options.latency) reasons.push(...latencyRegressions(baseline, after, options.latency));
   return {
     verdict: reasons.length ? 'regression' : 'pass',
     reasons,

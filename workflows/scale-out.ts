@@ -4,7 +4,7 @@
 import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { baselineHealth, compareEvidence, expectedRateAt } from '../domain/evidence';
+import { baselineHealth, compareEvidence, DEFAULT_LATENCY_TOLERANCE, expectedRateAt } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, WorkloadName } from '../protocol';
@@ -173,7 +173,9 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     return compensateAt(input.replicas, abort ? aborts.reason! : `failed after the placement write: ${failureMessage(error)}`);
   }
 
-  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: plan.target.length });
+  // Latency is judged against the baseline since patch latency-judged; runs before it were not.
+  const latency = patched('latency-judged') ? DEFAULT_LATENCY_TOLERANCE : undefined;
+  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: plan.target.length, latency });
   if (status.comparison.verdict === 'regression') {
     return compensateAt(from, `regression after scale-out: ${status.comparison.reasons.join('; ')} (rolling back to ${from})`);
   }

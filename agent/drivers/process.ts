@@ -40,6 +40,12 @@ export const READINESS_POLL_MS = 100;
 /** Without a probe, a process that is still alive this long after spawning counts as ready. */
 export const NO_PROBE_SETTLE_MS = 200;
 const PROBE_TIMEOUT_MS = 1000;
+/**
+ * A ready service with an HTTP readiness path is probed on, for its latency (what the scale-out
+ * compares before and after): every LATENCY_PROBE_MS, the answers of the last LATENCY_WINDOW_MS.
+ */
+export const LATENCY_PROBE_MS = 250;
+export const LATENCY_WINDOW_MS = 5_000;
 /** After SIGKILL the exit should follow at once; this only bounds a wait that should never be long. */
 const KILL_WAIT_MS = 5000;
 const LOOPBACK = '127.0.0.1';
@@ -304,6 +310,8 @@ class ProcessTask implements TaskHandle {
   private markExited!: () => void;
   private alive = false;
   private draining: Promise<DrainReceipt> | undefined;
+  /** answers of the readiness path once ready: when, and how long each took */
+  private readonly latencies: { at: number; ms: number }[] = [];
 
   constructor(
     private readonly ctx: DriverContext,
@@ -550,6 +558,7 @@ class ProcessTask implements TaskHandle {
         this.state = nextTaskState(this.state, 'probe-passed');
         this.detail = undefined;
         this.ctx.log('task-ready', { taskId: this.taskId, incarnation: this.incarnation });
+        if (readiness !== undefined && 'http' in readiness) void this.watchLatency(readiness.http);
         return;
       }
       this.detail = outcome.detail;
@@ -557,7 +566,31 @@ class ProcessTask implements TaskHandle {
     }
   }
 
+  /** While ready, times the readiness path's answers; a failed or non-2xx answer is no sample. */
+  private async watchLatency(pathname: string): Promise<void> {
+    while (this.state === 'ready' && this.alive) {
+      await delay(LATENCY_PROBE_MS);
+      if (this.state !== 'ready' || !this.alive) return;
+      const began = performance.now();
+      const outcome = await probeHttp(this.ports.public, pathname);
+      if (!outcome.ready) continue;
+      const now = Date.now();
+      this.latencies.push({ at: now, ms: Math.round((performance.now() - began) * 10) / 10 });
+      while (this.latencies.length && (this.latencies[0].at < now - LATENCY_WINDOW_MS || this.latencies.length > 200)) this.latencies.shift();
+    }
+  }
+
+  /** p50 and p95 of the readiness path's answers within the window (none: not measured). */
+  private latency(): { p50: number; p95: number } | undefined {
+    const since = Date.now() - LATENCY_WINDOW_MS;
+    const sorted = this.latencies.filter((sample) => sample.at >= since).map((sample) => sample.ms).sort((a, b) => a - b);
+    if (sorted.length === 0) return undefined;
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+    return { p50: at(0.5), p95: at(0.95) };
+  }
+
   status(): TaskStatus {
+    const latencyMs = this.latency();
     const counts: Record<string, number> = { restarts: 0 };
     if (this.pid !== undefined) counts.pid = this.pid;
     if (this.adopted) counts.adopted = 1;
@@ -571,6 +604,7 @@ class ProcessTask implements TaskHandle {
       recentErrors: this.errors.recent(),
       ports: this.ports,
       generation: this.start.generation,
+      ...(latencyMs ? { latencyMs } : {}),
       ...(this.detail !== undefined ? { detail: this.detail } : {}),
     };
   }

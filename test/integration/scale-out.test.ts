@@ -135,6 +135,32 @@ describe('evidence gates: each failing alone stops before any change', () => {
     }
   });
 
+  it('a service whose latency doubles with a second replica is rolled back to one, naming the latency row and both figures', async () => {
+    const name = 'g-latency';
+    const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-latency-'));
+    await define(name, {
+      kind: 'service', replicas: 1, selector: { pool: 'main' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '150', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
+    }, 1);
+    // The agent times the readiness path once the task is ready: the baseline has a latency to compare.
+    await stack.waitFor('latency samples at one replica', async () => ((await tasksOf(name))[0]?.latencyMs?.p50 ?? 0) >= 150);
+
+    const operation = await scale(name, { replicas: 2, soakMs: 3000 });
+    expect(operation.status).toBe('compensated');
+    const row = operation.evidence.comparison.reasons.find((reason: string) => reason.startsWith('p50 latency'));
+    const [, before, after] = /^p50 latency grew from ([\d.]+) to ([\d.]+) ms \(more than ×1\.5 and \+50 ms\)$/.exec(row ?? '') ?? [];
+    expect({ row, before: Number(before) >= 150 && Number(before) < 250, after: Number(after) >= 300 }).toEqual({ row: expect.any(String), before: true, after: true });
+    expect(operation.compensation).toMatchObject({ replicas: 1, reason: expect.stringContaining(row) });
+    await stack.waitFor(`${name} back at one replica`, async () => (await tasksOf(name)).filter((t) => t.state === 'ready').length === 1 && (await tasksOf(name)).length === 1);
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('p50 latency grew') });
+
+    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+    await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+    fs.rmSync(replicaDir, { recursive: true, force: true });
+  });
+
   it('a failing probe', async () => {
     // An agent that cannot reach PostgreSQL: the only runtime a new replica could go to.
     await stack.startAgent({ id: 'node-x', labels: { zone: 'x', pool: 'probe' }, env: { DATABASE_URL: 'postgres://nobody:wrong@127.0.0.1:1/none' } });

@@ -54,6 +54,8 @@ interface Faults {
   probesFail?: boolean;
   /** evidence captured after the change shows task errors (a regression) */
   errorsAfterChange?: boolean;
+  /** evidence captured after the change shows latency grown ×4 (a regression since latency is judged) */
+  latencyAfterChange?: boolean;
   /** what successive reconcile passes answer; an Error is thrown as a failed pass */
   passes?: (ReconcilePass | Error)[];
   /** what successive lease sweeps answer; an Error is thrown as a failed pass */
@@ -286,7 +288,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       }));
       return {
         atMs: 0, tasks, ready: tasks.length, processed: 25 * tasks.length, ratePerSec: 5 * tasks.length,
-        latencyP50Ms: 5, latencyP95Ms: 9, backlog: 0, errors: errors * tasks.length,
+        ...(changed && faults.latencyAfterChange ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
+        backlog: 0, errors: errors * tasks.length,
       };
     },
     async reconcilePass() {
@@ -806,6 +809,21 @@ export const SCENARIOS: Scenario[] = [
       const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
       assert.equal(status.outcome, 'compensated');
       assert.equal(status.comparison?.verdict, 'regression');
+      assert.equal(status.compensation?.replicas, 2);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // Latency ×80 after the change: judged against the baseline, a regression rolled back to the start.
+    name: 'scale-out-latency-regression',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2, { latencyAfterChange: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'compensated');
+      assert.deepEqual(status.comparison?.reasons, [
+        'p50 latency grew from 5 to 400 ms (more than ×1.5 and +50 ms)', 'p95 latency grew from 9 to 480 ms (more than ×1.5 and +100 ms)',
+      ]);
       assert.equal(status.compensation?.replicas, 2);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
       return { workflowId };
