@@ -17,6 +17,8 @@ export interface ReportedOperation {
   gates?: unknown;
   evidenceGap?: unknown;
   evidence?: { baseline: unknown; after: unknown; comparison: unknown };
+  /** a stepped scale-out: each size with its evidence after and its verdict */
+  steps?: unknown;
   failure: string | null;
   result?: unknown;
 }
@@ -58,9 +60,23 @@ const isSnapshot = (value: unknown): value is EvidenceSnapshot =>
 export function evidencePoints(operation: ReportedOperation): EvidencePoint[] {
   const points: EvidencePoint[] = [];
   if (isSnapshot(operation.evidence?.baseline)) points.push({ label: 'baseline', snapshot: operation.evidence.baseline });
-  if (isSnapshot(operation.evidence?.after)) points.push({ label: 'after', snapshot: operation.evidence.after });
+  const steps = stepsOf(operation);
+  if (steps.length) {
+    steps.forEach((step, i) => {
+      if (isSnapshot(step.after)) points.push({ label: `step ${i + 1}: ${step.size}`, snapshot: step.after });
+    });
+  } else if (isSnapshot(operation.evidence?.after)) points.push({ label: 'after', snapshot: operation.evidence.after });
   return points;
 }
+
+interface ReportedStep {
+  size: number;
+  outcome: string;
+  after: unknown;
+  reasons: string[];
+}
+
+const stepsOf = (operation: ReportedOperation): ReportedStep[] => (Array.isArray(operation.steps) ? (operation.steps as ReportedStep[]) : []);
 
 const formatNumber = (value: number): string => (Number.isInteger(value) ? String(value) : value.toFixed(value < 10 ? 2 : 1));
 
@@ -105,6 +121,11 @@ export function verdictRows(operation: ReportedOperation): VerdictRow[] {
   for (const row of gates?.rows ?? []) {
     rows.push({ check: `gate: ${row.gate}`, verdict: row.passed ? 'pass' : 'fail', compared: row.passed ? row.detail : `${row.detail}; missing: ${row.missingEvidence ?? 'evidence'}` });
   }
+  stepsOf(operation).forEach((step, i, steps) => {
+    const verdict = step.outcome === 'good' ? 'pass' : step.outcome === 'regression' ? 'regression' : 'unknown';
+    const compared = step.outcome === 'pending' ? 'not reached' : step.reasons.join('; ') || 'no regression against the baseline';
+    rows.push({ check: `step ${i + 1} of ${steps.length}: ${step.size} replica(s)`, verdict, compared });
+  });
   const comparison = operation.evidence?.comparison as EvidenceComparison | null | undefined;
   if (comparison) {
     const { deltas } = comparison;

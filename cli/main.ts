@@ -29,7 +29,9 @@ export const USAGE = `usage: scalegate <command> [options]
   plan <workload> <replicas|all>             plan a change: starts, stops, moves, warnings, basis
   apply <planId> [--wait]                    apply a plan (a workflow)
   scale <workload> <replicas> [--approval auto|manual] [--reason TEXT] [--soak-ms N]
-        [--converge-timeout-ms N] [--drain-timeout-ms N] [--per-instance-limit N] [--accept downstream] [--wait]
+        [--converge-timeout-ms N] [--drain-timeout-ms N] [--per-instance-limit N] [--accept downstream]
+        [--steps 1,50%,rest] [--wait]          (--steps: grow through these sizes, each compared before
+                                             the next; a regression rolls back to the last good one)
                                              (--accept downstream: go on with an undeclared downstream
                                              instead of being refused; the gate row and ledger say so)
   recover <runtime> [--wait]                 start the recovery of a runtime
@@ -398,7 +400,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
       limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       json: { type: 'boolean' }, wait: { type: 'boolean' }, 'no-wait': { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
-      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true },
+      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true }, steps: { type: 'string' },
       qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
     },
   });
@@ -479,6 +481,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
         replicas: replicasArg(need(a, 'the replicas: scale <workload> <replicas>')), approval: values.approval, reason: values.reason,
         soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']),
         drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']), accept: values.accept,
+        steps: values.steps?.split(',').map((step) => (/^\d+$/.test(step.trim()) ? Number(step) : step.trim())),
       });
       return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));
     }

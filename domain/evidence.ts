@@ -80,7 +80,7 @@ export interface LatencyTolerance {
   p95SlackMs: number;
 }
 
-export const DEFAULT_LATENCY_TOLERANCE: LatencyTolerance = { growth: 1.5, p50SlackMs: 50, p95SlackMs: 100 };
+export const DEFAULT_LATENCY_TOLERANCE: LatencyTolerance = { growth: 1.5, p50SlackMs: 50, p95SlackMs: 250 };
 
 /** The latency rows that regressed, each naming both figures; a side not measured is not judged. */
 export function latencyRegressions(baseline: EvidenceSnapshot, after: EvidenceSnapshot, tolerance: LatencyTolerance): string[] {

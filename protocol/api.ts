@@ -16,6 +16,15 @@ export const OperationParamsSchema = z.object({
 export const PlanRequestSchema = z.strictObject({ replicas: Replicas });
 export type PlanRequest = z.infer<typeof PlanRequestSchema>;
 
+/**
+ * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,
+ * "rest" the target (implied last).
+ */
+export const StepsSchema = z
+  .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
+  .min(1)
+  .max(10);
+
 /** POST /v1/workloads/:name/scale */
 export const ScaleRequestSchema = z.strictObject({
   replicas: Replicas,
@@ -29,6 +38,8 @@ export const ScaleRequestSchema = z.strictObject({
   perInstanceLimit: z.int().min(1).max(LIMITS.partitions).optional(),
   /** scale-in: go past a tier's minReplicas or an open change window, saying why (the ledger records it) */
   override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
+  /** scale-out: the sizes to grow through, smallest first (domain/steps.ts), each compared before the next */
+  steps: StepsSchema.optional(),
   /** scale-out: gate rows whose unknowns this request accepts (the gate row and the ledger say so) */
   accept: z.array(z.enum(ACCEPTABLE_UNKNOWNS)).max(ACCEPTABLE_UNKNOWNS.length).optional(),
 });
@@ -158,6 +169,8 @@ export const OperationViewSchema = z
     tierRules: z.unknown().optional(),
     /** scaleOut: when its soak ends (ISO-8601; null outside the soak) */
     soakEndsAt: nullableInstant.optional(),
+    /** a stepped scaleOut: each size, its evidence after, and its verdict (null: one step) */
+    steps: z.unknown().optional(),
     /** other kinds: the workflow's status (rescaleOperator, recoverRuntime: protocol/operation-status.ts, by kind) or its result */
     result: z.unknown().optional(),
     /** a failed operation: its innermost cause */

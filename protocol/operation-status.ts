@@ -24,6 +24,7 @@ export const ScaleOperationStatusSchema = z.object({
   scaleIn: z.unknown(),
   compensation: z.unknown(),
   soakEndsAt: instant.nullable().optional(),
+  steps: z.array(z.object({ size: z.int(), outcome: z.enum(['pending', 'good', 'regression']), after: z.unknown(), reasons: z.array(z.string()) })).nullable().optional(),
   tierRules: z.unknown().optional(),
   error: z.string().nullable(),
 });

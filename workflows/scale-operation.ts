@@ -41,9 +41,18 @@ export interface ScaleStatus {
   compensation: { reason: string; replicas: number; outcome: PlacementOutcome | null } | null;
   /** scaleOut: when the soak ends (workflow time, ISO-8601), set on entering it */
   soakEndsAt?: string | null;
+  /** a stepped scaleOut: each size it grows through, its evidence after, and its verdict */
+  steps?: ScaleStep[] | null;
   /** scaleIn: the tier rules it would break, and the override reason that let it past them */
   tierRules?: { violations: string[]; override: string | null } | null;
   error: string | null;
+}
+
+export interface ScaleStep {
+  size: number;
+  outcome: 'pending' | 'good' | 'regression';
+  after: EvidenceSnapshot | null;
+  reasons: string[];
 }
 
 export const statusQuery = defineQuery<ScaleStatus>('status');

@@ -7,9 +7,10 @@ import type { Activities } from '../activities';
 import { baselineHealth, compareEvidence, DEFAULT_LATENCY_TOLERANCE, expectedRateAt } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
-import { ACCEPTABLE_UNKNOWNS, LIMITS, WorkloadName } from '../protocol';
+import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol';
 import { failureMessage, isStalePlan, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
+import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
 export { abortSignal, statusQuery } from './scale-operation';
@@ -33,8 +34,12 @@ export const ScaleOutInputSchema = z.object({
    * and comparison, and the plan applied is that one; a moved basis refuses it as stale.
    */
   planId: z.string().min(1).max(200).optional(),
+  /** the sizes to grow through, smallest first (domain/steps.ts); one step without them */
+  steps: StepsSchema.optional(),
   /** gate rows whose unknowns this request accepts (the row says so, and the ledger keeps the rows) */
   accept: z.array(z.enum(ACCEPTABLE_UNKNOWNS)).max(ACCEPTABLE_UNKNOWNS.length).optional(),
+}).refine((input) => input.planId === undefined || input.steps === undefined, {
+  message: 'steps plan each size afresh: they do not apply a reviewed plan (planId); give one or the other', path: ['steps'],
 });
 export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
 
@@ -141,46 +146,69 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   if ('ended' in prepared) return prepared.ended;
   const { plan } = prepared;
 
-  let committed = false;
-  try {
-    // From the placement write on, an abort or a cancellation is compensated by the replan.
-    await aborts.guard(async () => {
-      await applyPlacement(plan, {
-        convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committed = true; }, desired: input.replicas,
+  // One step without `steps` (the plan above is for the target); with them, each size planned,
+  // applied, converged, soaked and compared before the next (domain/steps.ts).
+  const sizes = stepSizes(from, input.replicas, input.steps);
+  const stepped = sizes.length > 1;
+  if (stepped) status.steps = sizes.map((size) => ({ size, outcome: 'pending', after: null, reasons: [] }));
+  /** the size whose placement was written last: what a failure after the write is replanned at */
+  let committedSize: number | null = null;
+  let lastGood = from;
+  for (const [index, size] of sizes.entries()) {
+    const step = stepped ? status.steps![index] : null;
+    const which = step ? ` (step ${index + 1} of ${sizes.length}, size ${size})` : '';
+    let applied = plan;
+    try {
+      // From the placement write on, an abort or a cancellation is compensated by the replan.
+      await aborts.guard(async () => {
+        if (step) {
+          applied = await store.preparePlan.executeWithOptions(
+            { summary: `step ${index + 1}/${sizes.length}: plan ${input.workload} ${lastGood} → ${size}` }, [{ workload: input.workload, replicas: size }],
+          );
+          status.plan = planView(applied);
+        }
+        await applyPlacement(applied, {
+          convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committedSize = size; }, desired: size,
+        });
+        if (input.soakMs > 0) {
+          status.soakEndsAt = new Date(Date.now() + input.soakMs).toISOString();
+          enter('soaking');
+          await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}${which}` });
+        }
+        enter('comparing');
+        status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}${which}` }, [{ workload: input.workload }]);
       });
-      if (input.soakMs > 0) {
-        status.soakEndsAt = new Date(Date.now() + input.soakMs).toISOString();
-        enter('soaking');
-        await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}` });
+    } catch (error) {
+      const abort = aborts.isAbort(error);
+      if (committedSize === null) {
+        if (abort) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
+        if (isStalePlan(error)) {
+          status.evidenceGap = `stale plan: ${failureMessage(error)}; plan again`;
+          return endUnchanged('refused', 'stale-plan', status.evidenceGap);
+        }
+        status.outcome = 'failed';
+        status.error = failureMessage(error);
+        enter('failed');
+        await ledger('failed', status.error);
+        throw error;
       }
-      enter('comparing');
-      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-    });
-  } catch (error) {
-    const abort = aborts.isAbort(error);
-    if (!committed) {
-      if (abort) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
-      if (isStalePlan(error)) {
-        status.evidenceGap = `stale plan: ${failureMessage(error)}; plan again`;
-        return endUnchanged('refused', 'stale-plan', status.evidenceGap);
-      }
-      status.outcome = 'failed';
-      status.error = failureMessage(error);
-      enter('failed');
-      await ledger('failed', status.error);
-      throw error;
+      return compensateAt(committedSize, abort ? aborts.reason! : `failed after the placement write${which}: ${failureMessage(error)}`);
     }
-    return compensateAt(input.replicas, abort ? aborts.reason! : `failed after the placement write: ${failureMessage(error)}`);
-  }
 
-  // Latency is judged against the baseline since patch latency-judged; runs before it were not.
-  const latency = patched('latency-judged') ? DEFAULT_LATENCY_TOLERANCE : undefined;
-  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: plan.target.length, latency });
-  if (status.comparison.verdict === 'regression') {
-    return compensateAt(from, `regression after scale-out: ${status.comparison.reasons.join('; ')} (rolling back to ${from})`);
+    // A service's latency (its agent times the readiness path in steady state) is judged against
+    // the baseline since patch latency-judged. A consumer's or stream's record latency is not: the
+    // partition handover within the soak raises it by design, and would read as a regression.
+    const latency = patched('latency-judged') && workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
+    status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: applied.target.length, latency });
+    if (step) Object.assign(step, { after: status.after, reasons: status.comparison.reasons, outcome: status.comparison.verdict === 'regression' ? 'regression' : 'good' });
+    if (status.comparison.verdict === 'regression') {
+      const back = step && lastGood !== from ? `rolling back to ${lastGood}, the last good step` : `rolling back to ${from}`;
+      return compensateAt(lastGood, `regression after scale-out${which}: ${status.comparison.reasons.join('; ')} (${back})`);
+    }
+    lastGood = size;
   }
   status.outcome = 'completed';
   enter('done');
-  await ledger('completed', input.reason);
+  await ledger('completed', input.reason, stepped ? { steps: sizes } : {});
   return status;
 }

@@ -63,7 +63,7 @@ export function operationRoutes(deps: ApiDeps) {
       ...(scale ? {
         gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
         approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
-        soakEndsAt: scale.soakEndsAt ?? null,
+        soakEndsAt: scale.soakEndsAt ?? null, steps: scale.steps ?? null,
       } : { result: detail }),
       failure,
     };

@@ -273,6 +273,40 @@ describe('failure after apply', () => {
   });
 });
 
+describe('the smallest step first', () => {
+  it('2 → 8 in steps [2, 2, "rest"]: a regression at the third step ends at the second step\'s size, saying so', async () => {
+    // Eight runtimes of their own (a service runs one replica per runtime).
+    await Promise.all(Array.from({ length: 8 }, (_, i) => stack.startAgent({ id: `step-${i + 1}`, labels: { pool: 'steps' } })));
+    const name = 'g-steps';
+    const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-steps-'));
+    await define(name, {
+      kind: 'service', replicas: 2, selector: { pool: 'steps' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      // fast up to 6 live replicas, 40 ms per replica past them (320 ms at 8): the third step regresses
+      spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '40', SLOW_ABOVE_REPLICAS: '6', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
+    }, 2);
+    await stack.waitFor('latency samples at two replicas', async () => (await tasksOf(name)).every((t) => t.latencyMs !== undefined));
+
+    const operation = await scale(name, { replicas: 8, soakMs: 1500, steps: [2, 2, 'rest'] });
+    expect(operation.status).toBe('compensated');
+    expect(operation.steps.map((step: any) => `${step.size}:${step.outcome} ${step.reasons.join('; ')}`)).toEqual(['4:good ', '6:good ', expect.stringMatching(/^8:regression /)]);
+    expect(operation.steps[2].reasons.join('; ')).toMatch(/^p50 latency grew from [\d.]+ to [\d.]+ ms/);
+    expect(operation.compensation).toMatchObject({ replicas: 6, reason: expect.stringMatching(/^regression after scale-out \(step 3 of 3, size 8\): p50 latency grew .*\(rolling back to 6, the last good step\)$/) });
+    await stack.waitFor(`${name} at the second step's size`, async () => {
+      const tasks = await tasksOf(name);
+      return tasks.length === 6 && tasks.every((t) => t.state === 'ready');
+    });
+    const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    expect(state.workloads.find((w: any) => w.name === name)).toMatchObject({ desired: 6 });
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('step 3 of 3') });
+
+    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+    await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+    fs.rmSync(replicaDir, { recursive: true, force: true });
+  });
+});
+
 describe('durability and input', () => {
   it('completes after the orchestrator worker is killed and restarted mid-workflow', async () => {
     await define('durable', consumer('durable', 1), 1);

@@ -81,6 +81,22 @@ describe('renderOperationReport', () => {
   });
 });
 
+it('a stepped scale-out charts each step after the baseline and gives each a verdict row', () => {
+  const steps = [
+    { size: 4, outcome: 'good', after: snapshot({ ready: 4, ratePerSec: 80 }), reasons: [] },
+    { size: 6, outcome: 'regression', after: snapshot({ ready: 6, latencyP50Ms: 300 }), reasons: ['p50 latency grew from 12 to 300 ms (more than ×1.5 and +50 ms)'] },
+    { size: 8, outcome: 'pending', after: null, reasons: [] },
+  ];
+  const html = renderOperationReport(operation({ steps }));
+  expect(barsOf(html, 'ready')).toEqual({ baseline: 2, 'step 1: 4': 4, 'step 2: 6': 6 });
+  expect(barsOf(html, 'latency-p50')).toEqual({ baseline: 12, 'step 1: 4': 12, 'step 2: 6': 300 });
+  expect(verdictRows(operation({ steps })).slice(2, 5)).toEqual([
+    { check: 'step 1 of 3: 4 replica(s)', verdict: 'pass', compared: 'no regression against the baseline' },
+    { check: 'step 2 of 3: 6 replica(s)', verdict: 'regression', compared: 'p50 latency grew from 12 to 300 ms (more than ×1.5 and +50 ms)' },
+    { check: 'step 3 of 3: 8 replica(s)', verdict: 'unknown', compared: 'not reached' },
+  ]);
+});
+
 describe('bearerFromBasic: a browser signs in with the token as its password', () => {
   const tokens = { operator: 'op-token-0123456789abcdefgh', viewer: 'vw-token-0123456789abcdefgh' };
   const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;

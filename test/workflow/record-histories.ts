@@ -56,6 +56,8 @@ interface Faults {
   errorsAfterChange?: boolean;
   /** evidence captured after the change shows latency grown ×4 (a regression since latency is judged) */
   latencyAfterChange?: boolean;
+  /** latency grows ×80 once more than this many tasks run (a stepped scale-out regresses at that step) */
+  latencyAbove?: number;
   /** what successive reconcile passes answer; an Error is thrown as a failed pass */
   passes?: (ReconcilePass | Error)[];
   /** what successive lease sweeps answer; an Error is thrown as a failed pass */
@@ -82,6 +84,12 @@ const consumerWorkload = (name: string, replicas: number): Workload => ({
   name, kind: 'consumer', replicas, selector: {}, revision: 7, retired: false,
   contract: { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' },
   spec: { partitions: 8, source: 'in_t', sink: 'out_t', workMs: 1 },
+});
+
+/** A service whose contract the gates can pass (its latency is what the comparison judges). */
+const knownService = (name: string, replicas: number): Workload => ({
+  ...serviceWorkload(name), replicas,
+  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
 });
 
 const withoutDownstream = (workload: Workload): Workload => ({ ...workload, contract: { ...workload.contract, downstream: undefined } });
@@ -288,7 +296,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       }));
       return {
         atMs: 0, tasks, ready: tasks.length, processed: 25 * tasks.length, ratePerSec: 5 * tasks.length,
-        ...(changed && faults.latencyAfterChange ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
+        ...((changed && faults.latencyAfterChange) || tasks.length > (faults.latencyAbove ?? Infinity)
+          ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
         backlog: 0, errors: errors * tasks.length,
       };
     },
@@ -815,16 +824,30 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
-    // Latency ×80 after the change: judged against the baseline, a regression rolled back to the start.
+    // A service's latency ×80 after the change: judged against the baseline, a regression rolled back to the start.
     name: 'scale-out-latency-regression',
-    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2, { latencyAfterChange: true }),
+    fakes: (name) => fakeActivities(knownService(name, 2), 2, { latencyAfterChange: true }),
     async run(ctx) {
       const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
       assert.equal(status.outcome, 'compensated');
       assert.deepEqual(status.comparison?.reasons, [
-        'p50 latency grew from 5 to 400 ms (more than ×1.5 and +50 ms)', 'p95 latency grew from 9 to 480 ms (more than ×1.5 and +100 ms)',
+        'p50 latency grew from 5 to 400 ms (more than ×1.5 and +50 ms)', 'p95 latency grew from 9 to 480 ms (more than ×1.5 and +250 ms)',
       ]);
       assert.equal(status.compensation?.replicas, 2);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // Steps 2 → 3 → 4 with latency ×80 past 3 tasks: rolled back to 3, the last good step.
+    name: 'scale-out-steps-regression',
+    fakes: (name) => fakeActivities(knownService(name, 2), 2, { latencyAbove: 3 }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0, steps: [1, 'rest'] });
+      assert.equal(status.outcome, 'compensated');
+      assert.deepEqual(status.steps?.map((step) => `${step.size}:${step.outcome}`), ['3:good', '4:regression']);
+      assert.equal(status.compensation?.replicas, 3);
+      assert.match(status.compensation?.reason ?? '', /step 2 of 2, size 4.*rolling back to 3, the last good step/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
       return { workflowId };
     },
