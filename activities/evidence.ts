@@ -60,6 +60,8 @@ export function evidenceActivities(deps: ActivityDeps) {
           // a stream subtask's work is the records it took in
           processed: status?.counts.processed ?? status?.counts.recordsIn ?? 0, errors: status?.errors ?? 0, recentErrors: status?.recentErrors ?? status?.errors ?? 0, backlog: status?.backlog ?? 0,
           ownedPartitions: status?.partitions?.length ?? 0, inFlight: status?.counts.inFlight ?? 0, ratePerSec: status?.counts.ratePerSec ?? 0,
+          ...(status?.counts.cpuPercent !== undefined ? { cpuPercent: status.counts.cpuPercent } : {}),
+          ...(status?.counts.rssBytes !== undefined ? { rssBytes: status.counts.rssBytes } : {}),
         });
         rate += status?.counts.ratePerSec ?? 0;
         if (status?.latencyMs) {
@@ -73,6 +75,7 @@ export function evidenceActivities(deps: ActivityDeps) {
         latencyP50Ms: p50s.length ? Math.max(...p50s) : null, latencyP95Ms: p95s.length ? Math.max(...p95s) : null,
         backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
         recentErrors: tasks.reduce((n, t) => n + (t.recentErrors ?? t.errors), 0),
+        cpuPercentPerTask: largest(tasks.map((t) => t.cpuPercent)), rssBytesPerTask: largest(tasks.map((t) => t.rssBytes)),
       };
       // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
       const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;
@@ -123,4 +126,10 @@ export function evidenceActivities(deps: ActivityDeps) {
       return { runtimes: [...removedRuntimes], tasks: [...removedTasks], assignmentsLeft: 0, ownedPartitions: owned.length };
     },
   };
+}
+
+/** The largest of the figures some tasks report; null when none does. */
+function largest(figures: (number | undefined)[]): number | null {
+  const known = figures.filter((figure): figure is number => figure !== undefined);
+  return known.length ? Math.max(...known) : null;
 }

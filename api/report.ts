@@ -47,6 +47,9 @@ export const MEASURES: Measure[] = [
   // the current error rate where the agents report one (their error window), else every error
   { id: 'errors', title: 'Errors', unit: 'task errors', valueOf: (s) => s.recentErrors ?? s.errors },
   { id: 'ready', title: 'Ready tasks', unit: 'tasks', valueOf: (s) => s.ready },
+  // a service task's process, as its agent reads /proc: the busiest task's CPU, the largest one's memory
+  { id: 'cpu', title: 'CPU per task', unit: '% of a core', valueOf: (s) => s.cpuPercentPerTask ?? null },
+  { id: 'rss', title: 'Memory per task', unit: 'MB resident', valueOf: (s) => (s.rssBytesPerTask == null ? null : Math.round(s.rssBytesPerTask / 1048576 * 10) / 10) },
 ];
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };

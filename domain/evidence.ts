@@ -16,6 +16,9 @@ export interface TaskEvidence {
   ownedPartitions: number;
   inFlight: number;
   ratePerSec: number;
+  /** a task that is a process of its own (a service): its CPU (100 = one core) and resident memory */
+  cpuPercent?: number;
+  rssBytes?: number;
 }
 
 export interface EvidenceSnapshot {
@@ -30,6 +33,9 @@ export interface EvidenceSnapshot {
   errors: number;
   /** the tasks' errors within their agents' error window: the current error rate */
   recentErrors?: number;
+  /** the busiest task's CPU (100 = one core) and the largest task's resident memory; null: no task reports them */
+  cpuPercentPerTask?: number | null;
+  rssBytesPerTask?: number | null;
   /** consumer workloads: what the sink audit counted */
   sink?: { sourceCount: number; sinkCount: number; missing: number; duplicates: number; extra: number; orderViolations: number };
 }

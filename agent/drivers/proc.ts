@@ -23,6 +23,8 @@ export interface ProcStat {
   ppid: number;
   pgrp: number;
   startTime: string;
+  /** fields 14 and 15: user and system CPU time, in clock ticks (USER_HZ) */
+  cpuTicks: number;
 }
 
 let cachedBootId: string | null | undefined;
@@ -62,7 +64,7 @@ export function readStat(pid: number): ProcStat | null {
   // fields[0] is field 3 (state), so field n is fields[n - 3].
   const startTime = fields[22 - 3];
   if (fields.length < 20 || startTime === undefined) return null;
-  return { pid, state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]), startTime };
+  return { pid, state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]), startTime, cpuTicks: Number(fields[14 - 3]) + Number(fields[15 - 3]) };
 }
 
 /** The identity of a live process, to be recorded and compared later; null when it is not running. */
@@ -131,4 +133,39 @@ export function groupMembers(pgid: number): ProcStat[] {
  */
 export function processesWithEnvironment(name: string, value: string): number[] {
   return liveProcesses((stat) => environmentVariable(stat.pid, name) === value).map((stat) => stat.pid);
+}
+
+/** What /proc reports in clock ticks counts USER_HZ of them per second: 100 on Linux's ABI. */
+export const USER_HZ = 100;
+
+/** A process's resident memory (VmRSS of /proc/<pid>/status) in bytes; null when it cannot be read. */
+export function residentBytes(pid: number): number | null {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A process's CPU use as a share of one core (100 = one core busy), measured between samples at
+ * least `minIntervalMs` apart: a read sooner answers the last figure; the first read answers null.
+ */
+export class CpuSampler {
+  private last: { at: number; ticks: number } | null = null;
+  private percent: number | null = null;
+
+  constructor(private readonly minIntervalMs = 500) {}
+
+  sample(pid: number, now = Date.now()): number | null {
+    const stat = readStat(pid);
+    if (!stat) return this.percent;
+    if (this.last && now - this.last.at < this.minIntervalMs) return this.percent;
+    if (this.last && stat.cpuTicks >= this.last.ticks) {
+      this.percent = Math.round(((stat.cpuTicks - this.last.ticks) / USER_HZ / ((now - this.last.at) / 1000)) * 1000) / 10;
+    }
+    this.last = { at: now, ticks: stat.cpuTicks };
+    return this.percent;
+  }
 }

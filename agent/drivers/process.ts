@@ -22,7 +22,7 @@ import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, typ
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { ErrorCount } from './error-count';
-import { canIdentifyProcesses, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
+import { canIdentifyProcesses, CpuSampler, residentBytes, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
 import { z } from 'zod';
 import {
   DriverError,
@@ -312,6 +312,7 @@ class ProcessTask implements TaskHandle {
   private draining: Promise<DrainReceipt> | undefined;
   /** answers of the readiness path once ready: when, and how long each took */
   private readonly latencies: { at: number; ms: number }[] = [];
+  private readonly cpu = new CpuSampler();
 
   constructor(
     private readonly ctx: DriverContext,
@@ -592,7 +593,14 @@ class ProcessTask implements TaskHandle {
   status(): TaskStatus {
     const latencyMs = this.latency();
     const counts: Record<string, number> = { restarts: 0 };
-    if (this.pid !== undefined) counts.pid = this.pid;
+    if (this.pid !== undefined) {
+      counts.pid = this.pid;
+      // The task's resources as its process uses them (the evidence before and after a change).
+      const cpuPercent = this.cpu.sample(this.pid);
+      const rssBytes = residentBytes(this.pid);
+      if (cpuPercent !== null) counts.cpuPercent = cpuPercent;
+      if (rssBytes !== null) counts.rssBytes = rssBytes;
+    }
     if (this.adopted) counts.adopted = 1;
     return {
       taskId: this.taskId,

@@ -220,7 +220,7 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
     const response = await reportPage.goto(reportUrl, { waitUntil: 'load' });
     expect(response?.status()).toBe(200);
     expect(response?.headers()['content-security-policy']).toContain("default-src 'none'");
-    expect(await reportPage.locator('figure.chart svg').count()).toBe(6);
+    expect(await reportPage.locator('figure.chart svg').count()).toBe(8);
     for (const measure of ['throughput', 'backlog', 'errors', 'ready']) {
       // baseline and after, each a drawn bar with a visible size (an idle service's throughput is a 0 bar)
       const bars = reportPage.locator(`figure[data-measure="${measure}"] rect.bar`);
@@ -231,7 +231,8 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
     expect(await reportPage.locator('figure[data-measure="ready"] g.point').evaluateAll((points) => points.map((p) => p.getAttribute('data-value')))).toEqual(['1', '2']);
     // Its agent times the service's readiness path: after the change that latency is drawn (the
     // baseline may come too soon after the task became ready for a sample: then it says so).
-    for (const measure of ['latency-p50', 'latency-p95']) {
+    // So is its process's memory (the agent reads /proc); CPU needs two readings of a task, memory one.
+    for (const measure of ['latency-p50', 'latency-p95', 'rss']) {
       expect(await reportPage.locator(`figure[data-measure="${measure}"] g.point`).count()).toBe(2);
       expect(await reportPage.locator(`figure[data-measure="${measure}"] g.point[data-point="after"] rect.bar`).count()).toBe(1);
     }

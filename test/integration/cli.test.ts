@@ -167,7 +167,7 @@ describe('plan, apply, scale and operations', () => {
     expect(saved.trim()).toBe(`report of scale:cli-web written to ${file} (${fs.statSync(file).size} bytes); served at ${reportUrl}`);
     const html = fs.readFileSync(file, 'utf8');
     expect(html).toMatch(/^<!doctype html>/);
-    expect(html.match(/<figure class="chart"/g)).toHaveLength(6);
+    expect(html.match(/<figure class="chart"/g)).toHaveLength(8);
     expect(html).toContain('data-point="baseline"');
     expect(html).toContain('data-point="after"');
   });

@@ -1,13 +1,13 @@
 // Runs the longest test files first, so that the jest workers end together: on a clean clone
 // jest has no timings yet and orders by file size, which put the chaos and tour files (small files,
-// long runs) at the tail, alone. Measured on a clean clone (seconds, CI of b6f4a12); a file not
+// long runs) at the tail, alone. Measured under load (three files at a time, this session); a file not
 // listed keeps jest's own order after these.
 const Sequencer = require('@jest/test-sequencer').default;
 
 const LONGEST_FIRST = [
-  'integration/compose.test.ts', 'integration/recovery.test.ts', 'e2e/web-ui.test.ts', 'integration/cli.test.ts',
-  'workflow/record-histories.test.ts', 'integration/autoscaler.test.ts', 'integration/scale-out.test.ts',
-  'integration/hot-rescale.test.ts', 'integration/tour.test.ts', 'integration/scale-in.test.ts', 'component/kafka-outage.test.ts', 'integration/chaos.test.ts',
+  'integration/compose.test.ts', 'integration/recovery.test.ts', 'integration/scale-out.test.ts', 'e2e/web-ui.test.ts', 'integration/cli.test.ts',
+  'integration/tour.test.ts', 'integration/evidence.test.ts', 'workflow/record-histories.test.ts', 'integration/autoscaler.test.ts',
+  'integration/hot-rescale.test.ts', 'integration/scale-in.test.ts', 'component/kafka-outage.test.ts', 'integration/chaos.test.ts',
   'integration/stream.test.ts', 'integration/kafka.test.ts', 'integration/placement.test.ts', 'integration/fuzz.test.ts',
 ];
 

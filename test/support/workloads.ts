@@ -39,3 +39,7 @@ export async function scaleAndWait(stack: Stack, name: string, body: Record<stri
   await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
   return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
 }
+
+/** The gate rows an operation failed, by name, in order. */
+export const failedGates = (operation: { gates: { rows: { gate: string; passed: boolean }[] } }): string[] =>
+  operation.gates.rows.filter((row) => !row.passed).map((row) => row.gate);

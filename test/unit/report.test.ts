@@ -15,7 +15,10 @@ const operation = (fields: Partial<ReportedOperation> = {}): ReportedOperation =
   evidenceGap: null,
   evidence: {
     baseline: snapshot({}),
-    after: snapshot({ atMs: Date.UTC(2026, 11, 2, 12, 1), ready: 4, ratePerSec: 95.5, latencyP50Ms: null, latencyP95Ms: 90, errors: 3, recentErrors: 3 }),
+    after: snapshot({
+      atMs: Date.UTC(2026, 11, 2, 12, 1), ready: 4, ratePerSec: 95.5, latencyP50Ms: null, latencyP95Ms: 90, errors: 3, recentErrors: 3,
+      cpuPercentPerTask: 37.5, rssBytesPerTask: 48 * 1048576,
+    }),
     comparison: {
       verdict: 'regression', reasons: ['3 new task error(s)'],
       deltas: { processed: 2000, errors: 3, backlog: 0, latencyP95Ms: 50, ratePerSec: 45.5 }, conservation: { duplicates: 0, extra: 0, orderViolations: 0 },
@@ -38,12 +41,15 @@ describe('renderOperationReport', () => {
   const html = renderOperationReport(operation());
 
   test('one chart per measure, each with the baseline and after; an unmeasured figure is labelled, not drawn as 0', () => {
-    expect([...html.matchAll(/data-measure="([^"]+)"/g)].map((m) => m[1])).toEqual(['throughput', 'backlog', 'latency-p50', 'latency-p95', 'errors', 'ready']);
+    expect([...html.matchAll(/data-measure="([^"]+)"/g)].map((m) => m[1])).toEqual(['throughput', 'backlog', 'latency-p50', 'latency-p95', 'errors', 'ready', 'cpu', 'rss']);
     expect(barsOf(html, 'throughput')).toEqual({ baseline: 50, after: 95.5 });
     expect(barsOf(html, 'latency-p95')).toEqual({ baseline: 40, after: 90 });
     expect(barsOf(html, 'latency-p50')).toEqual({ baseline: 12, after: null });
     expect(barsOf(html, 'errors')).toEqual({ baseline: 0, after: 3 });
     expect(barsOf(html, 'ready')).toEqual({ baseline: 2, after: 4 });
+    // the baseline's tasks reported no resources: not measured; after, the busiest and the largest task
+    expect(barsOf(html, 'cpu')).toEqual({ baseline: null, after: 37.5 });
+    expect(barsOf(html, 'rss')).toEqual({ baseline: null, after: 48 });
     expect(html).toContain('not measured');
   });
 

@@ -1,0 +1,128 @@
+// Evidence that proves (issue 22) on the real stack: a workload's required endpoints probed by
+// each recipient (the gate names the runtime that cannot reach one), a service's latency judged
+// against the baseline (rolled back when it doubles), and a stepped scale-out that ends at the last
+// good step. Its own file and stack so that it runs beside scale-out.test.
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { startStack, Stack } from '../support/stack';
+import { defineWorkload, failedGates, scaleAndWait, tasksOf } from '../support/workloads';
+
+let stack: Stack;
+const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+
+beforeAll(async () => {
+  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' } })) });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+/** The live tasks of a workload, the agents' own list (test/support/workloads.ts). */
+const liveTasks = (workload: string) => tasksOf(stack, workload);
+
+describe('connectivity and latency', () => {
+  it('a required endpoint one recipient cannot reach: refused, naming that runtime and the endpoint; reachable, it goes through', async () => {
+    // The endpoint admits only the runtime already hosting the service (an allowlist that refuses the other nodes).
+    let admitted: string | null = null;
+    const askedBy = new Set<string>();
+    const endpoint = http.createServer((request, response) => {
+      const runtime = /\(runtime ([a-z0-9-]+)\)/.exec(String(request.headers['user-agent']))?.[1] ?? '?';
+      askedBy.add(runtime);
+      response.writeHead(admitted === null || runtime === admitted ? 200 : 403).end();
+    });
+    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/healthz`;
+    try {
+      const name = 'g-requires';
+      const [first] = await defineWorkload(stack, name, {
+        kind: 'service', replicas: 1, selector: { pool: 'main' }, requires: [{ http: url }],
+        contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+        spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+      }, 1);
+      admitted = first.runtimeId;
+      const refused = await scaleAndWait(stack, name, { replicas: 2, soakMs: 0 }, 'scaleOut');
+      expect(refused.status).toBe('refused');
+      expect(failedGates(refused)).toEqual(['connectivity']);
+      const detail = refused.gates.rows.find((row: any) => row.gate === 'connectivity').detail;
+      const [, named] = /^(node-[a-z]): cannot reach required http (\S+) \(HTTP 403\)$/.exec(detail) ?? [];
+      expect({ detail, named }).toEqual({ detail: `${named}: cannot reach required http ${url} (HTTP 403)`, named: expect.stringMatching(/^node-[a-d]$/) });
+      expect(named).not.toBe(first.runtimeId);
+      expect(askedBy).toContain(named); // the recipient itself asked
+      expect((await liveTasks(name)).length).toBe(1);
+
+      admitted = null;
+      const completed = await scaleAndWait(stack, name, { replicas: 2, soakMs: 0 }, 'scaleOut');
+      expect(completed.status).toBe('completed');
+      expect(completed.gates.rows.find((row: any) => row.gate === 'connectivity').detail).toMatch(/^sources, destinations and 1 required endpoint\(s\) reachable from node-[a-d]$/);
+      expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+      await stack.waitFor(`${name} retired`, async () => (await liveTasks(name)).length === 0);
+    } finally {
+      endpoint.closeAllConnections();
+      await new Promise((resolve) => endpoint.close(resolve));
+    }
+  });
+
+
+  it('a service whose latency doubles with a second replica is rolled back to one, naming the latency row and both figures', async () => {
+    const name = 'g-latency';
+    const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-latency-'));
+    await defineWorkload(stack, name, {
+      kind: 'service', replicas: 1, selector: { pool: 'main' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '150', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
+    }, 1);
+    // The agent times the readiness path once the task is ready: the baseline has a latency to compare.
+    await stack.waitFor('latency samples at one replica', async () => ((await liveTasks(name))[0]?.latencyMs?.p50 ?? 0) >= 150);
+
+    const operation = await scaleAndWait(stack, name, { replicas: 2, soakMs: 3000 }, 'scaleOut');
+    expect(operation.status).toBe('compensated');
+    const row = operation.evidence.comparison.reasons.find((reason: string) => reason.startsWith('p50 latency'));
+    const [, before, after] = /^p50 latency grew from ([\d.]+) to ([\d.]+) ms \(more than ×1\.5 and \+50 ms\)$/.exec(row ?? '') ?? [];
+    expect({ row, before: Number(before) >= 150 && Number(before) < 250, after: Number(after) >= 300 }).toEqual({ row: expect.any(String), before: true, after: true });
+    expect(operation.compensation).toMatchObject({ replicas: 1, reason: expect.stringContaining(row) });
+    await stack.waitFor(`${name} back at one replica`, async () => (await liveTasks(name)).filter((t) => t.state === 'ready').length === 1 && (await liveTasks(name)).length === 1);
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('p50 latency grew') });
+
+    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+    await stack.waitFor(`${name} retired`, async () => (await liveTasks(name)).length === 0);
+    fs.rmSync(replicaDir, { recursive: true, force: true });
+  });
+});
+
+describe('the smallest step first', () => {
+  it('2 → 8 in steps [2, 2, "rest"]: a regression at the third step ends at the second step\'s size, saying so', async () => {
+    // Eight runtimes of their own (a service runs one replica per runtime).
+    await Promise.all(Array.from({ length: 8 }, (_, i) => stack.startAgent({ id: `step-${i + 1}`, labels: { pool: 'steps' } })));
+    const name = 'g-steps';
+    const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-steps-'));
+    await defineWorkload(stack, name, {
+      kind: 'service', replicas: 2, selector: { pool: 'steps' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      // fast up to 6 live replicas, 40 ms per replica past them (320 ms at 8): the third step regresses
+      spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '40', SLOW_ABOVE_REPLICAS: '6', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
+    }, 2);
+    await stack.waitFor('latency samples at two replicas', async () => (await liveTasks(name)).every((t) => t.latencyMs !== undefined));
+
+    const operation = await scaleAndWait(stack, name, { replicas: 8, soakMs: 1500, steps: [2, 2, 'rest'] }, 'scaleOut');
+    expect(operation.status).toBe('compensated');
+    expect(operation.steps.map((step: any) => `${step.size}:${step.outcome} ${step.reasons.join('; ')}`)).toEqual(['4:good ', '6:good ', expect.stringMatching(/^8:regression /)]);
+    expect(operation.steps[2].reasons.join('; ')).toMatch(/^p50 latency grew from [\d.]+ to [\d.]+ ms/);
+    expect(operation.compensation).toMatchObject({ replicas: 6, reason: expect.stringMatching(/^regression after scale-out \(step 3 of 3, size 8\): p50 latency grew .*\(rolling back to 6, the last good step\)$/) });
+    await stack.waitFor(`${name} at the second step's size`, async () => {
+      const tasks = await liveTasks(name);
+      return tasks.length === 6 && tasks.every((t) => t.state === 'ready');
+    });
+    const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    expect(state.workloads.find((w: any) => w.name === name)).toMatchObject({ desired: 6 });
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('step 3 of 3') });
+
+    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
+    await stack.waitFor(`${name} retired`, async () => (await liveTasks(name)).length === 0);
+    fs.rmSync(replicaDir, { recursive: true, force: true });
+  });
+});
