@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startStack, Stack } from '../support/stack';
-import { defineWorkload, failedGates, scaleAndWait, tasksOf } from '../support/workloads';
+import { defineWorkload, failedGates, retireAndWait, scaleAndWait, tasksOf } from '../support/workloads';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -57,8 +57,7 @@ describe('connectivity and latency', () => {
       const completed = await scaleAndWait(stack, name, { replicas: 2, soakMs: 0 }, 'scaleOut');
       expect(completed.status).toBe('completed');
       expect(completed.gates.rows.find((row: any) => row.gate === 'connectivity').detail).toMatch(/^sources, destinations and 1 required endpoint\(s\) reachable from node-[a-d]$/);
-      expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
-      await stack.waitFor(`${name} retired`, async () => (await liveTasks(name)).length === 0);
+      await retireAndWait(stack, name);
     } finally {
       endpoint.closeAllConnections();
       await new Promise((resolve) => endpoint.close(resolve));
@@ -87,8 +86,7 @@ describe('connectivity and latency', () => {
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
     expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('p50 latency grew') });
 
-    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
-    await stack.waitFor(`${name} retired`, async () => (await liveTasks(name)).length === 0);
+    await retireAndWait(stack, name);
     fs.rmSync(replicaDir, { recursive: true, force: true });
   });
 });
@@ -121,8 +119,7 @@ describe('the smallest step first', () => {
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
     expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('step 3 of 3') });
 
-    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
-    await stack.waitFor(`${name} retired`, async () => (await liveTasks(name)).length === 0);
+    await retireAndWait(stack, name);
     fs.rmSync(replicaDir, { recursive: true, force: true });
   });
 });

@@ -11,7 +11,7 @@ import { findTemporalCli } from '../../embedded/temporal-cli';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
-import { defineWorkload, failedGates, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
+import { defineWorkload, failedGates, retireAndWait, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
 
 let stack: Stack;
 const ERROR_WINDOW_MS = 4_000;
@@ -73,8 +73,7 @@ describe('evidence gates: each failing alone stops before any change', () => {
     expect(ledger[0]).toMatchObject({ outcome: 'completed', toReplicas: 2 });
     expect(ledger[0].inputs.gates.find((row: any) => row.gate === 'downstream')).toMatchObject({ passed: true, detail: expect.stringMatching(/accepted by the request \(accept: \["downstream"\]\)$/) });
     // its slots back for the tests after it
-    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
-    await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+    await retireAndWait(stack, name);
   });
 
   it('a declared maxRatePerSec with no rate to compare (a service counts no records): refused as unknown, naming the limit', async () => {
@@ -87,8 +86,7 @@ describe('evidence gates: each failing alone stops before any change', () => {
     await refusedWithoutStarts(name, service, 2, 'downstream');
     const refused = (await stack.api('GET', `/v1/operations/scale:${name}`, { role: 'viewer' })).body;
     expect(refused.evidenceGap).toMatch(/^downstream: downstream maxRatePerSec 100 declared, but no rate is known to compare with/m);
-    expect((await stack.api('DELETE', `/v1/workloads/${name}`)).status).toBe(202);
-    await stack.waitFor(`${name} retired`, async () => (await tasksOf(name)).length === 0);
+    await retireAndWait(stack, name);
   });
 
   it('a failing probe', async () => {
@@ -142,8 +140,7 @@ describe('the baseline reads the current error rate, not every error since the s
     expect(completed.evidence.baseline.errors).toBeGreaterThan(0);
     expect(completed.evidence.baseline.recentErrors).toBe(0);
     // its slots back for the tests below
-    expect((await stack.api('DELETE', '/v1/workloads/g-errors')).status).toBe(202);
-    await stack.waitFor('g-errors retired', async () => (await tasksOf('g-errors')).length === 0);
+    await retireAndWait(stack, 'g-errors');
   });
 });
 

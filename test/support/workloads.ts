@@ -34,7 +34,13 @@ export async function waitForApply(stack: Stack, name: string): Promise<void> {
 
 /** POSTs a scale, expects it to start `kind` under scale:<name>, waits for it to end, answers the operation. */
 export async function scaleAndWait(stack: Stack, name: string, body: Record<string, unknown>, kind: 'scaleOut' | 'scaleIn'): Promise<any> {
-  const response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  let response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  // Another operation holds scale:<name> (the reconcile loop retrying an unplaced shortfall):
+  // 409 operation-in-progress, and a user waits for it to end and asks again.
+  for (let retry = 0; retry < 3 && response.status === 409 && response.body?.error === 'operation-in-progress'; retry++) {
+    await stack.temporal.workflow.getHandle(`scale:${name}`).result().catch(() => null);
+    response = await stack.api('POST', `/v1/workloads/${name}/scale`, { body });
+  }
   expect(response).toMatchObject({ status: 202, body: { workflowId: `scale:${name}`, kind } });
   await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result().catch(() => null);
   return (await stack.api('GET', `/v1/operations/${encodeURIComponent(response.body.workflowId)}`, { role: 'viewer' })).body;
@@ -43,3 +49,11 @@ export async function scaleAndWait(stack: Stack, name: string, body: Record<stri
 /** The gate rows an operation failed, by name, in order. */
 export const failedGates = (operation: { gates: { rows: { gate: string; passed: boolean }[] } }): string[] =>
   operation.gates.rows.filter((row) => !row.passed).map((row) => row.gate);
+
+/** DELETEs a workload and waits for its retirement to end (its placement emptied, its slots free) and its tasks to be gone. */
+export async function retireAndWait(stack: Stack, name: string): Promise<void> {
+  const response = await stack.api('DELETE', `/v1/workloads/${name}`);
+  expect(response.status).toBe(202);
+  await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result();
+  await stack.waitFor(`${name} retired`, async () => (await tasksOf(stack, name)).length === 0);
+}
