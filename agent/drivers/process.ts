@@ -44,8 +44,8 @@ const PROBE_TIMEOUT_MS = 1000;
  * A ready service with an HTTP readiness path is probed on, for its latency (what the scale-out
  * compares before and after): every LATENCY_PROBE_MS, the answers of the last LATENCY_WINDOW_MS.
  */
-export const LATENCY_PROBE_MS = 250;
-export const LATENCY_WINDOW_MS = 5_000;
+export const LATENCY_PROBE_MS = 1_000;
+export const LATENCY_WINDOW_MS = 10_000;
 /** After SIGKILL the exit should follow at once; this only bounds a wait that should never be long. */
 const KILL_WAIT_MS = 5000;
 const LOOPBACK = '127.0.0.1';
