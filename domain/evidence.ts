@@ -78,7 +78,8 @@ export function expectedRateAt(kind: string, baseline: EvidenceSnapshot, from: n
 /**
  * How much latency may grow before a change is a regression: both more than `growth` times the
  * baseline and more than the slack in milliseconds (the slack keeps a few ms of noise on a fast
- * endpoint from reading as a doubling). p95 gets the larger slack: it rests on the fewest samples.
+ * endpoint, or an agent's own event-loop lag on a loaded node (66 ms seen), from reading as a
+ * doubling). p95 gets the larger slack: it rests on the fewest samples.
  */
 export interface LatencyTolerance {
   growth: number;
@@ -86,7 +87,7 @@ export interface LatencyTolerance {
   p95SlackMs: number;
 }
 
-export const DEFAULT_LATENCY_TOLERANCE: LatencyTolerance = { growth: 1.5, p50SlackMs: 50, p95SlackMs: 250 };
+export const DEFAULT_LATENCY_TOLERANCE: LatencyTolerance = { growth: 1.5, p50SlackMs: 100, p95SlackMs: 300 };
 
 /** The latency rows that regressed, each naming both figures; a side not measured is not judged. */
 export function latencyRegressions(baseline: EvidenceSnapshot, after: EvidenceSnapshot, tolerance: LatencyTolerance): string[] {

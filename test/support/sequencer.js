@@ -1,6 +1,6 @@
 // Runs the longest test files first, so that the jest workers end together: on a clean clone
 // jest has no timings yet and orders by file size, which put the chaos and tour files (small files,
-// long runs) at the tail, alone. Measured under load (three files at a time, this session); a file not
+// long runs) at the tail, alone. Measured under load (this session); a file not
 // listed keeps jest's own order after these.
 const Sequencer = require('@jest/test-sequencer').default;
 

@@ -831,7 +831,7 @@ export const SCENARIOS: Scenario[] = [
       const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
       assert.equal(status.outcome, 'compensated');
       assert.deepEqual(status.comparison?.reasons, [
-        'p50 latency grew from 5 to 400 ms (more than ×1.5 and +50 ms)', 'p95 latency grew from 9 to 480 ms (more than ×1.5 and +250 ms)',
+        'p50 latency grew from 5 to 400 ms (more than ×1.5 and +100 ms)', 'p95 latency grew from 9 to 480 ms (more than ×1.5 and +300 ms)',
       ]);
       assert.equal(status.compensation?.replicas, 2);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
