@@ -122,4 +122,32 @@ describe('the smallest step first', () => {
     await retireAndWait(stack, name);
     fs.rmSync(replicaDir, { recursive: true, force: true });
   });
+
+  it('a Temporal cancellation (the Web UI\'s Request Cancellation) in the first step\'s soak is compensated at that step\'s size', async () => {
+    const name = 'g-steps-cancel';
+    await defineWorkload(stack, name, {
+      kind: 'service', replicas: 2, selector: { pool: 'main' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+    }, 2);
+    const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body: { replicas: 4, soakMs: 60_000, steps: [1, 'rest'] } });
+    expect(started.status).toBe(202);
+    const view = async () => (await stack.api('GET', `/v1/operations/${encodeURIComponent(started.body.workflowId)}`, { role: 'viewer' })).body;
+    await stack.waitFor('the first step soaking', async () => {
+      const current = await view();
+      return current.phase === 'soaking' && current.steps?.[0]?.outcome === 'pending';
+    });
+    await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).cancel();
+    const ended = await stack.waitFor('the cancelled scale-out ended', async () => {
+      const current = await view();
+      return current.status !== 'running' ? current : null;
+    });
+    expect(ended).toMatchObject({ status: 'compensated', compensation: { replicas: 3 } });
+    expect(ended.steps.map((step: any) => `${step.size}:${step.outcome}`)).toEqual(['3:pending', '4:pending']);
+    await stack.waitFor(`${name} at the first step's size`, async () => {
+      const tasks = await liveTasks(name);
+      return tasks.length === 3 && tasks.every((t) => t.state === 'ready');
+    });
+    await retireAndWait(stack, name);
+  });
 });
