@@ -2,8 +2,8 @@
 // scale-out's connectivity gate: a TCP endpoint must accept a connection, an HTTP one must answer
 // 2xx or 3xx, each within a bound, all at once. Nothing is sent beyond the connection, or a GET
 // that names the runtime asking.
-import net from 'node:net';
 import type { ProbeResult, Requirement } from '../protocol';
+import { connectTcp } from './drivers/tcp-connect';
 
 /** How long one endpoint may take: a probe that hangs would hold the gate. */
 export const REQUIREMENT_TIMEOUT_MS = 3_000;
@@ -15,20 +15,11 @@ const messageOf = (error: unknown): string => {
 
 export const endpointOf = (requirement: Requirement): string => ('tcp' in requirement ? `tcp ${requirement.tcp}` : `http ${requirement.http}`);
 
-function probeTcp(endpoint: string, timeoutMs: number): Promise<ProbeResult> {
+async function probeTcp(endpoint: string, timeoutMs: number): Promise<ProbeResult> {
   const colon = endpoint.lastIndexOf(':');
   const host = endpoint.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
-  const port = Number(endpoint.slice(colon + 1));
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    const done = (result: ProbeResult) => {
-      socket.destroy();
-      resolve(result);
-    };
-    socket.setTimeout(timeoutMs, () => done({ ok: false, detail: `no connection within ${timeoutMs} ms` }));
-    socket.once('connect', () => done({ ok: true, detail: 'connected' }));
-    socket.once('error', (error) => done({ ok: false, detail: (error as NodeJS.ErrnoException).code ?? error.message }));
-  });
+  const attempt = await connectTcp(host, Number(endpoint.slice(colon + 1)), timeoutMs);
+  return attempt.ok ? { ok: true, detail: 'connected' } : { ok: false, detail: attempt.code ?? attempt.message };
 }
 
 async function probeHttp(url: string, timeoutMs: number, runtimeId: string | undefined): Promise<ProbeResult> {

@@ -15,13 +15,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
 import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { ErrorCount } from './error-count';
+import { connectTcp } from './tcp-connect';
 import { canIdentifyProcesses, CpuSampler, residentBytes, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
 import { z } from 'zod';
 import {
@@ -227,26 +227,13 @@ function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
   });
 }
 
-function probeTcp(port: number): Promise<ProbeOutcome> {
+async function probeTcp(port: number): Promise<ProbeOutcome> {
   const target = `TCP ${LOOPBACK}:${port}`;
-  return new Promise((resolve) => {
-    let socket: net.Socket;
-    try {
-      socket = net.connect({ host: LOOPBACK, port, timeout: PROBE_TIMEOUT_MS });
-    } catch (error) {
-      resolve({ ready: false, broken: true, detail: `readiness ${target} cannot be probed: ${messageOf(error)}` });
-      return;
-    }
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve({ ready: true, detail: `readiness ${target} connected` });
-    });
-    socket.once('timeout', () => {
-      socket.destroy();
-      resolve({ ready: false, detail: `readiness ${target}: no connection within ${PROBE_TIMEOUT_MS} ms` });
-    });
-    socket.once('error', (error) => resolve({ ready: false, detail: `readiness ${target} failed: ${error.message}` }));
-  });
+  const attempt = await connectTcp(LOOPBACK, port, PROBE_TIMEOUT_MS);
+  if (attempt.ok) return { ready: true, detail: `readiness ${target} connected` };
+  if (attempt.kind === 'invalid') return { ready: false, broken: true, detail: `readiness ${target} cannot be probed: ${attempt.message}` };
+  if (attempt.kind === 'timeout') return { ready: false, detail: `readiness ${target}: no connection within ${PROBE_TIMEOUT_MS} ms` };
+  return { ready: false, detail: `readiness ${target} failed: ${attempt.message}` };
 }
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

@@ -12,6 +12,7 @@ import { defineWorkload, failedGates, retireAndWait, scaleAndWait, tasksOf } fro
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 
 beforeAll(async () => {
   stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `node-${zone}`, labels: { zone, pool: 'main' } })) });
@@ -39,7 +40,7 @@ describe('connectivity and latency', () => {
       const name = 'g-requires';
       const [first] = await defineWorkload(stack, name, {
         kind: 'service', replicas: 1, selector: { pool: 'main' }, requires: [{ http: url }],
-        contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+        contract: SERVICE_CONTRACT,
         spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
       }, 1);
       admitted = first.runtimeId;
@@ -70,7 +71,7 @@ describe('connectivity and latency', () => {
     const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-latency-'));
     await defineWorkload(stack, name, {
       kind: 'service', replicas: 1, selector: { pool: 'main' },
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      contract: SERVICE_CONTRACT,
       spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '300', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
     }, 1);
     // The agent times the readiness path once the task is ready: the baseline has a latency to compare.
@@ -99,7 +100,7 @@ describe('the smallest step first', () => {
     const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-steps-'));
     await defineWorkload(stack, name, {
       kind: 'service', replicas: 2, selector: { pool: 'steps' },
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      contract: SERVICE_CONTRACT,
       // fast up to 6 live replicas, 80 ms per replica past them (640 ms at 8): the third step regresses
       spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '80', SLOW_ABOVE_REPLICAS: '6', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
     }, 2);
@@ -127,7 +128,7 @@ describe('the smallest step first', () => {
     const name = 'g-steps-cancel';
     await defineWorkload(stack, name, {
       kind: 'service', replicas: 2, selector: { pool: 'main' },
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+      contract: SERVICE_CONTRACT,
       spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
     }, 2);
     const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body: { replicas: 4, soakMs: 60_000, steps: [1, 'rest'] } });
