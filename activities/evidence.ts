@@ -37,7 +37,7 @@ export function evidenceActivities(deps: ActivityDeps) {
           return { runtimeId, source: failed, destination: failed };
         }
       }));
-      const topic = workload.kind === 'consumer' ? sourceTopicOf(workload.spec) : null;
+      const topic = workload.kind === 'consumer' || workload.kind === 'stream' ? sourceTopicOf(workload.spec) : null;
       const reading: Promise<BrokerPartitions | undefined> = topic === null ? Promise.resolve(undefined)
         : deps.kafka ? deps.kafka.partitionCount(topic).then((partitions) => ({ topic, partitions }), (error: Error) => ({ topic, error: error.message }))
           : Promise.resolve({ topic, error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' });
@@ -87,8 +87,8 @@ export function evidenceActivities(deps: ActivityDeps) {
         };
       }
       if (workload.kind === 'stream') {
-        // Per-key counts: a lost or doubled record shows as the sink's total against the source rows the checkpoint covers.
-        const audit = await sinkAudit.streamCheckpoint({ job: workload.name, source: workload.spec.source, sink: workload.spec.sink });
+        // Per-key counts: a lost or doubled record shows as the sink's total against the source records the checkpoint covers.
+        const audit = await sinkAudit.streamCheckpoint({ job: workload.name, source: sourceTableOf(workload.spec), sink: workload.spec.sink });
         const surplus = audit.sinkTotal - audit.coveredSourceRows;
         snapshot.sink = {
           sourceCount: audit.coveredSourceRows, sinkCount: audit.sinkTotal, missing: Math.max(0, -surplus),

@@ -80,10 +80,11 @@ export const STREAM_BOOKKEEPING_DDL: readonly string[] = [
     primary key (job, checkpoint, generation, subtask))`,
 ];
 
-/** Every statement that creates, if missing, the job's source and sink tables and the bookkeeping tables. */
-export function streamTablesDdl(source: string, sink: string): string[] {
+/** Every statement that creates, if missing, the job's source table (null: it reads a Kafka topic), sink table and bookkeeping tables. */
+export function streamTablesDdl(source: string | null, sink: string): string[] {
+  const sourceTables = source === null ? [] : [source];
   return [
-    sourceTableDdl(source), streamSinkTableDdl(sink), ...STREAM_BOOKKEEPING_DDL,
-    dataPlaneGrants([quoteIdentifier(source), quoteIdentifier(sink), STREAM_JOBS_TABLE, STREAM_SUBTASKS_TABLE, STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE, STREAM_PRECOMMITS_TABLE]),
+    ...sourceTables.map(sourceTableDdl), streamSinkTableDdl(sink), ...STREAM_BOOKKEEPING_DDL,
+    dataPlaneGrants([...sourceTables.map(quoteIdentifier), quoteIdentifier(sink), STREAM_JOBS_TABLE, STREAM_SUBTASKS_TABLE, STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE, STREAM_PRECOMMITS_TABLE]),
   ];
 }

@@ -130,10 +130,13 @@ export const sourceTableOf = (spec: { source: string | KafkaSource }): string | 
 /** The Kafka topic a spec reads, or null when it reads a table. */
 export const sourceTopicOf = (spec: { source: string | KafkaSource }): string | null => (typeof spec.source === 'string' ? null : spec.source.kafka.topic);
 
+/** What a consumer or a stream source reads: a table, or a Kafka topic. */
+const SourceSchema = z.union([WorkloadTable, KafkaSourceSchema]);
+
 export const ConsumerSpecSchema = z
   .strictObject({
     partitions: z.int().min(1).max(LIMITS.partitions),
-    source: z.union([WorkloadTable, KafkaSourceSchema]),
+    source: SourceSchema,
     sink: WorkloadTable,
     workMs: z.number().min(0).max(60000).default(1),
   })
@@ -147,7 +150,7 @@ const OperatorId = z.string().min(1).max(63).regex(DNS_LABEL, 'operator ids are 
 
 export const StreamSpecSchema = z
   .strictObject({
-    source: WorkloadTable,
+    source: SourceSchema,
     sink: WorkloadTable,
     partitions: z.int().min(1).max(LIMITS.partitions),
     checkpointIntervalMs: z.int().min(10).max(3_600_000),

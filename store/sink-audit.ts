@@ -129,7 +129,7 @@ async function auditTables(client: PoolClient, source: string, sink: string): Pr
 export function createSinkAuditStore(db: Pool) {
   return {
     /** A stream job's sink against its last completed checkpoint (auditStreamCheckpoint). */
-    streamCheckpoint: (options: { job: string; source: string; sink: string }) => auditStreamCheckpoint(db, options),
+    streamCheckpoint: (options: { job: string; source: string | null; sink: string }) => auditStreamCheckpoint(db, options),
 
     /** The exactly-once audit of a source table against its sink table, per partition and in total. */
     async exactlyOnce(options: { source: string; sink: string }): Promise<SinkAudit> {
@@ -237,7 +237,8 @@ export interface StreamCheckpointAudit {
   checkpoint: StreamCheckpoint | null;
   /** a checkpoint triggered above C and not completed, at the same instant */
   checkpointInFlight: StreamCheckpoint | null;
-  sourceRows: number;
+  /** the source table's rows; null for a Kafka topic (its records are on the broker) */
+  sourceRows: number | null;
   /** source rows at or below C's source offset of their partition (0 without C) */
   coveredSourceRows: number;
   sinkTotal: number;
@@ -298,8 +299,8 @@ export function auditStreamSink(db: Pool, options: { source: string; sink: strin
  * rowsAboveCheckpoint == 0, even while a later checkpoint is in flight. No bookkeeping tables yet:
  * no checkpoint.
  */
-export function auditStreamCheckpoint(db: Pool, options: { job: string; source: string; sink: string }): Promise<StreamCheckpointAudit> {
-  const source = quoteIdentifier(options.source);
+export function auditStreamCheckpoint(db: Pool, options: { job: string; source: string | null; sink: string }): Promise<StreamCheckpointAudit> {
+  const source = options.source === null ? null : quoteIdentifier(options.source);
   const sink = quoteIdentifier(options.sink);
   return inReadOnlySnapshot(db, async (client) => {
     const reads = streamJobReads(client);
@@ -308,13 +309,13 @@ export function auditStreamCheckpoint(db: Pool, options: { job: string; source: 
     const checkpointInFlight = bookkept ? await reads.checkpointInFlight(options.job) : null;
     const coveredSourceRows = checkpoint ? await reads.recordsCoveredBy(options.job, options.source, checkpoint.id) : 0;
     const { rows } = await client.query<{ source_rows: string; sink_total: string; rows_above: string }>(
-      `select (select count(*) from ${source}) as source_rows,
+      `select ${source === null ? 'null' : `(select count(*) from ${source})`} as source_rows,
               (select coalesce(sum(count), 0) from ${sink}) as sink_total,
               (select count(*) from ${sink} where checkpoint > $1) as rows_above`,
       [checkpoint?.id ?? -1],
     );
     const audit = {
-      job: options.job, checkpoint, checkpointInFlight, sourceRows: Number(rows[0].source_rows), coveredSourceRows,
+      job: options.job, checkpoint, checkpointInFlight, sourceRows: rows[0].source_rows === null ? null : Number(rows[0].source_rows), coveredSourceRows,
       sinkTotal: Number(rows[0].sink_total), rowsAboveCheckpoint: Number(rows[0].rows_above),
     };
     return { ...audit, consistent: audit.sinkTotal === audit.coveredSourceRows && audit.rowsAboveCheckpoint === 0 };
@@ -350,5 +351,36 @@ export function verifyAgainstAcked(options: { databaseUrl: string; sink: string;
     );
     const row = rows[0];
     return { acked: options.acked.length, sinkCount: row.sink_count, missing: row.missing, duplicates: row.duplicates, extra: row.extra, keyMismatches: row.key_mismatches };
+  });
+}
+
+/** A stream job's per-key sink counted against the records a Kafka producer had acknowledged. */
+export interface AckedStreamAudit {
+  acked: number;
+  sinkTotal: number;
+  keys: number;
+  /** acknowledged keys whose sink count is not their number of acknowledged records */
+  mismatchedKeys: number;
+  /** sink keys no acknowledged record has */
+  extraKeys: number;
+  exact: boolean;
+}
+
+export function verifyStreamAgainstAcked(options: { databaseUrl: string; sink: string; acked: readonly { key: string }[] }): Promise<AckedStreamAudit> {
+  const expected = new Map<string, number>();
+  for (const { key } of options.acked) expected.set(key, (expected.get(key) ?? 0) + 1);
+  return withPool(options.databaseUrl, 1, async (pool) => {
+    const { rows } = await pool.query<{ sink_total: number; mismatched: number; extra: number }>(
+      `with acked as (select * from unnest($1::text[], $2::bigint[]) as a(key, records))
+       select (select coalesce(sum(count), 0)::int from ${quoteIdentifier(options.sink)}) as sink_total,
+              (select count(*)::int from acked a left join ${quoteIdentifier(options.sink)} s using (key) where coalesce(s.count, 0) <> a.records) as mismatched,
+              (select count(*)::int from ${quoteIdentifier(options.sink)} s where not exists (select 1 from acked a where a.key = s.key)) as extra`,
+      [[...expected.keys()], [...expected.values()]],
+    );
+    const row = rows[0];
+    return {
+      acked: options.acked.length, sinkTotal: row.sink_total, keys: expected.size, mismatchedKeys: row.mismatched, extraKeys: row.extra,
+      exact: row.mismatched === 0 && row.extra === 0 && row.sink_total === options.acked.length,
+    };
   });
 }

@@ -97,12 +97,19 @@ export function streamJobReads(q: Queryable) {
       return Object.fromEntries(rows.map((r) => [String(r.partition), Number(r.last_offset)]));
     },
 
-    /** How many rows of the source table a checkpoint covers: offset ≤ the checkpoint's offset of their partition. */
-    async recordsCoveredBy(job: string, source: string, checkpointId: number): Promise<number> {
+    /**
+     * How many source records a checkpoint covers: a table's rows with offset ≤ the checkpoint's
+     * offset of their partition; for a Kafka topic (`source` null), offset + 1 per partition, since a
+     * topic's offsets run from 0 without gaps as long as it is not compacted, truncated by retention
+     * or written in transactions.
+     */
+    async recordsCoveredBy(job: string, source: string | null, checkpointId: number): Promise<number> {
       const { rows } = await q.query<{ covered: string }>(
-        `with offsets as (${CHECKPOINT_OFFSETS_SQL})
-         select count(*) as covered from ${quoteIdentifier(source)} r
-           join offsets o on o.partition = r.partition and r."offset" <= o.last_offset`,
+        source === null
+          ? `with offsets as (${CHECKPOINT_OFFSETS_SQL}) select coalesce(sum(last_offset + 1), 0) as covered from offsets`
+          : `with offsets as (${CHECKPOINT_OFFSETS_SQL})
+             select count(*) as covered from ${quoteIdentifier(source)} r
+               join offsets o on o.partition = r.partition and r."offset" <= o.last_offset`,
         [job, checkpointId],
       );
       return Number(rows[0].covered);

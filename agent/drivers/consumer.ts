@@ -6,7 +6,7 @@
 // owner can commit. The tables are plain SQL (consumer-schema.ts) so anyone can feed and audit them.
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
-import { ConsumerSpecSchema, describeIssues, sourceTableOf, sourceTopicOf, type ConsumerSpec, type DrainOptions, type ProbeResult } from '../../protocol';
+import { ConsumerSpecSchema, describeIssues, sourceTableOf, type ConsumerSpec, type DrainOptions } from '../../protocol';
 import { createPool } from '../../lib/pg';
 import { partitionOwnership, type AcquireOutcome, type PartitionOwnership } from './consumer-ownership';
 import { OFFSETS_TABLE, ensureConsumerTables, quoteIdentifier } from './consumer-schema';
@@ -20,10 +20,7 @@ import type {
 } from './driver';
 import { DriverError } from './driver';
 import { ErrorCount } from './error-count';
-import { probeTable, probeTables } from './table-probe';
-import { kafkaSource } from './sources/kafka-source';
-import type { SourcePort } from './sources/source';
-import { tableSource } from './sources/table-source';
+import { openSource, probeSourceAndSink, type SourcePort } from './sources';
 
 export interface ConsumerDriverOptions {
   /** idle wait between polls when there is nothing to do (default 50 ms) */
@@ -591,30 +588,6 @@ class ConsumerTask implements TaskHandle {
   }
 }
 
-/** The source port of a spec: its table, or its Kafka topic on the brokers this agent was given. */
-function sourceOf(spec: ConsumerSpec, start: TaskStart, pool: Pool, onError: (error: unknown) => void, brokers: string | undefined): SourcePort {
-  if (typeof spec.source === 'string') return tableSource(pool, spec.source);
-  if (!brokers) {
-    throw new DriverError('placement-unavailable', `consumer ${start.taskId} reads kafka topic ${spec.source.kafka.topic}, but this runtime has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
-  }
-  return kafkaSource({ brokers, topic: spec.source.kafka.topic, partitions: spec.partitions, owner: `${start.workload}-${start.taskId}`, onError });
-}
-
-/** Can this runtime read the spec's topic from its brokers, with the partition count the spec declares? */
-async function probeKafkaSource(spec: ConsumerSpec, ctx: DriverContext): Promise<ProbeResult> {
-  const topic = sourceTopicOf(spec)!;
-  if (!ctx.kafkaBrokers) return { ok: false, detail: `runtime ${ctx.runtimeId} has no Kafka brokers (SCALEGATE_KAFKA_BROKERS) for topic ${topic}` };
-  const source = kafkaSource({ brokers: ctx.kafkaBrokers, topic, partitions: spec.partitions, owner: `probe-${ctx.runtimeId}` });
-  try {
-    await source.prepare();
-    return { ok: true, detail: `kafka topic ${topic} is readable from ${ctx.kafkaBrokers} with ${spec.partitions} partitions` };
-  } catch (error) {
-    return { ok: false, detail: `kafka topic ${topic} on ${ctx.kafkaBrokers}: ${messageOf(error)}` };
-  } finally {
-    await source.close();
-  }
-}
-
 /** The consumer driver. One small pool per driver (per agent), created on first use. */
 export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriverOptions = {}): TaskDriver {
   const resolved: Required<ConsumerDriverOptions> = {
@@ -650,7 +623,7 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
       const db = sharedPool();
       let task: ConsumerTask | null = null;
       // a Kafka reader's crash (the broker away): counted and shown in the task's detail; the reader retries
-      const source = sourceOf(spec, start, db, (error) => task?.noteSourceError(error), ctx.kafkaBrokers);
+      const source = openSource(spec, { ctx, pool: db, owner: `${start.workload}-${start.taskId}`, who: `consumer ${start.taskId}`, onError: (error) => task?.noteSourceError(error) });
       try {
         // The source table (when the source is one), the sink and the bookkeeping, in one DDL pass.
         await ensureConsumerTables(db, sourceTableOf(spec), spec.sink);
@@ -672,10 +645,7 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
 
     async probe(spec: unknown) {
       const parsed = ConsumerSpecSchema.safeParse(spec);
-      if (!parsed.success) return probeTables(ctx, { invalid: `invalid consumer spec: ${describeIssues(parsed.error)}` });
-      const { source, sink } = parsed.data;
-      if (typeof source === 'string') return probeTables(ctx, { source, sink });
-      return { source: await probeKafkaSource(parsed.data, ctx), destination: await probeTable(ctx, sink, 'destination') };
+      return probeSourceAndSink(ctx, parsed.success ? parsed.data : { invalid: `invalid consumer spec: ${describeIssues(parsed.error)}` });
     },
 
     async close(): Promise<void> {

@@ -1,7 +1,7 @@
 // The scale-out connectivity gate for drivers over PostgreSQL tables (consumer, stream): can this
-// runtime read the source table and write the sink table, or create them when they are missing?
+// runtime read a source table or write a sink table, or create it when it is missing?
 import { Client } from 'pg';
-import type { ProbeAnswer, ProbeResult } from '../../protocol';
+import type { ProbeResult } from '../../protocol';
 import { quoteIdentifier } from '../../protocol/consumer-tables';
 import type { DriverContext } from './driver';
 
@@ -35,14 +35,4 @@ export async function probeTable(ctx: DriverContext, table: string, role: 'sourc
   } finally {
     await client?.end().catch(() => {});
   }
-}
-
-/** Probes a spec's source and sink tables; a spec that did not parse answers its reason for both. */
-export async function probeTables(ctx: DriverContext, tables: { source: string; sink: string } | { invalid: string }): Promise<ProbeAnswer> {
-  if ('invalid' in tables) {
-    const refused = { ok: false, detail: tables.invalid };
-    return { source: refused, destination: refused };
-  }
-  const [source, destination] = await Promise.all([probeTable(ctx, tables.source, 'source'), probeTable(ctx, tables.sink, 'destination')]);
-  return { source, destination };
 }

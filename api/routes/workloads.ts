@@ -1,5 +1,5 @@
 import { basisMoved } from '../../domain/plan';
-import { sourceTopicOf, type ConsumerSpec } from '../../protocol';
+import { sourceTopicOf, type ConsumerSpec, type StreamSpec } from '../../protocol';
 import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
@@ -12,8 +12,8 @@ import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
-/** A consumer reading a Kafka topic declares the partition count the broker has, or is refused. */
-async function checkBrokerPartitions(deps: ApiDeps, spec: ConsumerSpec): Promise<void> {
+/** A consumer or stream job reading a Kafka topic declares the partition count the broker has, or is refused. */
+async function checkBrokerPartitions(deps: ApiDeps, spec: ConsumerSpec | StreamSpec): Promise<void> {
   const topic = sourceTopicOf(spec);
   if (topic === null) return;
   if (!deps.kafka) throw new ApiError('invalid-spec', `spec.source reads kafka topic ${topic}, but the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
@@ -41,7 +41,7 @@ export function workloadRoutes(deps: ApiDeps) {
       handler: async ({ params, body }) => {
         const existed = await deps.registry.getWorkload(params.name);
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
-        if (body.kind === 'consumer') await checkBrokerPartitions(deps, body.spec);
+        if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, body.spec);
         const workload = await deps.registry.putWorkload(params.name, body);
         return ok(workload, existed ? 200 : 201);
       },

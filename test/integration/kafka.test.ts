@@ -1,17 +1,22 @@
 // A consumer reading a real Kafka broker (the shared one of the global setup), on the real stack:
 // defined against the broker's partition count (a declaration it disagrees with is a 422), scaled
 // 1 → 3 → 1 under load with every record the producer had acknowledged in the sink exactly once,
-// and a scale past the topic's partitions refused, naming the broker's figure.
+// and a scale past the topic's partitions refused, naming the broker's figure. A stream job reading
+// a topic: hot-rescaled 2 → 4 → 2 under load without re-reading an offset, then replanned (stop
+// the world) from its checkpoint's offsets, every key counted against what the producer acked.
 import { kafkaClient } from '../../lib/kafka';
 import { ensureTopic, runKafkaLoad, type KafkaLoadResult } from '../../store/kafka-feed';
-import { ownershipOverlaps, verifyAgainstAcked } from '../../store/sink-audit';
+import { auditStreamCheckpoint, ownershipOverlaps, verifyAgainstAcked, verifyStreamAgainstAcked } from '../../store/sink-audit';
+import { createStreamJobStore } from '../../store/stream-jobs';
+import type { RescaleStatus } from '../../workflows/rescale-operator';
 import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, scaleAndWait } from '../support/workloads';
+import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
 
 let stack: Stack;
 let brokers: string;
 const TOPIC = `scalegate-orders-${process.pid}`;
+const STREAM_TOPIC = `scalegate-clicks-${process.pid}`;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (replicas: number, partitions: number, topic = TOPIC) => ({
   kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
@@ -25,8 +30,10 @@ beforeAll(async () => {
   const admin = kafkaClient(brokers).admin();
   await admin.connect();
   await ensureTopic(admin, TOPIC, 6);
+  await ensureTopic(admin, STREAM_TOPIC, 4);
   await admin.disconnect();
-  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c'].map((zone) => ({ id: `kafka-${zone}`, labels: { zone } })) });
+  // slots for the stream job's subtasks (a consumer runs one task per runtime whatever the slots)
+  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c'].map((zone) => ({ id: `kafka-${zone}`, labels: { zone }, slots: 8 })) });
 });
 afterAll(async () => {
   await stack?.stop();
@@ -72,4 +79,72 @@ describe('a consumer of a Kafka topic', () => {
       .toEqual({ acked: acked.length, sinkCount: acked.length, missing: 0, duplicates: 0, extra: 0, keyMismatches: 0 });
     expect(await ownershipOverlaps({ databaseUrl: stack.databaseUrl, workload: 'kafka-orders' })).toEqual([]);
   });
+});
+
+describe('a stream job reading a Kafka topic', () => {
+  const JOB = 'kafka-clicks';
+  const SINK = 'kafka_clicks_out';
+  const sum = (tasks: any[], counter: string) => tasks.reduce((total, t) => total + (t.counts[counter] ?? 0), 0);
+  const sources = async () => (await tasksOf(stack, JOB)).filter((t) => t.state === 'ready' && t.counts.recordsRead !== undefined);
+
+  async function rescale(parallelism: number): Promise<RescaleStatus> {
+    const started = await stack.api('POST', `/v1/jobs/${JOB}/operators/agg/rescale`, { body: { parallelism } });
+    expect(started).toMatchObject({ status: 202, body: { workflowId: `rescale:${JOB}` } });
+    return (await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result()) as RescaleStatus;
+  }
+
+  it('is hot-rescaled 2 → 4 → 2 under load without re-reading an offset, and a replan restores its checkpoint\'s offsets: every acknowledged record counted once per key', async () => {
+    const mismatch = await stack.api('PUT', `/v1/workloads/${JOB}`, { body: { kind: 'stream', contract: streamContract(6), spec: streamSpec(6) } });
+    expect(mismatch).toMatchObject({ status: 422, body: { error: 'partitions-mismatch' } });
+    await defineWorkload(stack, JOB, { kind: 'stream', selector: {}, contract: streamContract(4), spec: streamSpec(4) }, 5);
+    const stop = new AbortController();
+    const load = runKafkaLoad({ brokers, topic: STREAM_TOPIC, partitions: 4, ratePerSec: 400, keySpace: 300, signal: stop.signal });
+    let loaded: KafkaLoadResult | null = null;
+    let readBeforeReplan = 0;
+    try {
+      await stack.waitFor('the sources reading the topic', async () => sum(await sources(), 'recordsRead') > 200, { timeoutMs: 60_000 });
+      const startedSources = (await sources()).map((t) => t.incarnation).sort();
+      for (const [from, to] of [[2, 4], [4, 2]]) {
+        const status = await rescale(to);
+        expect(status).toMatchObject({ outcome: 'completed', hot: true, from, to, compensation: null });
+      }
+      // The same source incarnations throughout, each having read every offset once: records read = the offsets' positions.
+      const running = await sources();
+      expect(running.map((t) => t.incarnation).sort()).toEqual(startedSources);
+      expect(running.every((t) => t.counts.cutovers === 2)).toBe(true);
+      expect(sum(running, 'recordsRead')).toBe(sum(running, 'readPosition'));
+      readBeforeReplan = sum(running, 'recordsRead');
+      // 2 → 3 is no integer factor: the stop-the-world replan, every subtask restored from the last completed checkpoint.
+      const replanned = await rescale(3);
+      expect(replanned).toMatchObject({ outcome: 'replanned', hot: false, from: 2, to: 3 });
+    } finally {
+      stop.abort();
+      loaded = await load;
+    }
+    const restarted = await sources();
+    const restoredFrom = restarted[0].counts.restoredFrom;
+    expect(restoredFrom).toBeGreaterThan(0);
+    expect(restarted.every((t) => t.counts.restoredFrom === restoredFrom)).toBe(true);
+    // The new sources began exactly at that checkpoint's offsets: position − records read is what it covered, not 0.
+    const offsets = await createStreamJobStore(stack.db).sourceOffsetsAt(JOB, restoredFrom);
+    const coveredAtRestore = Object.values(offsets).reduce((n, offset) => n + offset + 1, 0);
+    expect(coveredAtRestore).toBeGreaterThan(readBeforeReplan / 2);
+    expect(sum(restarted, 'readPosition') - sum(restarted, 'recordsRead')).toBe(coveredAtRestore);
+
+    const acked = loaded.acked;
+    await stack.waitFor(`a completed checkpoint covering all ${acked.length} acknowledged records`, async () =>
+      (await auditStreamCheckpoint(stack.db, { job: JOB, source: null, sink: SINK })).coveredSourceRows === acked.length, { timeoutMs: 90_000 });
+    expect(await verifyStreamAgainstAcked({ databaseUrl: stack.databaseUrl, sink: SINK, acked }))
+      .toEqual({ acked: acked.length, sinkTotal: acked.length, keys: 300, mismatchedKeys: 0, extraKeys: 0, exact: true });
+  });
+
+  function streamContract(partitions: number) {
+    return { ownership: 'partitioned', partitions, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' };
+  }
+  function streamSpec(partitions: number) {
+    return {
+      source: { kafka: { topic: STREAM_TOPIC } }, sink: SINK, partitions, checkpointIntervalMs: 300, maxParallelism: 64,
+      operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],
+    };
+  }
 });

@@ -31,7 +31,7 @@ describe('data-plane DDL', () => {
       ['"orders_in"', '"orders_out"', 'scalegate_consumer_offsets', 'scalegate_consumer_ownership_log'], ['scalegate_consumer_ownership_log_id_seq']));
     expect(grant(consumerTablesDdl(null, 'orders_out'))).toContain('on table "orders_out", scalegate_consumer_offsets, scalegate_consumer_ownership_log to');
     const created = (ddl: string[]) => ddl.flatMap((statement) => [...statement.matchAll(/create table if not exists ("?[a-z_]+"?)/g)].map((m) => m[1]));
-    for (const ddl of [consumerTablesDdl('a_in', 'a_out'), consumerTablesDdl(null, 'a_out'), streamTablesDdl('s_in', 's_out')]) {
+    for (const ddl of [consumerTablesDdl('a_in', 'a_out'), consumerTablesDdl(null, 'a_out'), streamTablesDdl('s_in', 's_out'), streamTablesDdl(null, 's_out')]) {
       const granted = /on table (.*?) to/.exec(grant(ddl))![1].split(', ');
       expect(granted.sort()).toEqual(created(ddl).sort());
       expect(granted.some((table) => (CONTROL_PLANE_TABLES as readonly string[]).includes(table.replace(/"/g, '')))).toBe(false);

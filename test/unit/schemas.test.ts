@@ -154,6 +154,12 @@ describe('stream job definitions', () => {
     expect(problems(withSpec({ source: 'scalegate_stream_jobs' }))).toMatch(/spec\.source/);
   });
 
+  it('reads a Kafka topic where a table can stand; a topic name Kafka would refuse is refused', () => {
+    expect(problems(withSpec({ source: { kafka: { topic: 'clicks.v1' } } }))).toBeNull();
+    expect(problems(withSpec({ source: { kafka: { topic: 'no spaces' } } }))).toMatch(/spec\.source/);
+    expect(problems(withSpec({ source: { kafka: { topic: 'clicks', group: 'g' } } }))).toMatch(/spec\.source/);
+  });
+
   it('refuses unknown spec fields and bounds checkpointIntervalMs', () => {
     expect(problems(withSpec({ parallel: 2 }))).toMatch(/parallel/);
     expect(problems(withSpec({ checkpointIntervalMs: 1 }))).toMatch(/spec\.checkpointIntervalMs/);

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { AssignerProtocol, type Admin, type Consumer, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs';
 import { kafkaClient, topicPartitionCount } from '../../../lib/kafka';
 import { DriverError } from '../driver';
-import type { SourcePort, SourceRecord } from './source';
+import type { PartitionRecord, SourcePort, SourceRecord } from './source';
 
 /** records buffered per partition before its fetching pauses, and the level it resumes at */
 const BUFFER_HIGH = 2_000;
@@ -186,6 +186,15 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
     return admin;
   };
 
+  const readAfter = (partition: number, after: number, limit: number): Promise<SourceRecord[]> => {
+    let reader = readers.get(partition);
+    if (!reader) {
+      reader = new PartitionReader(kafka, options.topic, partition, options.owner, onError);
+      readers.set(partition, reader);
+    }
+    return reader.read(after, limit);
+  };
+
   return {
     description: `kafka topic ${options.topic}`,
     async prepare() {
@@ -200,13 +209,12 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
       // the high watermark is the next offset to be written: the newest is one below it
       return new Map(offsets.filter((o) => wanted.has(o.partition)).map((o) => [o.partition, Number(o.high) - 1]));
     },
-    async readAfter(partition, after, limit) {
-      let reader = readers.get(partition);
-      if (!reader) {
-        reader = new PartitionReader(kafka, options.topic, partition, options.owner, onError);
-        readers.set(partition, reader);
-      }
-      return reader.read(after, limit);
+    readAfter,
+    async readEach(after, perPartition) {
+      // Each reader hands out what it has buffered (never waiting on the broker): one pass over the partitions.
+      const batches = await Promise.all([...after].map(async ([partition, offset]) =>
+        (await readAfter(partition, offset, perPartition)).map((record): PartitionRecord => ({ ...record, partition }))));
+      return batches.flat();
     },
     async forget(partition) {
       const reader = readers.get(partition);

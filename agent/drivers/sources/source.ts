@@ -13,6 +13,10 @@ export interface SourceRecord {
   appendedMs: number | null;
 }
 
+export interface PartitionRecord extends SourceRecord {
+  partition: number;
+}
+
 export interface SourcePort {
   /** "table orders" / "kafka topic orders", for details and errors */
   readonly description: string;
@@ -22,6 +26,11 @@ export interface SourcePort {
   newestOffsets(partitions: readonly number[]): Promise<Map<number, number>>;
   /** Up to `limit` records of `partition` after offset `after`, in offset order. */
   readAfter(partition: number, after: number, limit: number): Promise<SourceRecord[]>;
+  /**
+   * Up to `perPartition` records of each partition after its offset in `after`, in offset order per
+   * partition: a stream source reads all its partitions at once (a table in one round trip).
+   */
+  readEach(after: ReadonlyMap<number, number>, perPartition: number): Promise<PartitionRecord[]>;
   /** The partition no longer read here (released or drained): its reader may go. */
   forget(partition: number): Promise<void>;
   close(): Promise<void>;

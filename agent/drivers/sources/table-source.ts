@@ -2,11 +2,13 @@
 // [, appended_at]). The consumer creates it with the data contract's DDL, if missing, before prepare().
 import type { Pool } from 'pg';
 import { quoteIdentifier, sourceHasAppendedAt } from '../consumer-schema';
-import type { SourcePort, SourceRecord } from './source';
+import type { PartitionRecord, SourcePort, SourceRecord } from './source';
 
 export function tableSource(pool: Pool, table: string): SourcePort {
   const quoted = quoteIdentifier(table);
   let hasAppendedAt = false;
+  // A source table created under the bare contract may lack appended_at: its records' append time is unknown.
+  const appendedMs = () => (hasAppendedAt ? `extract(epoch from appended_at)::float8 * 1000` : `null::float8`);
   return {
     description: `table ${table}`,
     async prepare() {
@@ -22,9 +24,8 @@ export function tableSource(pool: Pool, table: string): SourcePort {
       return new Map(rows.map((r) => [r.partition, r.max_offset === null ? -1 : Number(r.max_offset)]));
     },
     async readAfter(partition, after, limit) {
-      const appendedMs = hasAppendedAt ? `extract(epoch from appended_at)::float8 * 1000` : `null::float8`;
       const { rows } = await pool.query<{ offset: string; key: string; payload: string; appended_ms: number | null }>(
-        `select "offset", key, payload::text as payload, ${appendedMs} as appended_ms
+        `select "offset", key, payload::text as payload, ${appendedMs()} as appended_ms
            from ${quoted}
           where partition = $1 and "offset" > $2
           order by "offset"
@@ -32,6 +33,19 @@ export function tableSource(pool: Pool, table: string): SourcePort {
         [partition, after, limit],
       );
       return rows.map((r): SourceRecord => ({ offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: r.appended_ms }));
+    },
+    async readEach(after, perPartition) {
+      const partitions = [...after.keys()];
+      const { rows } = await pool.query<{ partition: number; offset: string; key: string; payload: string; appended_ms: number | null }>(
+        `select s.partition, s."offset", s.key, s.payload::text as payload, s.appended_ms
+           from unnest($1::int[], $2::bigint[]) as o(partition, after)
+           cross join lateral (
+             select partition, "offset", key, payload, ${appendedMs()} as appended_ms from ${quoted}
+              where partition = o.partition and "offset" > o.after order by "offset" limit $3) s
+          order by s.partition, s."offset"`,
+        [partitions, partitions.map((p) => after.get(p)!), perPartition],
+      );
+      return rows.map((r): PartitionRecord => ({ partition: r.partition, offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: r.appended_ms }));
     },
     async forget() {},
     async close() {},

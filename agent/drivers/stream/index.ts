@@ -4,9 +4,8 @@ import type { Pool } from 'pg';
 import { createPool } from '../../../lib/pg';
 import { describeIssues, StreamSpecSchema, type StreamSpec } from '../../../protocol';
 import { subtaskIndices } from '../../../domain/stream';
-import { sourceHasAppendedAt } from '../consumer-schema';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../driver';
-import { probeTables } from '../table-probe';
+import { openSource, probeSourceAndSink } from '../sources';
 import { DEFAULT_STREAM_TUNING, StreamSubtask, type StreamTuning } from './subtask';
 
 const POOL_SIZE = 8;
@@ -30,7 +29,6 @@ export function createStreamDriver(ctx: DriverContext, tuning: Partial<StreamTun
     pool ??= createPool(ctx.databaseUrl, { max: POOL_SIZE, connectTimeoutMs: 5_000, idleInTransactionTimeoutMs: 30_000, applicationName: `${STREAM_APPLICATION_NAME}:${ctx.runtimeId}` });
     return pool;
   };
-  const appendedAtKnown = new Map<string, boolean>();
 
   return {
     kind: 'stream',
@@ -40,10 +38,7 @@ export function createStreamDriver(ctx: DriverContext, tuning: Partial<StreamTun
       const subtask = new StreamSubtask(
         {
           ctx, pool: sharedPool(), tuning: { ...DEFAULT_STREAM_TUNING, ...tuning },
-          sourceHasAppendedAt: async (source) => {
-            if (!appendedAtKnown.has(source)) appendedAtKnown.set(source, await sourceHasAppendedAt(sharedPool(), source));
-            return appendedAtKnown.get(source)!;
-          },
+          openSource: (onError) => openSource(spec, { ctx, pool: sharedPool(), owner: `${start.workload}-${start.taskId}`, who: `stream subtask ${start.taskId}`, onError }),
         },
         start, spec,
       );
@@ -54,7 +49,7 @@ export function createStreamDriver(ctx: DriverContext, tuning: Partial<StreamTun
 
     async probe(spec: unknown) {
       const parsed = StreamSpecSchema.safeParse(spec);
-      return probeTables(ctx, parsed.success ? parsed.data : { invalid: `invalid stream spec: ${describeIssues(parsed.error)}` });
+      return probeSourceAndSink(ctx, parsed.success ? parsed.data : { invalid: `invalid stream spec: ${describeIssues(parsed.error)}` });
     },
 
     async close(): Promise<void> {

@@ -36,7 +36,7 @@ const SNAPSHOTS_RETAINED = 20;
 
 export function createJobState(pool: Pool, job: string) {
   return {
-    async ensureTables(source: string, sink: string): Promise<void> {
+    async ensureTables(source: string | null, sink: string): Promise<void> {
       await inTransaction(pool, async (client) => {
         await client.query('select pg_advisory_xact_lock($1)', [STREAM_DDL_LOCK_KEY]);
         for (const statement of streamTablesDdl(source, sink)) await client.query(statement);
@@ -198,32 +198,6 @@ export function createJobState(pool: Pool, job: string) {
         await client.query(`delete from ${STREAM_SNAPSHOTS_TABLE} where job = $1 and checkpoint < $2`, [job, input.checkpoint - SNAPSHOTS_RETAINED]);
         return 'completed';
       });
-    },
-
-    /** Sources: the newest offset per partition, for the backlog gauge. */
-    async newestOffsets(source: string, partitions: number[]): Promise<Map<number, number>> {
-      const { rows } = await pool.query<{ partition: number; newest: string }>(
-        `select partition, max("offset") as newest from ${quoteIdentifier(source)} where partition = any($1) group by partition`,
-        [partitions],
-      );
-      return new Map(rows.map((r) => [r.partition, Number(r.newest)]));
-    },
-
-    /** Sources: the next records past the given offsets, at most `perPartition` per partition. */
-    async readAfter(source: string, offsets: Map<number, number>, perPartition: number, hasAppendedAt: boolean): Promise<{ partition: number; offset: number; key: string; at: number }[]> {
-      const partitions = [...offsets.keys()];
-      // A source table created by someone else under the bare contract may lack appended_at: then latency counts from the read.
-      const appendedAt = hasAppendedAt ? 's.appended_at' : 'now()';
-      const { rows } = await pool.query<{ partition: number; offset: string; key: string; at: string }>(
-        `select s.partition, s."offset", s.key, (extract(epoch from ${appendedAt}) * 1000)::bigint as at
-           from unnest($1::int[], $2::bigint[]) as o(partition, after)
-           cross join lateral (
-             select * from ${quoteIdentifier(source)}
-              where partition = o.partition and "offset" > o.after order by "offset" limit $3) s
-          order by s.partition, s."offset"`,
-        [partitions, partitions.map((p) => offsets.get(p)!), perPartition],
-      );
-      return rows.map((r) => ({ partition: r.partition, offset: Number(r.offset), key: r.key, at: Number(r.at) }));
     },
   };
 }

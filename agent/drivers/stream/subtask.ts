@@ -20,6 +20,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
   describeIssues,
+  sourceTableOf,
   StreamSpecSchema,
   type CutoverAnswer,
   type CutoverCommand,
@@ -30,7 +31,8 @@ import {
 } from '../../../protocol';
 import { blockOf, indicesOf, keyGroupOf, keyGroupRange, operatorBlocks, ownerOfKeyGroup, sourcePartitions, subtaskAt, subtaskCount, type SubtaskIdentity } from '../../../domain/stream';
 import { ErrorCount } from '../error-count';
-import type { DrainReceipt, DriverContext, TaskHandle, TaskStart, TaskStatus } from '../driver';
+import { DriverError, type DrainReceipt, type DriverContext, type TaskHandle, type TaskStart, type TaskStatus } from '../driver';
+import type { SourcePort } from '../sources';
 import { BARRIER, InputServer, OutputChannel, RECORD, WATERMARK, type WireMessage } from './exchange';
 import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
 
@@ -56,8 +58,8 @@ export interface SubtaskDeps {
   ctx: DriverContext;
   pool: Pool;
   tuning: StreamTuning;
-  /** whether the source table has `appended_at` (latency from append rather than from read) */
-  sourceHasAppendedAt: (source: string) => Promise<boolean>;
+  /** the source port a source subtask reads (its table, or its Kafka topic); `onError` hears a reader's failures */
+  openSource: (onError: (error: unknown) => void) => SourcePort;
 }
 
 export class StreamSubtask implements TaskHandle {
@@ -167,7 +169,7 @@ export class StreamSubtask implements TaskHandle {
 
   private async run(): Promise<void> {
     try {
-      await this.durably('create the tables', () => this.state.ensureTables(this.spec.source, this.spec.sink));
+      await this.durably('create the tables', () => this.state.ensureTables(sourceTableOf(this.spec), this.spec.sink));
       this.secret = await this.durably('join the generation', () => this.state.joinGeneration(this.start.generation));
       await this.listenIfDownstream();
       // A subtask a hot rescale adds restores from the cutover checkpoint C, once C completed.
@@ -196,18 +198,19 @@ export class StreamSubtask implements TaskHandle {
   }
 
   /**
-   * Runs a PostgreSQL step until it succeeds (static stability: a database outage stalls the job,
-   * it never stops it). The dataflow waits meanwhile, which upstream feels as backpressure. Only a
-   * superseded generation, or this subtask stopping, ends the wait.
+   * Runs a PostgreSQL or broker step until it succeeds (static stability: a database or broker
+   * outage stalls the job, it never stops it). The dataflow waits meanwhile, which upstream feels as
+   * backpressure. Only a superseded generation, a refusal no retry can change (a DriverError: the
+   * topic's partitions are not the spec's), or this subtask stopping, ends the wait.
    */
   private async durably<T>(what: string, step: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await step();
       } catch (error) {
-        if (error instanceof SupersededError || !this.active) throw error;
+        if (error instanceof SupersededError || error instanceof DriverError || !this.active) throw error;
         this.errors.add();
-        if (attempt === 1 || attempt % 10 === 0) this.log('stream database step failed; retrying', { what, attempt, error: messageOf(error) });
+        if (attempt === 1 || attempt % 10 === 0) this.log('stream step failed; retrying', { what, attempt, error: messageOf(error) });
         await sleep(Math.min(2_000, 50 * 2 ** Math.min(attempt, 6)));
       }
     }
@@ -316,6 +319,20 @@ export class StreamSubtask implements TaskHandle {
   // -- source ----------------------------------------------------------------------------------
 
   private async runSource(restorePoint: CompletedCheckpoint | null): Promise<void> {
+    const source = this.deps.openSource((error) => {
+      // a Kafka reader KafkaJS gave up on: counted; the next read reopens it
+      this.errors.add();
+      this.log('stream source reader failed; it reopens at the next read', { error: messageOf(error) });
+    });
+    try {
+      await this.durably(`prepare ${source.description}`, () => source.prepare());
+      await this.readSource(source, restorePoint);
+    } finally {
+      await source.close().catch(() => {});
+    }
+  }
+
+  private async readSource(source: SourcePort, restorePoint: CompletedCheckpoint | null): Promise<void> {
     const partitions = sourcePartitions(this.identity.operatorIndex, this.identity.parallelism, this.spec.partitions);
     const offsets = new Map<number, number>(partitions.map((p) => [p, -1]));
     if (restorePoint) {
@@ -324,7 +341,6 @@ export class StreamSubtask implements TaskHandle {
       }
     }
     let aggregate = blockOf(this.spec, 'keyed-aggregate');
-    const hasAppendedAt = await this.durably('inspect the source table', () => this.deps.sourceHasAppendedAt(this.spec.source));
     let injected = restorePoint?.id ?? 0;
     let lastTriggerPoll = 0;
     let lastBacklog = 0;
@@ -347,17 +363,20 @@ export class StreamSubtask implements TaskHandle {
       }
       if (now - lastBacklog >= BACKLOG_REFRESH_MS) {
         lastBacklog = now;
-        const newest = await this.durably('read the backlog', () => this.state.newestOffsets(this.spec.source, partitions));
+        const newest = await this.durably('read the backlog', () => source.newestOffsets(partitions));
         this.backlog = partitions.reduce((sum, p) => sum + Math.max(0, (newest.get(p) ?? -1) - offsets.get(p)!), 0);
       }
-      const records = await this.durably('read the source', () => this.state.readAfter(this.spec.source, offsets, this.deps.tuning.batchPerPartition, hasAppendedAt));
+      const records = await this.durably(`read ${source.description}`, () => source.readEach(offsets, this.deps.tuning.batchPerPartition));
       if (!this.active) return;
       let watermark = 0;
+      const readAt = Date.now();
       for (const record of records) {
+        // a source that does not say when a record was appended: latency counts from the read
+        const at = record.appendedMs ?? readAt;
         const target = aggregate.base + ownerOfKeyGroup(keyGroupOf(record.key, this.spec.maxParallelism), aggregate.parallelism, this.spec.maxParallelism);
-        this.outputs.get(target)!.push([RECORD, record.key, record.at]);
+        this.outputs.get(target)!.push([RECORD, record.key, at]);
         offsets.set(record.partition, record.offset);
-        if (record.at > watermark) watermark = record.at;
+        if (at > watermark) watermark = at;
       }
       this.counters.recordsRead += records.length;
       // records up to the read offsets (offsets start at 0 per partition): with recordsRead, what a restore re-read
