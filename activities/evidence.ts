@@ -5,12 +5,14 @@ import type { EvidenceSnapshot } from '../domain/evidence';
 import type { BrokerPartitions, EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
 import { sourceTableOf, sourceTopicOf } from '../protocol';
+import { consumerGroupReads, declaredGroup } from './consumer-group';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 
 export function evidenceActivities(deps: ActivityDeps) {
   const { runtimes, registry, sinkAudit } = deps.stores;
   const { agents, now } = deps;
   const { agentOf, requireWorkload } = lookups(deps);
+  const groups = consumerGroupReads(deps);
 
   return {
     /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
@@ -37,7 +39,7 @@ export function evidenceActivities(deps: ActivityDeps) {
           return { runtimeId, source: failed, destination: failed };
         }
       }));
-      const topic = workload.kind === 'consumer' || workload.kind === 'stream' ? sourceTopicOf(workload.spec) : null;
+      const topic = workload.kind === 'consumer' || workload.kind === 'stream' ? sourceTopicOf(workload.spec) : declaredGroup(workload)?.topic ?? null;
       const reading: Promise<BrokerPartitions | undefined> = topic === null ? Promise.resolve(undefined)
         : deps.kafka ? deps.kafka.partitionCount(topic).then((partitions) => ({ topic, partitions }), (error: Error) => ({ topic, error: error.message }))
           : Promise.resolve({ topic, error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' });
@@ -86,6 +88,17 @@ export function evidenceActivities(deps: ActivityDeps) {
           duplicates: audit.duplicates, extra: audit.extra, orderViolations: audit.orderViolations,
         };
       }
+      const declared = declaredGroup(workload);
+      if (declared) {
+        // A user's consumer group: its backlog is the group's lag on the broker, and its membership is evidence.
+        const facts = await groups.read(declared);
+        if ('error' in facts) {
+          snapshot.group = { group: declared.group, topic: declared.topic, error: facts.error };
+        } else {
+          snapshot.backlog = facts.lag;
+          snapshot.group = { group: facts.group, topic: facts.topic, state: facts.state, members: facts.members.length, partitions: facts.partitions, unassigned: facts.unassigned, lag: facts.lag };
+        }
+      }
       if (workload.kind === 'stream') {
         // Per-key counts: a lost or doubled record shows as the sink's total against the source records the checkpoint covers.
         const audit = await sinkAudit.streamCheckpoint({ job: workload.name, source: sourceTableOf(workload.spec), sink: workload.spec.sink });
@@ -120,10 +133,13 @@ export function evidenceActivities(deps: ActivityDeps) {
       }
       const owned = workload.kind === 'consumer' ? await sinkAudit.partitionsOwnedBy(input.workload, [...removedTasks]) : [];
       for (const o of owned) problems.push(`partition ${o.partition} still owned by ${o.ownerTask}`);
+      // A user's consumer group: the drained members left it, and the survivors hold every partition.
+      const group = await groups.verdict(workload, [...removedTasks]);
+      if (group && !group.converged) problems.push(group.detail);
       if (problems.length) {
         throw ApplicationFailure.create({ type: 'still-owned', message: `removed replicas still own work: ${problems.join('; ')}`, nonRetryable: true });
       }
-      return { runtimes: [...removedRuntimes], tasks: [...removedTasks], assignmentsLeft: 0, ownedPartitions: owned.length };
+      return { runtimes: [...removedRuntimes], tasks: [...removedTasks], assignmentsLeft: 0, ownedPartitions: owned.length, ...(group ? { group: group.detail } : {}) };
     },
   };
 }

@@ -1,6 +1,7 @@
 // Task activities: start, await, drain and stop agent tasks, and list what agents run.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Assignment, PortPair, TaskStatus, WorkloadKind } from '../protocol';
+import { consumerGroupReads } from './consumer-group';
 import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
 
@@ -11,6 +12,7 @@ export function taskActivities(deps: ActivityDeps) {
   const { runtimes, registry } = deps.stores;
   const { agents, now } = deps;
   const { agentOf } = lookups(deps);
+  const groups = consumerGroupReads(deps);
 
   /**
    * A call to runtime `runtimeId`'s agent that may find it gone: while the runtime's lease runs the
@@ -76,7 +78,11 @@ export function taskActivities(deps: ActivityDeps) {
       return statuses;
     },
 
-    /** Waits until every task reports ready; fails non-retryably on a failed task or at the deadline. */
+    /**
+     * Waits until every task reports ready and, for a service in its own Kafka consumer group, until
+     * the broker shows the group converged on the placement (a member per replica, every partition
+     * assigned); fails non-retryably on a failed task or at the deadline, saying what it waited for.
+     */
     async awaitTasksReady(input: { tasks: TaskRef[]; timeoutMs: number }): Promise<TaskStatus[]> {
       const deadline = now() + input.timeoutMs;
       for (;;) {
@@ -89,12 +95,20 @@ export function taskActivities(deps: ActivityDeps) {
         }
         const ready = statuses.filter((s) => s?.state === 'ready').length;
         heartbeat({ ready, of: input.tasks.length });
-        if (ready === input.tasks.length) return statuses as TaskStatus[];
+        let waitingFor = '';
+        if (ready === input.tasks.length) {
+          const workload = statuses[0] ? await registry.getWorkload(statuses[0].workload) : null;
+          const group = workload ? await groups.verdict(workload) : null;
+          if (!group || group.converged) return statuses as TaskStatus[];
+          heartbeat({ ready, of: input.tasks.length, group: group.detail });
+          waitingFor = group.detail;
+        } else {
+          waitingFor = input.tasks.filter((_, i) => statuses[i]?.state !== 'ready').map((t) => `${t.taskId}@${t.runtimeId}`).join(', ');
+        }
         if (now() > deadline) {
-          const waiting = input.tasks.filter((_, i) => statuses[i]?.state !== 'ready').map((t) => `${t.taskId}@${t.runtimeId}`);
           throw ApplicationFailure.create({
             type: 'converge-deadline',
-            message: `not ready within ${input.timeoutMs} ms: ${waiting.join(', ')}`,
+            message: `not ready within ${input.timeoutMs} ms: ${waitingFor}`,
             nonRetryable: true,
           });
         }

@@ -36,6 +36,8 @@ export interface EvidenceSnapshot {
   /** the busiest task's CPU (100 = one core) and the largest task's resident memory; null: no task reports them */
   cpuPercentPerTask?: number | null;
   rssBytesPerTask?: number | null;
+  /** a service in its own Kafka consumer group: the broker's view of it (its lag is the backlog), or why it could not be read */
+  group?: { group: string; topic: string; state: string; members: number; partitions: number; unassigned: number[]; lag: number } | { group: string; topic: string; error: string };
   /** consumer workloads: what the sink audit counted */
   sink?: { sourceCount: number; sinkCount: number; missing: number; duplicates: number; extra: number; orderViolations: number };
 }

@@ -2,7 +2,7 @@
 // (Kafka sources): brokers from SCALEGATE_KAFKA_BROKERS ("host:port,host:port"), KafkaJS quiet
 // (its own log lines are not ours to print) and with short, bounded retries: a broker outage must
 // surface as an error the caller handles (retry, refuse with broker-unavailable), never a hang.
-import { Kafka, logLevel, type Admin, type KafkaConfig } from 'kafkajs';
+import { AssignerProtocol, Kafka, logLevel, type Admin, type KafkaConfig } from 'kafkajs';
 
 export const KAFKA_BROKERS_ENV = 'SCALEGATE_KAFKA_BROKERS';
 
@@ -11,10 +11,62 @@ export function parseBrokers(text: string | undefined): string[] {
   return (text ?? '').split(',').map((b) => b.trim()).filter(Boolean);
 }
 
+/** One member of a consumer group, as the group coordinator describes it. */
+export interface GroupMember {
+  memberId: string;
+  /** what the member calls itself (the fixture consumer: its task id) */
+  clientId: string;
+  /** the partitions of the topic assigned to it */
+  partitions: number[];
+}
+
+/** A consumer group on one topic: who is in it, what it owns, how far behind it is. */
+export interface ConsumerGroupView {
+  group: string;
+  topic: string;
+  /** the coordinator's state: Stable once a rebalance settled; Empty with no member */
+  state: string;
+  /** the topic's partition count */
+  partitions: number;
+  members: GroupMember[];
+  /** partitions of the topic no member is assigned */
+  unassigned: number[];
+  /** records not yet committed by the group, over every partition (end offset − committed; all retained records where it never committed) */
+  lag: number;
+}
+
 /** What the control plane reads from Kafka: facts for the gates, never records. */
 export interface KafkaMetadata {
   /** the partition count of a topic (0: no such topic) */
   partitionCount(topic: string): Promise<number>;
+  /** a user's consumer group on a topic (a group nobody joined yet: no members, state Empty or Dead) */
+  consumerGroup(group: string, topic: string): Promise<ConsumerGroupView>;
+}
+
+/** Reads a consumer group's members, their assignment and its lag on `topic`. */
+export async function readConsumerGroup(admin: Admin, group: string, topic: string): Promise<ConsumerGroupView> {
+  const [described, ends, committed] = await Promise.all([
+    admin.describeGroups([group]),
+    admin.fetchTopicOffsets(topic),
+    admin.fetchOffsets({ groupId: group, topics: [topic] }),
+  ]);
+  const description = described.groups[0];
+  const members = (description?.members ?? []).map((member): GroupMember => {
+    // a member between join and sync has no assignment yet
+    const assignment = member.memberAssignment.length ? AssignerProtocol.MemberAssignment.decode(member.memberAssignment) : null;
+    return { memberId: member.memberId, clientId: member.clientId, partitions: [...(assignment?.assignment[topic] ?? [])].sort((a, b) => a - b) };
+  });
+  const assigned = new Set(members.flatMap((m) => m.partitions));
+  const committedAt = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+  let lag = 0;
+  for (const end of ends) {
+    const offset = committedAt.get(end.partition) ?? -1;
+    lag += Math.max(0, Number(end.high) - (offset >= 0 ? offset : Number(end.low)));
+  }
+  return {
+    group, topic, state: description?.state ?? 'Unknown', partitions: ends.length, members,
+    unassigned: ends.map((e) => e.partition).filter((p) => !assigned.has(p)).sort((a, b) => a - b), lag,
+  };
 }
 
 /** A topic's partition count as the broker tells it; 0 when there is no such topic (an answer, not an outage). */
@@ -33,16 +85,18 @@ export async function topicPartitionCount(admin: Admin, topic: string): Promise<
 /** Kafka metadata read from the broker on each call (one short-lived admin connection). */
 export function kafkaMetadata(brokers: string): KafkaMetadata {
   const kafka = kafkaClient(brokers, 'scalegate-control-plane');
+  const withAdmin = async <T>(read: (admin: Admin) => Promise<T>): Promise<T> => {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      return await read(admin);
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  };
   return {
-    async partitionCount(topic) {
-      const admin = kafka.admin();
-      await admin.connect();
-      try {
-        return await topicPartitionCount(admin, topic);
-      } finally {
-        await admin.disconnect().catch(() => {});
-      }
-    },
+    partitionCount: (topic) => withAdmin((admin) => topicPartitionCount(admin, topic)),
+    consumerGroup: (group, topic) => withAdmin((admin) => readConsumerGroup(admin, group, topic)),
   };
 }
 

@@ -91,11 +91,25 @@ const EnvSchema = z
   )
   .refine((env) => Object.keys(env).length <= LIMITS.envEntries, { message: `at most ${LIMITS.envEntries} environment entries` });
 
+/** Kafka's own rule for topic names: 1..249 of [A-Za-z0-9._-]. */
+const KafkaTopic = z.string().min(1).max(249).regex(/^[A-Za-z0-9._-]+$/, 'Kafka topic names are 1..249 of [A-Za-z0-9._-]');
+
+/**
+ * A service that consumes a topic in a consumer group of its own (DESIGN.md §5 "A user's own
+ * consumer group"): the broker's group is its evidence. One group member per replica.
+ */
+export const ServiceKafkaSchema = z.strictObject({
+  topic: KafkaTopic,
+  group: z.string().min(1).max(249).regex(/^[A-Za-z0-9._-]+$/, 'consumer group ids here are 1..249 of [A-Za-z0-9._-]'),
+});
+export type ServiceKafka = z.infer<typeof ServiceKafkaSchema>;
+
 export const ServiceSpecSchema = z.strictObject({
   command: z.array(z.string().min(1).max(LIMITS.argLength)).min(1).max(LIMITS.argv),
   env: EnvSchema.default({}),
   readiness: z.union([z.strictObject({ http: UrlPath }), z.strictObject({ tcp: z.literal(true) })]).optional(),
   graceMs: z.int().min(0).max(600000).default(5000),
+  kafka: ServiceKafkaSchema.optional(),
 });
 export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
 
@@ -118,8 +132,6 @@ const WorkloadTable = z
 // A fresh object per use: zod's refine moves `message` into `error` on the object it is handed.
 const sourceIsNotSink = () => ({ message: 'source and sink must be different tables', path: ['sink'] });
 
-/** Kafka's own rule for topic names: 1..249 of [A-Za-z0-9._-]. */
-const KafkaTopic = z.string().min(1).max(249).regex(/^[A-Za-z0-9._-]+$/, 'Kafka topic names are 1..249 of [A-Za-z0-9._-]');
 
 /** A Kafka topic where a source table can stand (DESIGN.md §5 "Kafka sources"): `{"kafka": {"topic": "orders"}}`. */
 export const KafkaSourceSchema = z.strictObject({ kafka: z.strictObject({ topic: KafkaTopic }) });

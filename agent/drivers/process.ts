@@ -155,23 +155,29 @@ const SAFE_TASK_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 export const BASE_ENVIRONMENT = ['PATH', 'HOME', 'LANG', 'TZ'] as const;
 
 /**
- * A process task's whole environment: the minimal base taken from the agent's, then the spec's
- * `env`, then its port pair and its own identity (task id and incarnation, which only the driver
- * knows), which the spec cannot override.
+ * A process task's whole environment: the minimal base taken from the agent's; for a service in its
+ * own Kafka consumer group, the agent's brokers (the spec's env may name others), its topic and
+ * group; then the spec's `env`; then its port pair and its own identity (task id and incarnation,
+ * which only the driver knows), which the spec cannot override.
  */
 export function taskEnvironment(
-  spec: Pick<ServiceSpec, 'env'>,
+  spec: Pick<ServiceSpec, 'env' | 'kafka'>,
   ports: PortPair,
   identity: { taskId: string; incarnation: string },
-  agentEnvironment: NodeJS.ProcessEnv = process.env,
+  options: { agentEnvironment?: NodeJS.ProcessEnv; kafkaBrokers?: string } = {},
 ): Record<string, string> {
+  const agentEnvironment = options.agentEnvironment ?? process.env;
   const base: Record<string, string> = {};
   for (const name of BASE_ENVIRONMENT) {
     const value = agentEnvironment[name];
     if (value !== undefined) base[name] = value;
   }
+  const kafka: Record<string, string> = spec.kafka
+    ? { ...(options.kafkaBrokers ? { SCALEGATE_KAFKA_BROKERS: options.kafkaBrokers } : {}), SCALEGATE_KAFKA_TOPIC: spec.kafka.topic, SCALEGATE_KAFKA_GROUP: spec.kafka.group }
+    : {};
   return {
     ...base,
+    ...kafka,
     ...spec.env,
     PORT: String(ports.public),
     INTERNAL_PORT: String(ports.internal),
@@ -417,7 +423,7 @@ class ProcessTask implements TaskHandle {
         // spawn throws at once for arguments it refuses (e.g. a NUL byte); that is a failed start too.
         child = spawn(command, args, {
           cwd: folder,
-          env: taskEnvironment(this.spec, this.ports, { taskId: this.taskId, incarnation: this.incarnation }),
+          env: taskEnvironment(this.spec, this.ports, { taskId: this.taskId, incarnation: this.incarnation }, { kafkaBrokers: this.ctx.kafkaBrokers }),
           stdio: ['ignore', logFd, logFd],
           // Its own process group, so drain and close can signal every descendant at once.
           detached: true,

@@ -1,5 +1,5 @@
 import { basisMoved } from '../../domain/plan';
-import { sourceTopicOf, type ConsumerSpec, type StreamSpec } from '../../protocol';
+import { sourceTopicOf } from '../../protocol';
 import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
@@ -12,17 +12,20 @@ import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 
-/** A consumer or stream job reading a Kafka topic declares the partition count the broker has, or is refused. */
-async function checkBrokerPartitions(deps: ApiDeps, spec: ConsumerSpec | StreamSpec): Promise<void> {
-  const topic = sourceTopicOf(spec);
+/**
+ * A workload reading a Kafka topic (a consumer's or stream job's source, a service's own consumer
+ * group) names a topic the broker has, and declares (`field`) the partition count the broker has,
+ * or is refused. `declared` undefined: nothing declared to compare.
+ */
+async function checkBrokerPartitions(deps: ApiDeps, topic: string | null, declared: number | undefined, field: string): Promise<void> {
   if (topic === null) return;
-  if (!deps.kafka) throw new ApiError('invalid-spec', `spec.source reads kafka topic ${topic}, but the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
+  if (!deps.kafka) throw new ApiError('invalid-spec', `the workload reads kafka topic ${topic}, but the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)`);
   const partitions = await deps.kafka.partitionCount(topic).catch((error: Error) => {
     throw new ApiError('broker-unavailable', `the Kafka broker did not answer for topic ${topic}: ${error.message}; nothing was defined, retry`);
   });
   if (partitions === 0) throw new ApiError('invalid-spec', `kafka topic ${topic} does not exist on the broker`);
-  if (partitions !== spec.partitions) {
-    throw new ApiError('partitions-mismatch', `kafka topic ${topic} has ${partitions} partitions on the broker; spec.partitions declares ${spec.partitions}`);
+  if (declared !== undefined && partitions !== declared) {
+    throw new ApiError('partitions-mismatch', `kafka topic ${topic} has ${partitions} partitions on the broker; ${field} declares ${declared}`);
   }
 }
 
@@ -41,7 +44,8 @@ export function workloadRoutes(deps: ApiDeps) {
       handler: async ({ params, body }) => {
         const existed = await deps.registry.getWorkload(params.name);
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
-        if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, body.spec);
+        if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, sourceTopicOf(body.spec), body.spec.partitions, 'spec.partitions');
+        if (body.kind === 'service' && body.spec.kafka) await checkBrokerPartitions(deps, body.spec.kafka.topic, body.contract.partitions, 'contract.partitions');
         const workload = await deps.registry.putWorkload(params.name, body);
         return ok(workload, existed ? 200 : 201);
       },

@@ -3,8 +3,11 @@
 // 1 → 3 → 1 under load with every record the producer had acknowledged in the sink exactly once,
 // and a scale past the topic's partitions refused, naming the broker's figure. A stream job reading
 // a topic: hot-rescaled 2 → 4 → 2 under load without re-reading an offset, then replanned (stop
-// the world) from its checkpoint's offsets, every key counted against what the producer acked.
-import { kafkaClient } from '../../lib/kafka';
+// the world) from its checkpoint's offsets, every key counted against what the producer acked. A
+// service in its own consumer group (the fixture consumer): scaled 2 → 4 → 2 under load with the
+// group's members, assignment and lag as the evidence, and every acknowledged record in its sink.
+import path from 'node:path';
+import { kafkaClient, kafkaMetadata } from '../../lib/kafka';
 import { ensureTopic, runKafkaLoad, type KafkaLoadResult } from '../../store/kafka-feed';
 import { auditStreamCheckpoint, ownershipOverlaps, verifyAgainstAcked, verifyStreamAgainstAcked } from '../../store/sink-audit';
 import { createStreamJobStore } from '../../store/stream-jobs';
@@ -17,6 +20,7 @@ let stack: Stack;
 let brokers: string;
 const TOPIC = `scalegate-orders-${process.pid}`;
 const STREAM_TOPIC = `scalegate-clicks-${process.pid}`;
+const GROUP_TOPIC = `scalegate-payments-${process.pid}`;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (replicas: number, partitions: number, topic = TOPIC) => ({
   kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
@@ -31,9 +35,10 @@ beforeAll(async () => {
   await admin.connect();
   await ensureTopic(admin, TOPIC, 6);
   await ensureTopic(admin, STREAM_TOPIC, 4);
+  await ensureTopic(admin, GROUP_TOPIC, 4);
   await admin.disconnect();
   // slots for the stream job's subtasks (a consumer runs one task per runtime whatever the slots)
-  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c'].map((zone) => ({ id: `kafka-${zone}`, labels: { zone }, slots: 8 })) });
+  stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `kafka-${zone}`, labels: { zone }, slots: 8 })) });
 });
 afterAll(async () => {
   await stack?.stop();
@@ -147,4 +152,64 @@ describe('a stream job reading a Kafka topic', () => {
       operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],
     };
   }
+});
+
+describe('a service in its own Kafka consumer group', () => {
+  const NAME = 'kafka-payments';
+  const GROUP = `payments-svc-${process.pid}`;
+  const SINK = 'kafka_payments_out';
+  const service = (replicas: number, partitions = 4) => ({
+    kind: 'service', replicas,
+    contract: { ownership: 'partitioned', partitions, state: 'none', ordering: 'per-partition', delivery: 'at-least-once', recovery: 'reassign', downstream: 'none' },
+    spec: {
+      command: [process.execPath, path.resolve(__dirname, '../fixtures/kafka-group-consumer.js')],
+      env: { DATABASE_URL: stack.databaseUrl, SINK_TABLE: SINK }, readiness: { http: '/healthz' }, graceMs: 15_000,
+      kafka: { topic: GROUP_TOPIC, group: GROUP },
+    },
+  });
+
+  it('is scaled 2 → 4 → 2 under load, converging on the broker\'s view of its group; every acknowledged record reaches its sink', async () => {
+    const mismatch = await stack.api('PUT', `/v1/workloads/${NAME}`, { body: service(2, 6) });
+    expect(mismatch).toMatchObject({ status: 422, body: { error: 'partitions-mismatch' } });
+    expect(mismatch.body.message).toContain(`kafka topic ${GROUP_TOPIC} has 4 partitions on the broker; contract.partitions declares 6`);
+    await stack.db.query(`create table ${SINK} (partition int, "offset" bigint, key text, deliveries int not null default 1, primary key (partition, "offset"))`);
+    const stop = new AbortController();
+    const load = runKafkaLoad({ brokers, topic: GROUP_TOPIC, partitions: 4, ratePerSec: 200, signal: stop.signal });
+    let loaded: KafkaLoadResult | null = null;
+    const group = () => kafkaMetadata(brokers).consumerGroup(GROUP, GROUP_TOPIC);
+    try {
+      await defineWorkload(stack, NAME, service(2), 2);
+      const out = await scaleAndWait(stack, NAME, { replicas: 4 }, 'scaleOut');
+      expect({ status: out.status, regression: out.evidence?.comparison?.reasons }).toEqual({ status: 'completed', regression: [] });
+      // The evidence is the broker's: the group before and after, and its lag as the backlog.
+      expect(out.evidence.baseline.group).toMatchObject({ group: GROUP, topic: GROUP_TOPIC, members: 2, partitions: 4 });
+      expect(out.evidence.after.group).toMatchObject({ state: 'Stable', members: 4, partitions: 4, unassigned: [] });
+      expect(out.evidence.after.backlog).toBe(out.evidence.after.group.lag);
+      const members = (await group()).members;
+      const placed = (await tasksOf(stack, NAME)).map((t) => t.taskId).sort();
+      expect(members.map((m) => m.clientId).sort()).toEqual(placed);
+      expect(members.every((m) => m.partitions.length === 1)).toBe(true);
+
+      const refused = await scaleAndWait(stack, NAME, { replicas: 5 }, 'scaleOut');
+      expect(refused.status).toBe('refused');
+      expect(refused.gates.rows.find((r: { gate: string }) => r.gate === 'input-ownership')).toMatchObject({
+        passed: false, detail: `target 5 above the 4 partitions kafka topic ${GROUP_TOPIC} has on the broker would leave replicas idle`,
+      });
+
+      const back = await scaleAndWait(stack, NAME, { replicas: 2 }, 'scaleIn');
+      expect(back).toMatchObject({ status: 'completed', kind: 'scaleIn' });
+      // The drain is confirmed by the group: the drained members left, the survivors hold every partition.
+      expect(back.scaleIn.confirmation.group).toMatch(new RegExp(`consumer group ${GROUP} on topic ${GROUP_TOPIC}: 2 member\\(s\\), 2 owning partitions, all 4 assigned`));
+      const survivors = (await tasksOf(stack, NAME)).filter((t) => t.state === 'ready').map((t) => t.taskId).sort();
+      expect((await group()).members.map((m) => m.clientId).sort()).toEqual(survivors);
+      expect(back.evidence.after.group).toMatchObject({ state: 'Stable', members: 2, unassigned: [] });
+    } finally {
+      stop.abort();
+      loaded = await load;
+    }
+    const acked = loaded.acked;
+    await stack.waitFor('the group caught up (lag 0)', async () => (await group()).lag === 0, { timeoutMs: 60_000 });
+    expect(await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: SINK, acked }))
+      .toEqual({ acked: acked.length, sinkCount: acked.length, missing: 0, duplicates: 0, extra: 0, keyMismatches: 0 });
+  });
 });

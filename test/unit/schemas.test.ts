@@ -38,6 +38,14 @@ describe('workload definition schema', () => {
     expect(WorkloadDefinitionSchema.safeParse({ ...service, requires: Array.from({ length: 17 }, () => ({ tcp: 'db:1' })) }).success).toBe(false);
   });
 
+  it('takes a service\'s own consumer group as a topic and a group id, nothing else', () => {
+    const inGroup = (kafka: unknown) => WorkloadDefinitionSchema.safeParse({ ...service, spec: { ...service.spec, kafka } });
+    expect(inGroup({ topic: 'orders', group: 'payments' }).success).toBe(true);
+    expect(describeIssues(inGroup({ topic: 'orders' }).error!)).toMatch(/spec\.kafka\.group/);
+    expect(describeIssues(inGroup({ topic: 'orders', group: 'has space' }).error!)).toMatch(/spec\.kafka\.group: consumer group ids here are/);
+    expect(describeIssues(inGroup({ topic: 'orders', group: 'g', brokers: 'x' }).error!)).toMatch(/brokers/);
+  });
+
   it('requires partitions when ownership is partitioned', () => {
     const result = WorkloadDefinitionSchema.safeParse({ ...service, contract: { ownership: 'partitioned' } });
     expect(describeIssues(result.error!)).toMatch(/contract\.partitions/);
