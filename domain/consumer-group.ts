@@ -54,3 +54,14 @@ export function groupConvergence(facts: GroupFacts, replicas: number, removedTas
   const owners = facts.members.filter((m) => m.partitions.length > 0).length;
   return { converged: true, detail: `${name}: ${replicas} member(s), ${owners} owning partitions, all ${facts.partitions} assigned; lag ${facts.lag}` };
 }
+
+/**
+ * Records behind on a topic: per partition, its end offset (the next to be written) − (the last
+ * processed offset + 1); a partition with nothing processed counts from 0 (a topic never truncated
+ * by retention).
+ */
+export function lagBehind(endOffsets: ReadonlyMap<number, number>, lastProcessed: ReadonlyMap<number, number>): number {
+  let lag = 0;
+  for (const [partition, end] of endOffsets) lag += Math.max(0, end - ((lastProcessed.get(partition) ?? -1) + 1));
+  return lag;
+}

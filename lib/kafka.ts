@@ -41,6 +41,8 @@ export interface KafkaMetadata {
   partitionCount(topic: string): Promise<number>;
   /** a user's consumer group on a topic (a group nobody joined yet: no members, state Empty or Dead) */
   consumerGroup(group: string, topic: string): Promise<ConsumerGroupView>;
+  /** each partition's end offset (the next offset to be written) */
+  endOffsets(topic: string): Promise<Map<number, number>>;
 }
 
 /** Reads a consumer group's members, their assignment and its lag on `topic`. */
@@ -97,6 +99,7 @@ export function kafkaMetadata(brokers: string): KafkaMetadata {
   return {
     partitionCount: (topic) => withAdmin((admin) => topicPartitionCount(admin, topic)),
     consumerGroup: (group, topic) => withAdmin((admin) => readConsumerGroup(admin, group, topic)),
+    endOffsets: (topic) => withAdmin(async (admin) => new Map((await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, Number(o.high)]))),
   };
 }
 

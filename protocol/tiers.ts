@@ -36,6 +36,21 @@ export const ChangeWindowPolicySchema = z
   .strict();
 export type ChangeWindowPolicy = z.infer<typeof ChangeWindowPolicySchema>;
 
+/**
+ * A signal the autoscaler pulls itself (issue 21): a workload's Kafka lag (a consumer's or stream
+ * job's topic, or a service's own consumer group), read every intervalMs and taken as the tier's
+ * queueDepth, as KEDA's Kafka scaler does; every decision still goes through the gates and drains.
+ */
+export const TierObserveSchema = z
+  .object({
+    kafkaLag: z.object({
+      workload: WorkloadName,
+      intervalMs: z.int().min(1_000).max(3_600_000).default(15_000),
+    }).strict(),
+  })
+  .strict();
+export type TierObserve = z.infer<typeof TierObserveSchema>;
+
 export const TierPolicySchema = z
   .object({
     workloads: z.array(WorkloadName).min(1).max(50).refine((w) => new Set(w).size === w.length, { message: 'workloads are listed once each' }),
@@ -53,9 +68,17 @@ export const TierPolicySchema = z
     soakMs: z.int().min(0).max(3_600_000).default(5_000),
     /** passed to the scaleIn children (scalegate addition) */
     drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
+    /** signals the autoscaler pulls itself, besides those sent to it */
+    observe: TierObserveSchema.optional(),
   })
   .strict()
-  .refine((p) => p.minReplicas <= p.maxReplicas, { message: 'minReplicas must be ≤ maxReplicas', path: ['maxReplicas'] });
+  .refine((p) => p.minReplicas <= p.maxReplicas, { message: 'minReplicas must be ≤ maxReplicas', path: ['maxReplicas'] })
+  .refine((p) => !p.observe || p.targets.queueDepthPerInstance !== undefined, {
+    message: 'a pulled Kafka lag is the tier\'s queueDepth: set targets.queueDepthPerInstance', path: ['observe', 'kafkaLag'],
+  })
+  .refine((p) => !p.observe || p.workloads.includes(p.observe.kafkaLag.workload), {
+    message: 'observe.kafkaLag.workload must be one of the tier\'s workloads', path: ['observe', 'kafkaLag', 'workload'],
+  });
 export type TierPolicy = z.infer<typeof TierPolicySchema>;
 export type TierPolicyInput = z.input<typeof TierPolicySchema>;
 
@@ -150,5 +173,9 @@ export const TierViewSchema = z
     })),
     waiting: z.array(z.object({ workload: z.string(), reason: z.string(), untilMs: z.number() })),
     counts: z.object({ signals: z.int(), decisions: z.int(), suppressedRows: z.int(), rejectedSignals: z.int() }).nullable(),
+    /** the pulled Kafka lag (policy.observe): its last reading or why it failed; null without one, or from the ledger */
+    pull: z.object({
+      workload: z.string(), intervalMs: z.int(), lastAt: z.string().nullable(), lastLag: z.number().nullable(), nextAt: z.string().nullable(), error: z.string().nullable(),
+    }).nullable().optional(),
   })
   .meta({ title: 'Tier' });

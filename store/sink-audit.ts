@@ -179,6 +179,19 @@ export function createSinkAuditStore(db: Pool) {
     },
 
     /** The partitions of the workload whose stored owner is one of `taskIds` (none before the consumer made its tables). */
+    /** A consumer's committed offset per partition (-1: none yet); empty before its first task ran. */
+    async committedOffsets(workload: string): Promise<Map<number, number>> {
+      try {
+        const { rows } = await db.query<{ partition: number; committed_offset: string }>(
+          `select partition, committed_offset from ${OFFSETS_TABLE} where workload = $1`, [workload],
+        );
+        return new Map(rows.map((r) => [r.partition, Number(r.committed_offset)]));
+      } catch (error) {
+        if (isUndefinedTable(error)) return new Map();
+        throw error;
+      }
+    },
+
     async partitionsOwnedBy(workload: string, taskIds: string[]): Promise<{ partition: number; ownerTask: string }[]> {
       try {
         const { rows } = await db.query<{ partition: number; owner_task: string }>(

@@ -6,7 +6,9 @@
 // drains and compensation are the operator's, and Temporal itself refuses a second operation on a
 // busy workload (the autoscaler then waits and says so). Every decision is an `autoscale` ledger
 // row; identical "no change" rows are written at most once per max(cooldown, 60 s). Signals that
-// arrive during an operation are kept and the next decision takes the newest. The workflow
+// arrive during an operation are kept and the next decision takes the newest. A policy may also
+// have the workflow pull a workload's Kafka lag every interval (policy.observe.kafkaLag): each
+// reading is an observation like a signal's, as queueDepth. The workflow
 // continues as new after `decisionsPerRun` decisions or `maxHistoryEvents` events, once every
 // handler has finished.
 import {
@@ -29,6 +31,7 @@ import { chooseScale, isRefusal } from './scale-choice';
 import type { ScaleStatus } from './scale-operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
+const observations = proxyActivities<Activities>(profiles.observation);
 
 /** Observations kept (newest last); older ones only live on as recommendations in the domain state. */
 export const OBSERVATION_WINDOW = 50;
@@ -49,6 +52,16 @@ export interface Observation {
   activeUsers?: number;
   cpuUtilization?: number;
   queueDepth?: number;
+  /** a reading the workflow pulled itself (policy.observe), e.g. "kafka lag of orders (committed offsets)"; absent for a signal */
+  pulled?: string;
+}
+
+/** The pulled Kafka lag: when it is read next, and the last reading or why it failed. */
+export interface PullState {
+  nextAtMs: number;
+  lastAtMs: number | null;
+  lastLag: number | null;
+  error: string | null;
 }
 
 export interface DecisionRecord {
@@ -85,6 +98,8 @@ export interface AutoscalerCarried {
   rejectedSignals: number;
   runs: number;
   windowCache: { revision: number; fromMs: number; toMs: number; intervals: ChangeInterval[] } | null;
+  /** policy.observe's pulled lag (absent in runs carried from before it existed) */
+  pull?: PullState | null;
 }
 
 export const AutoscalerInputSchema = z.object({
@@ -122,6 +137,8 @@ export interface AutoscalerStatus {
   waiting: { workload: string; reason: string; untilMs: number }[];
   counts: { signals: number; decisions: number; suppressedRows: number; rejectedSignals: number };
   run: { runs: number; historyLength: number };
+  /** the pulled Kafka lag (policy.observe); null without one */
+  pull: ({ workload: string; intervalMs: number } & PullState) | null;
 }
 
 export interface PolicyUpdate {
@@ -191,6 +208,16 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     (carried.workloads[workload] ??= { autoscale: initialAutoscaleState(), notedSeq: 0, lastRow: null, backoff: null, waiting: null, lastDecision: null });
   const latest = (): Observation | null => carried.observations[carried.observations.length - 1] ?? null;
 
+  /** Keeps an observation (a signal's or a pulled one) in the window, newest last, and asks for a decision. */
+  const addObservation = (figures: Omit<Observation, 'seq' | 'atMs' | 'receivedAtMs'>, at?: string) => {
+    const now = Date.now();
+    const observation: Observation = { seq: ++carried.seq, atMs: at ? Math.min(Date.parse(at), now + 60_000) : now, receivedAtMs: now, ...figures };
+    carried.observations.push(observation);
+    carried.observations.sort(newer);
+    if (carried.observations.length > OBSERVATION_WINDOW) carried.observations.splice(0, carried.observations.length - OBSERVATION_WINDOW);
+    dirty = true;
+  };
+
   setHandler(observeSignal, (raw: unknown) => {
     const parsed = TierSignalSchema.safeParse(raw);
     if (!parsed.success) {
@@ -198,13 +225,8 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
       log.warn('autoscaler: ignoring an invalid observation', { tier, problem: parsed.error.issues[0]?.message });
       return;
     }
-    const now = Date.now();
     const { at, ...figures } = parsed.data;
-    const observation: Observation = { seq: ++carried.seq, atMs: at ? Math.min(Date.parse(at), now + 60_000) : now, receivedAtMs: now, ...figures };
-    carried.observations.push(observation);
-    carried.observations.sort(newer);
-    if (carried.observations.length > OBSERVATION_WINDOW) carried.observations.splice(0, carried.observations.length - OBSERVATION_WINDOW);
-    dirty = true;
+    addObservation(figures, at);
   });
   setHandler(policySignal, (update: PolicyUpdate) => {
     const parsed = TierPolicySchema.safeParse(update?.policy);
@@ -217,6 +239,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     policy = parsed.data;
     revision = update.revision;
     carried.windowCache = null;
+    carried.pull = null; // a new pull (or none): read at once
     for (const workload of Object.keys(carried.workloads)) if (!policy.workloads.includes(workload)) delete carried.workloads[workload];
     for (const ws of Object.values(carried.workloads)) ws.backoff = null; // new inputs: a refused change may be tried again
     dirty = true;
@@ -233,8 +256,30 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
       ]),
       counts: { signals: carried.seq, decisions: carried.decisions, suppressedRows: carried.suppressedRows, rejectedSignals: carried.rejectedSignals },
       run: { runs: carried.runs, historyLength: workflowInfo().historyLength },
+      pull: policy.observe && carried.pull ? { workload: policy.observe.kafkaLag.workload, intervalMs: policy.observe.kafkaLag.intervalMs, ...carried.pull } : null,
     };
   });
+
+  /**
+   * Reads the workload's Kafka lag when it is due (policy.observe.kafkaLag) and keeps it as an
+   * observation; a failed reading is shown in the status and tried again at the next interval.
+   * Policies without observe never get here, so their histories have no such activity.
+   */
+  const pullIfDue = async () => {
+    const pull = policy.observe?.kafkaLag;
+    if (!pull) return;
+    const state = (carried.pull ??= { nextAtMs: 0, lastAtMs: null, lastLag: null, error: null });
+    if (Date.now() < state.nextAtMs) return;
+    state.nextAtMs = Date.now() + pull.intervalMs;
+    try {
+      const reading = await observations.observeKafkaLag.executeWithOptions({ summary: `kafka lag of ${pull.workload}` }, [{ workload: pull.workload }]);
+      Object.assign(state, { lastAtMs: Date.now(), lastLag: reading.lag, error: null });
+      addObservation({ queueDepth: reading.lag, pulled: `kafka lag of ${reading.workload} on topic ${reading.topic} (${reading.against})` });
+    } catch (error) {
+      state.error = failureMessage(error);
+      log.warn('autoscaler: the Kafka lag could not be read', { tier, workload: pull.workload, error: state.error });
+    }
+  };
 
   /** One ledger row per decision, except an identical "no change" repeated within the repeat interval. */
   const record = async (ws: WorkloadState, decision: DecisionRecord, extra: { recommended: number | null; stabilized: number | null }) => {
@@ -424,11 +469,15 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
         tier, policy, revision, maxHistoryEvents: input.maxHistoryEvents, decisionsPerRun: input.decisionsPerRun, carried,
       });
     }
+    await pullIfDue();
     const waiting = Object.values(carried.workloads).find((ws) => ws.waiting);
     enter(waiting?.waiting ? `waiting: ${waiting.waiting.workflowId} is running` : 'idle');
-    const wakeAt = nextWakeAt();
+    const decisionAt = nextWakeAt();
+    const pullAt = policy.observe && carried.pull ? carried.pull.nextAtMs : null;
+    const wakeAt = pullAt === null ? decisionAt : decisionAt === null ? pullAt : Math.min(decisionAt, pullAt);
     if (wakeAt === null) await condition(() => dirty);
     else await condition(() => dirty, Math.max(1, wakeAt - Date.now()));
+    if (!dirty && pullAt !== null && Date.now() >= pullAt) continue; // only a pull was due
     dirty = false;
     await decideRound();
   }

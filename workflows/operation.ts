@@ -60,6 +60,8 @@ export const profiles = {
   longDrain: { startToCloseTimeout: '15 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 3 } },
   /** a call inside a paused checkpoint window: a lost answer fails over to the replan within seconds */
   windowCall: { startToCloseTimeout: '5 seconds', retry: { maximumAttempts: 3, initialInterval: '200ms', maximumInterval: '1s' } },
+  /** a reading the caller takes again at its next interval anyway: a failure is reported, not retried for long */
+  observation: { startToCloseTimeout: '15 seconds', retry: { maximumAttempts: 2, initialInterval: '1s' } },
 } as const;
 
 /**

@@ -5,6 +5,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { cronProblem } from '../../domain/change-windows';
 import { TierParamsSchema, TierPolicyAnswerSchema, TierPolicySchema, TierSignalAnswerSchema, TierSignalSchema, TierViewSchema, type StoredTierPolicy } from '../../protocol/tiers';
+import { sourceTopicOf, type Workload } from '../../protocol';
 import { createTierStore } from '../../store/tiers';
 import { autoscaler, autoscalerStatusQuery, observeSignal, policySignal, type AutoscalerStatus } from '../../workflows/autoscaler';
 import type { ApiDeps } from '../deps';
@@ -12,6 +13,9 @@ import { ApiError } from '../../http/errors';
 import { defineRoute, ok } from '../../http/route';
 
 export const autoscalerWorkflowId = (tier: string) => `autoscale:${tier}`;
+
+/** Whether a workload has a Kafka lag to observe: a topic as its source, or a service's own consumer group. */
+const readsKafka = (workload: Workload): boolean => (workload.kind === 'service' ? workload.spec.kafka !== undefined : sourceTopicOf(workload.spec) !== null);
 
 export function tierRoutes(deps: ApiDeps) {
   const tiers = createTierStore(deps.db);
@@ -57,6 +61,10 @@ export function tierRoutes(deps: ApiDeps) {
           const problem = cronProblem(w.cron);
           return problem ? [{ path: `body.changeWindows.${i}.cron`, message: `not a cron expression: ${problem}` }] : [];
         });
+        const observed = body.observe ? await deps.registry.getWorkload(body.observe.kafkaLag.workload) : null;
+        if (observed && !readsKafka(observed)) {
+          cronIssues.push({ path: 'body.observe.kafkaLag.workload', message: `${observed.name} reads no Kafka topic (a consumer's or stream job's source, or a service's spec.kafka): it has no lag to observe` });
+        }
         if (cronIssues.length) {
           throw new ApiError('validation-failed', `invalid policy: ${cronIssues.map((i) => `${i.path.slice(5)}: ${i.message}`).join('; ')}`, { issues: cronIssues });
         }
@@ -104,6 +112,10 @@ export function tierRoutes(deps: ApiDeps) {
               reason: decision.reason, observation: decision.observation, desiredPerSignal: decision.desiredPerSignal, operation: decision.operation, outcome: decision.outcome,
             },
             decisions: status.decisions, runningOperations: operations, waiting: status.waiting, counts: status.counts,
+            pull: status.pull ? {
+              workload: status.pull.workload, intervalMs: status.pull.intervalMs, error: status.pull.error, lastLag: status.pull.lastLag,
+              lastAt: status.pull.lastAtMs === null ? null : new Date(status.pull.lastAtMs).toISOString(), nextAt: new Date(status.pull.nextAtMs).toISOString(),
+            } : null,
           });
         }
         // Not running (or not answering): the ledger has the last decision and its inputs.

@@ -5,7 +5,9 @@
 // a topic: hot-rescaled 2 → 4 → 2 under load without re-reading an offset, then replanned (stop
 // the world) from its checkpoint's offsets, every key counted against what the producer acked. A
 // service in its own consumer group (the fixture consumer): scaled 2 → 4 → 2 under load with the
-// group's members, assignment and lag as the evidence, and every acknowledged record in its sink.
+// group's members, assignment and lag as the evidence, and every acknowledged record in its sink. A
+// tier that pulls a slow consumer's Kafka lag itself scales it up while the lag is high and back
+// down once it drained.
 import path from 'node:path';
 import { kafkaClient, kafkaMetadata } from '../../lib/kafka';
 import { ensureTopic, runKafkaLoad, type KafkaLoadResult } from '../../store/kafka-feed';
@@ -21,6 +23,7 @@ let brokers: string;
 const TOPIC = `scalegate-orders-${process.pid}`;
 const STREAM_TOPIC = `scalegate-clicks-${process.pid}`;
 const GROUP_TOPIC = `scalegate-payments-${process.pid}`;
+const LAG_TOPIC = `scalegate-backlog-${process.pid}`;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (replicas: number, partitions: number, topic = TOPIC) => ({
   kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
@@ -36,6 +39,7 @@ beforeAll(async () => {
   await ensureTopic(admin, TOPIC, 6);
   await ensureTopic(admin, STREAM_TOPIC, 4);
   await ensureTopic(admin, GROUP_TOPIC, 4);
+  await ensureTopic(admin, LAG_TOPIC, 6);
   await admin.disconnect();
   // slots for the stream job's subtasks (a consumer runs one task per runtime whatever the slots)
   stack = await startStack({ leaseTtlMs: 3000, agents: ['a', 'b', 'c', 'd'].map((zone) => ({ id: `kafka-${zone}`, labels: { zone }, slots: 8 })) });
@@ -211,5 +215,58 @@ describe('a service in its own Kafka consumer group', () => {
     await stack.waitFor('the group caught up (lag 0)', async () => (await group()).lag === 0, { timeoutMs: 60_000 });
     expect(await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: SINK, acked }))
       .toEqual({ acked: acked.length, sinkCount: acked.length, missing: 0, duplicates: 0, extra: 0, keyMismatches: 0 });
+  });
+});
+
+describe('a tier observing a workload\'s Kafka lag', () => {
+  const TIER = 'kafka-lag';
+  const NAME = 'kafka-backlog';
+  const SINK = 'kafka_backlog_out';
+  const policy = (workload: string, targets: Record<string, number> = { queueDepthPerInstance: 300 }) => ({
+    workloads: [workload], minReplicas: 1, maxReplicas: 3, targets, tolerance: 0.1, scaleUpStabilizationMs: 0, scaleDownStabilizationMs: 0,
+    cooldownMs: 0, maxStep: 4, soakMs: 1_000, drainTimeoutMs: 30_000, observe: { kafkaLag: { workload, intervalMs: 1_000 } },
+  });
+  const decisions = async () => ((await stack.api('GET', `/v1/ledger?kind=autoscale&workload=${NAME}&limit=200`, { role: 'viewer' })).body.events as any[]).filter((r) => r.tier === TIER);
+
+  it('scales a slow consumer up while its lag is high and back down once it drained; a workload with no topic is refused', async () => {
+    // Refused before anything runs: no queueDepth target, and a workload that reads a table.
+    const noTarget = await stack.api('PUT', `/v1/tiers/${TIER}/policy`, { body: policy(NAME, { qpsPerInstance: 10 }) });
+    expect(noTarget.status).toBe(422);
+    expect(noTarget.body.message).toMatch(/set targets\.queueDepthPerInstance/);
+    await defineWorkload(stack, 'kafka-table-reader', {
+      kind: 'consumer', replicas: 1, contract: { ...CONTRACT, partitions: 2 }, spec: { partitions: 2, source: 'lag_table_in', sink: 'lag_table_out', workMs: 0 },
+    }, 1);
+    const tableReader = await stack.api('PUT', `/v1/tiers/${TIER}/policy`, { body: policy('kafka-table-reader') });
+    expect(tableReader.status).toBe(422);
+    expect(tableReader.body.message).toMatch(/observe\.kafkaLag\.workload: kafka-table-reader reads no Kafka topic/);
+
+    // 20 ms of work per record: one replica takes about 50 records/s, so a burst of 1,500 is a backlog.
+    const slow = consumer(1, 6, LAG_TOPIC);
+    await defineWorkload(stack, NAME, { ...slow, spec: { ...slow.spec, sink: SINK, workMs: 20 } }, 1);
+    const loaded = await runKafkaLoad({ brokers, topic: LAG_TOPIC, partitions: 6, ratePerSec: 3_000, count: 1_500 });
+    expect(loaded.acked).toHaveLength(1_500);
+    try {
+      expect((await stack.api('PUT', `/v1/tiers/${TIER}/policy`, { body: policy(NAME) })).status).toBe(201);
+      const up = await stack.waitFor('a scale-out on the pulled lag', async () => (await decisions()).find((r) => r.inputs.decision === 'scale-out') ?? null, { timeoutMs: 60_000 });
+      expect(up).toMatchObject({ fromReplicas: 1, toReplicas: 3 });
+      expect(up.inputs.observation.pulled).toMatch(new RegExp(`^kafka lag of ${NAME} on topic ${LAG_TOPIC} \\(committed offsets\\)$`));
+      expect(up.inputs.observation.queueDepth).toBeGreaterThan(600);
+      // Down as the lag drains (3 → 2 on the way when a reading falls between 300 and 600), to the minimum once it is gone.
+      const down = await stack.waitFor('a scale-in to 1 once the lag drained', async () => (await decisions()).find((r) => r.inputs.decision === 'scale-in' && r.toReplicas === 1) ?? null, { timeoutMs: 90_000 });
+      expect(down.inputs.observation.queueDepth).toBeLessThanOrEqual(300);
+      const scaleIns = (await decisions()).filter((r) => r.inputs.decision === 'scale-in');
+      expect(scaleIns[scaleIns.length - 1].fromReplicas).toBe(3); // newest first: the first scale-in came from the scaled-out size
+      const outcomes = (await decisions()).filter((r) => r.outcome !== 'no-change' && r.outcome !== 'started').map((r) => r.outcome);
+      expect(outcomes).not.toContain('refused');
+      const tier = (await stack.api('GET', `/v1/tiers/${TIER}`, { role: 'viewer' })).body;
+      expect(tier.pull).toMatchObject({ workload: NAME, intervalMs: 1_000, error: null });
+      expect(typeof tier.pull.lastLag).toBe('number');
+    } finally {
+      await stack.temporal.workflow.getHandle(`autoscale:${TIER}`).terminate('test over').catch(() => undefined);
+    }
+    await stack.waitFor('every acknowledged record in the sink', async () =>
+      (await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: SINK, acked: loaded.acked })).missing === 0, { timeoutMs: 60_000 });
+    expect(await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: SINK, acked: loaded.acked }))
+      .toEqual({ acked: 1_500, sinkCount: 1_500, missing: 0, duplicates: 0, extra: 0, keyMismatches: 0 });
   });
 });

@@ -1,4 +1,4 @@
-import { groupConvergence, partitionList, type GroupFacts } from '../../domain/consumer-group';
+import { groupConvergence, lagBehind, partitionList, type GroupFacts } from '../../domain/consumer-group';
 
 const facts = (change: Partial<GroupFacts> = {}): GroupFacts => ({
   group: 'payments', topic: 'orders', state: 'Stable', partitions: 4, lag: 7,
@@ -31,5 +31,14 @@ describe('a consumer group as convergence evidence', () => {
   it('writes partition lists as runs', () => {
     expect(partitionList([5, 0, 1, 2, 7, 8])).toBe('0-2, 5, 7-8');
     expect(partitionList([])).toBe('');
+  });
+});
+
+describe('the lag behind a topic', () => {
+  it('counts, per partition, the records from the last processed offset to the end; nothing processed counts from 0', () => {
+    const ends = new Map([[0, 10], [1, 5], [2, 0]]);
+    expect(lagBehind(ends, new Map([[0, 9], [1, 1]]))).toBe(0 + 3 + 0);
+    expect(lagBehind(ends, new Map())).toBe(15);
+    expect(lagBehind(ends, new Map([[0, 20]]))).toBe(5); // a checkpoint ahead of a stale end: no negative lag
   });
 });

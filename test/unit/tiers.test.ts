@@ -35,6 +35,28 @@ describe('TierPolicySchema', () => {
   });
 });
 
+describe('a pulled Kafka lag (policy.observe)', () => {
+  const observing = (change: Record<string, unknown> = {}) => ({ workloads: ['orders'], targets: { queueDepthPerInstance: 500 }, observe: { kafkaLag: { workload: 'orders' } }, ...change });
+  const problems = (body: unknown) => {
+    const result = TierPolicySchema.safeParse(body);
+    return result.success ? null : describeIssues(result.error);
+  };
+
+  it('reads every 15 s unless told, at least every second', () => {
+    expect(TierPolicySchema.parse(observing()).observe).toEqual({ kafkaLag: { workload: 'orders', intervalMs: 15_000 } });
+    expect(problems(observing({ observe: { kafkaLag: { workload: 'orders', intervalMs: 500 } } }))).toMatch(/observe\.kafkaLag\.intervalMs/);
+  });
+
+  it('is the queueDepth signal: a policy without a queueDepth target is refused, saying so', () => {
+    expect(problems(observing({ targets: { qpsPerInstance: 10 } }))).toMatch(/observe\.kafkaLag: a pulled Kafka lag is the tier's queueDepth: set targets\.queueDepthPerInstance/);
+  });
+
+  it('observes one of the tier\'s own workloads, and nothing but a Kafka lag', () => {
+    expect(problems(observing({ observe: { kafkaLag: { workload: 'payments' } } }))).toMatch(/observe\.kafkaLag\.workload: .* one of the tier's workloads/);
+    expect(problems(observing({ observe: { kafkaLag: { workload: 'orders' }, prometheus: {} } }))).toMatch(/prometheus/);
+  });
+});
+
 describe('TierSignalSchema', () => {
   it('takes any of the four figures and an optional time, nothing else', () => {
     expect(TierSignalSchema.safeParse({ qps: 10, at: '2030-01-01T00:00:00Z' }).success).toBe(true);

@@ -319,6 +319,10 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       }
       return input.workloads.map((workload) => ({ workload, active: workload === name, replicas: workload === name ? current.length : 0 }));
     },
+    async observeKafkaLag(input) {
+      call('observeKafkaLag');
+      return { workload: input.workload, topic: `${name}-topic`, lag: 400, against: 'committed offsets' };
+    },
     async changeWindowIntervals() {
       call('changeWindowIntervals');
       return [];
@@ -990,6 +994,28 @@ export const SCENARIOS: Scenario[] = [
       assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
       assert.deepEqual(ledgerOutcomes(fakes).slice(0, 3), ['autoscale:started', 'scale-out:completed', 'autoscale:no-change']);
       assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [2, 4]);
+      return { workflowId, runId };
+    },
+  },
+  {
+    // A tier that pulls its workload's Kafka lag itself (policy.observe.kafkaLag), no signal sent:
+    // the reading, 400 records at 100 per replica, asks for 4 of 2: a scaleOut child; the decision
+    // after it, on that reading at the new size, is "no change"; continue-as-new after two decisions.
+    name: 'autoscaler-kafka-lag',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `autoscale:${workload}`;
+      const policy = {
+        workloads: [workload], minReplicas: 2, maxReplicas: 8, targets: { queueDepthPerInstance: 100 }, tolerance: 0.1, scaleUpStabilizationMs: 0,
+        scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, soakMs: 100, drainTimeoutMs: 5000, observe: { kafkaLag: { workload, intervalMs: 1000 } },
+      };
+      const handle = await client.workflow.start(autoscaler, { taskQueue, workflowId, args: [{ tier: workload, policy, revision: 1, decisionsPerRun: 2 }] });
+      const runId = handle.firstExecutionRunId;
+      const end = await client.workflow.getHandle(workflowId, runId, { followRuns: false }).result().then(() => null, (e: unknown) => e);
+      assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
+      assert.deepEqual(ledgerOutcomes(fakes).slice(0, 3), ['autoscale:started', 'scale-out:completed', 'autoscale:no-change']);
+      assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [2, 4]);
+      assert.match(String((fakes.ledger[0].inputs as { observation: { pulled: string } }).observation.pulled), /^kafka lag of .* \(committed offsets\)$/);
       return { workflowId, runId };
     },
   },
