@@ -8,4 +8,5 @@ export * from './operation-status';
 export * from './runtime';
 export * from './search-attributes';
 export * from './stream';
+export * from './stream-wire';
 export * from './workload';

@@ -7,7 +7,8 @@
 // Nothing here asserts on elapsed time: "held" is a state (the reader's queue stopped growing over
 // several polls while a flush is still pending), and every wait is a waitFor on a condition.
 import net from 'node:net';
-import { BARRIER, InputServer, OutputChannel, RECORD, WATERMARK, type Hello, type WireMessage } from '../../agent/drivers/stream/exchange';
+import { InputServer, OutputChannel } from '../../agent/drivers/stream/exchange';
+import { BARRIER, KEYED_RECORDS, RECORD, WATERMARK, type Hello, type KeyedRecord, type WireMessage } from '../../protocol/stream-wire';
 import { waitFor } from '../support/wait-for';
 
 const JOB = 'clicks';
@@ -23,17 +24,17 @@ const MAX_CHUNK_BYTES = 64 * 1024;
 /** Fixed-width records, so the overshoot past the mark is bounded by a known number of lines. */
 const APPENDED_AT = 1_764_547_200_000;
 const keyOf = (i: number) => `user-${String(i).padStart(10, '0')}`;
-const recordOf = (i: number): WireMessage => [RECORD, keyOf(i), APPENDED_AT];
+const recordOf = (i: number): KeyedRecord => [RECORD, keyOf(i), APPENDED_AT];
 const LINE_BYTES = JSON.stringify(recordOf(0)).length + 1;
 
 interface Server {
-  input: InputServer;
+  input: InputServer<KeyedRecord>;
   closes: { from: number; lastBarrier: number }[];
   refusals: string[];
   wakes: () => number;
 }
 
-const servers: InputServer[] = [];
+const servers: InputServer<KeyedRecord>[] = [];
 const cleanups: (() => void)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) cleanup();
@@ -45,7 +46,7 @@ async function listen(expected: number[]): Promise<Server> {
   const refusals: string[] = [];
   let wakes = 0;
   const input = await InputServer.listen({
-    host: '127.0.0.1', job: JOB, generation: GENERATION, secret: SECRET, expected: new Set(expected),
+    host: '127.0.0.1', edge: KEYED_RECORDS, job: JOB, generation: GENERATION, secret: SECRET, expected: new Set(expected),
     wake: () => { wakes++; },
     onClose: (from, lastBarrier) => closes.push({ from, lastBarrier }),
     log: (event, fields) => { if (event === 'stream input refused') refusals.push(String(fields?.reason)); },
@@ -94,7 +95,7 @@ async function steady(what: string, read: () => number, polls = 5): Promise<numb
 }
 
 /** Takes every message the channel yields now. */
-function takeAll(channel: { next(): WireMessage | undefined }, into: WireMessage[]): number {
+function takeAll(channel: { next(): WireMessage<KeyedRecord> | undefined }, into: WireMessage<KeyedRecord>[]): number {
   let n = 0;
   for (let message = channel.next(); message; message = channel.next()) {
     into.push(message);
@@ -104,7 +105,7 @@ function takeAll(channel: { next(): WireMessage | undefined }, into: WireMessage
 }
 
 /** The first index where `received` is not record i, or -1 when every record 0..count-1 is there once, in order. */
-function firstOutOfOrder(received: WireMessage[], count: number): number {
+function firstOutOfOrder(received: WireMessage<KeyedRecord>[], count: number): number {
   for (let i = 0; i < Math.max(count, received.length); i++) {
     const message = received[i];
     if (!message || message[0] !== RECORD || message[1] !== keyOf(i)) return i;
@@ -152,7 +153,7 @@ describe('backpressure', () => {
     expect(broken).toEqual([]);
 
     // The reader takes: the held flush resolves, and every message arrives exactly once, in order.
-    const received: WireMessage[] = [];
+    const received: WireMessage<KeyedRecord>[] = [];
     await waitFor('every message sent taken', () => {
       takeAll(channel, received);
       return received.length >= sent;
@@ -189,7 +190,7 @@ describe('barrier hold', () => {
     await waitFor('the messages up to the barrier queued', () => server.input.channels.get(1)?.queued === BEFORE + 2);
     const channel = server.input.channels.get(1)!;
 
-    const taken: WireMessage[] = [];
+    const taken: WireMessage<KeyedRecord>[] = [];
     for (let i = 0; i < BEFORE; i++) taken.push(channel.next()!);
     expect(taken).toEqual(Array.from({ length: BEFORE }, (_, i) => recordOf(i)));
     expect(channel.next()).toEqual([WATERMARK, APPENDED_AT]);
@@ -211,7 +212,7 @@ describe('barrier hold', () => {
     expect(channel.heldAt).toBeNull();
     expect(server.wakes()).toBe(wakesBefore + 1); // the processing loop is woken to take what was queued
 
-    const after: WireMessage[] = [];
+    const after: WireMessage<KeyedRecord>[] = [];
     await waitFor('every record after the barrier taken', () => {
       takeAll(channel, after);
       return after.length >= AFTER;
@@ -292,6 +293,22 @@ describe('refused connections', () => {
 
     expect(server.input.channels.size).toBe(0);
     expect(server.closes).toEqual([]);
+  });
+
+  test.each([
+    ['a count update on the keyed edge', [RECORD, 'user-1', 3, APPENDED_AT]],
+    ['a record without its append time', [RECORD, 'user-1']],
+    ['a barrier without its id', [BARRIER]],
+    ['an unknown message tag', [9, 1]],
+    ['an object', { key: 'user-1' }],
+  ])('%s from an admitted peer: valid JSON, not a message of this edge: the channel is closed at it, what came before is kept', async (_what, line) => {
+    const server = await listen([0]);
+    const peer = await rawPeer(server);
+    peer.socket.write(`${JSON.stringify(hello(0))}\n${JSON.stringify(recordOf(0))}\n${JSON.stringify(line)}\n${JSON.stringify(recordOf(1))}\n`);
+    await waitFor('the channel reported closed', () => server.closes.length === 1);
+    const channel = server.input.channels.get(0)!;
+    expect(channel.next()).toEqual(recordOf(0));
+    expect(channel.next()).toBeUndefined();
   });
 
   test('malformed JSON from an admitted peer closes that channel without crashing; the close is reported with the last barrier it delivered', async () => {

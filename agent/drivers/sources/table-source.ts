@@ -7,8 +7,10 @@ import type { PartitionRecord, SourcePort, SourceRecord } from './source';
 export function tableSource(pool: Pool, table: string): SourcePort {
   const quoted = quoteIdentifier(table);
   let hasAppendedAt = false;
-  // A source table created under the bare contract may lack appended_at: its records' append time is unknown.
-  const appendedMs = () => (hasAppendedAt ? `extract(epoch from appended_at)::float8 * 1000` : `null::float8`);
+  // A source table created under the bare contract may lack appended_at: its records' append time is
+  // unknown. Whole milliseconds, as a watermark and a Kafka record's timestamp are.
+  const appendedMs = () => (hasAppendedAt ? `(extract(epoch from appended_at) * 1000)::bigint` : `null::bigint`);
+  const msOf = (value: string | null): number | null => (value === null ? null : Number(value));
   return {
     description: `table ${table}`,
     async prepare() {
@@ -24,7 +26,7 @@ export function tableSource(pool: Pool, table: string): SourcePort {
       return new Map(rows.map((r) => [r.partition, r.max_offset === null ? -1 : Number(r.max_offset)]));
     },
     async readAfter(partition, after, limit) {
-      const { rows } = await pool.query<{ offset: string; key: string; payload: string; appended_ms: number | null }>(
+      const { rows } = await pool.query<{ offset: string; key: string; payload: string; appended_ms: string | null }>(
         `select "offset", key, payload::text as payload, ${appendedMs()} as appended_ms
            from ${quoted}
           where partition = $1 and "offset" > $2
@@ -32,11 +34,11 @@ export function tableSource(pool: Pool, table: string): SourcePort {
           limit $3`,
         [partition, after, limit],
       );
-      return rows.map((r): SourceRecord => ({ offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: r.appended_ms }));
+      return rows.map((r): SourceRecord => ({ offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: msOf(r.appended_ms) }));
     },
     async readEach(after, perPartition) {
       const partitions = [...after.keys()];
-      const { rows } = await pool.query<{ partition: number; offset: string; key: string; payload: string; appended_ms: number | null }>(
+      const { rows } = await pool.query<{ partition: number; offset: string; key: string; payload: string; appended_ms: string | null }>(
         `select s.partition, s."offset", s.key, s.payload::text as payload, s.appended_ms
            from unnest($1::int[], $2::bigint[]) as o(partition, after)
            cross join lateral (
@@ -45,7 +47,7 @@ export function tableSource(pool: Pool, table: string): SourcePort {
           order by s.partition, s."offset"`,
         [partitions, partitions.map((p) => after.get(p)!), perPartition],
       );
-      return rows.map((r): PartitionRecord => ({ partition: r.partition, offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: r.appended_ms }));
+      return rows.map((r): PartitionRecord => ({ partition: r.partition, offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: msOf(r.appended_ms) }));
     },
     async forget() {},
     async close() {},

@@ -5,24 +5,13 @@
 // its queue is long (a channel held for barrier alignment keeps queueing until then).
 //
 // A connection opens with one hello line naming the job, the generation, the upstream subtask and
-// the generation's exchange secret; anything else is dropped before a single record is read.
+// the generation's exchange secret; anything else is dropped before a single record is read. The
+// lines are the typed messages of protocol/stream-wire.ts, each checked as it arrives against what
+// the edge carries (a source's keyed records, an aggregate's count updates).
 import { once } from 'node:events';
 import net from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
-
-/** A message on the wire: [0, ...record], [1, checkpointId] (barrier), [2, watermarkMs]. */
-export type WireMessage = readonly unknown[];
-export const RECORD = 0;
-export const BARRIER = 1;
-export const WATERMARK = 2;
-
-export interface Hello {
-  job: string;
-  generation: number;
-  /** the job-global index of the upstream subtask */
-  from: number;
-  secret: string;
-}
+import { BARRIER, parseHello, parseWireLine, type Hello, type StreamRecord, type WireEdge, type WireMessage } from '../../../protocol/stream-wire';
 
 /** Messages queued per input channel before its socket is paused. */
 const QUEUE_HIGH_WATER = 4096;
@@ -49,9 +38,9 @@ class LineSplitter {
   }
 }
 
-/** One upstream subtask's channel into this subtask. */
-export class InputChannel {
-  private queue: WireMessage[] = [];
+/** One upstream subtask's channel into this subtask, carrying records R. */
+export class InputChannel<R extends StreamRecord = StreamRecord> {
+  private queue: WireMessage<R>[] = [];
   private head = 0;
   /** the barrier this channel delivered and is held at, until alignment releases it */
   heldAt: number | null = null;
@@ -67,9 +56,9 @@ export class InputChannel {
     private readonly wake: () => void,
   ) {}
 
-  enqueue(message: WireMessage): void {
+  enqueue(message: WireMessage<R>): void {
     this.queue.push(message);
-    if (message[0] === BARRIER) this.lastBarrierReceived = message[1] as number;
+    if (message[0] === BARRIER) this.lastBarrierReceived = message[1];
     if (this.queued >= QUEUE_HIGH_WATER) this.socket.pause();
   }
 
@@ -78,7 +67,7 @@ export class InputChannel {
   }
 
   /** The next message, unless the channel is held at a barrier. */
-  next(): WireMessage | undefined {
+  next(): WireMessage<R> | undefined {
     if (this.heldAt !== null || this.head >= this.queue.length) return undefined;
     const message = this.queue[this.head++];
     if (this.head > 1024 && this.head * 2 > this.queue.length) {
@@ -104,8 +93,10 @@ export class InputChannel {
   }
 }
 
-export interface InputServerOptions {
+export interface InputServerOptions<R extends StreamRecord> {
   host: string;
+  /** what this subtask's inputs carry: every line is checked against it */
+  edge: WireEdge<R>;
   job: string;
   generation: number;
   secret: string;
@@ -119,17 +110,17 @@ export interface InputServerOptions {
 }
 
 /** The listening side: accepts one authenticated channel per expected upstream subtask. */
-export class InputServer {
-  readonly channels = new Map<number, InputChannel>();
+export class InputServer<R extends StreamRecord = StreamRecord> {
+  readonly channels = new Map<number, InputChannel<R>>();
   private readonly server: net.Server;
   private stopping = false;
 
-  private constructor(private readonly options: InputServerOptions) {
+  private constructor(private readonly options: InputServerOptions<R>) {
     this.server = net.createServer((socket) => this.accept(socket));
     this.server.on('error', (error) => options.log('stream input server error', { error: error.message }));
   }
 
-  static async listen(options: InputServerOptions): Promise<InputServer> {
+  static async listen<R extends StreamRecord>(options: InputServerOptions<R>): Promise<InputServer<R>> {
     const input = new InputServer(options);
     input.server.listen(0, options.host);
     await once(input.server, 'listening');
@@ -159,7 +150,7 @@ export class InputServer {
     socket.setEncoding('utf8');
     socket.setNoDelay(true);
     const lines = new LineSplitter();
-    let channel: InputChannel | null = null;
+    let channel: InputChannel<R> | null = null;
     socket.on('data', (chunk: string) => {
       const received = lines.push(chunk);
       if (!channel) {
@@ -171,9 +162,10 @@ export class InputServer {
         if (!channel) return;
       }
       try {
-        for (const line of received) if (line) channel.enqueue(JSON.parse(line) as WireMessage);
-      } catch {
-        // An authenticated peer sent something that is not a message: the channel is unusable.
+        for (const line of received) if (line) channel.enqueue(parseWireLine(line, this.options.edge));
+      } catch (error) {
+        // An authenticated peer sent something that is not a message of this edge: the channel is unusable.
+        this.options.log('stream input closed: a malformed message', { from: channel.from, error: (error as Error).message });
         socket.destroy();
       }
       this.options.wake();
@@ -188,26 +180,24 @@ export class InputServer {
   }
 
   /** Checks the hello; a refused connection is closed and never becomes a channel. */
-  private admit(socket: net.Socket, line: string): InputChannel | null {
-    let hello: Partial<Hello>;
-    try {
-      hello = JSON.parse(line) as Partial<Hello>;
-    } catch {
+  private admit(socket: net.Socket, line: string): InputChannel<R> | null {
+    const hello = parseHello(line);
+    if (!hello) {
       socket.destroy();
       return null;
     }
     const { job, generation, secret } = this.options;
-    const from = hello.from;
+    const { from } = hello;
     const refuse = (reason: string) => {
-      this.options.log('stream input refused', { reason, from: typeof from === 'number' ? from : null });
+      this.options.log('stream input refused', { reason, from });
       socket.destroy();
       return null;
     };
-    if (typeof hello.secret !== 'string' || !sameSecret(hello.secret, secret)) return refuse('wrong exchange secret');
+    if (!sameSecret(hello.secret, secret)) return refuse('wrong exchange secret');
     if (hello.job !== job || hello.generation !== generation) return refuse(`hello for ${String(hello.job)} generation ${String(hello.generation)}`);
-    if (typeof from !== 'number' || !this.options.expected.has(from)) return refuse(`subtask ${String(from)} is not an input of this subtask`);
+    if (!this.options.expected.has(from)) return refuse(`subtask ${from} is not an input of this subtask`);
     if (this.channels.has(from)) return refuse(`subtask ${from} is connected already`);
-    const channel = new InputChannel(from, socket, this.options.wake);
+    const channel = new InputChannel<R>(from, socket, this.options.wake);
     this.channels.set(from, channel);
     return channel;
   }
@@ -219,8 +209,8 @@ export class InputServer {
   }
 }
 
-/** The sending side of one channel: buffered lines, written with TCP backpressure. */
-export class OutputChannel {
+/** The sending side of one channel carrying records R: buffered lines, written with TCP backpressure. */
+export class OutputChannel<R extends StreamRecord = StreamRecord> {
   private buffered: string[] = [];
   private failure: Error | null = null;
   private closing = false;
@@ -230,7 +220,7 @@ export class OutputChannel {
     private readonly socket: net.Socket,
   ) {}
 
-  static async connect(to: number, host: string, port: number, hello: Hello, onBroken: (to: number, reason: string) => void): Promise<OutputChannel> {
+  static async connect<R extends StreamRecord>(to: number, host: string, port: number, hello: Hello, onBroken: (to: number, reason: string) => void): Promise<OutputChannel<R>> {
     const socket = net.connect({ host, port });
     socket.setNoDelay(true);
     await Promise.race([
@@ -239,7 +229,7 @@ export class OutputChannel {
         throw error as Error;
       }),
     ]);
-    const output = new OutputChannel(to, socket);
+    const output = new OutputChannel<R>(to, socket);
     socket.on('error', (error) => {
       output.failure ??= error;
     });
@@ -250,7 +240,7 @@ export class OutputChannel {
     return output;
   }
 
-  push(message: WireMessage): void {
+  push(message: WireMessage<R>): void {
     this.buffered.push(JSON.stringify(message));
   }
 

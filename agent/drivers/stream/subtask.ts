@@ -1,6 +1,8 @@
 // One stream subtask (DESIGN.md §5 "stream"): a source, a keyed-aggregate or a sink of a job,
-// running inside the agent, exchanging records with its peers over TCP (exchange.ts) and keeping
-// its checkpoints in PostgreSQL (job-state.ts).
+// running inside the agent, exchanging typed records with its peers over TCP (exchange.ts,
+// protocol/stream-wire.ts) and keeping its checkpoints in PostgreSQL (job-state.ts). This file
+// moves records and barriers and runs the hot-rescale cutover; what each operator keeps between
+// checkpoints is in operator-state.ts, the coordinator's clock in checkpoint-clock.ts.
 //
 // Checkpoints: the job's coordinator (the clock in the first sink subtask) assigns ids every
 // checkpointIntervalMs, one in flight at a time. A source injects barrier N between two batches:
@@ -19,22 +21,34 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
+  BARRIER,
+  COUNT_UPDATES,
   describeIssues,
+  KEYED_RECORDS,
+  RECORD,
   sourceTableOf,
   StreamSpecSchema,
-  type CutoverAnswer,
-  type CutoverCommand,
+  WATERMARK,
   type CheckpointClockAnswer,
   type CheckpointClockCommand,
+  type CountUpdate,
+  type CutoverAnswer,
+  type CutoverCommand,
+  type KeyedRecord,
+  type StreamRecord,
   type StreamSpec,
   type TaskState,
+  type WireMessage,
 } from '../../../protocol';
 import { blockOf, indicesOf, keyGroupOf, keyGroupRange, operatorBlocks, ownerOfKeyGroup, sourcePartitions, subtaskAt, subtaskCount, type SubtaskIdentity } from '../../../domain/stream';
 import { ErrorCount } from '../error-count';
+import { LatencyReservoir } from '../latency-reservoir';
 import { DriverError, type DrainReceipt, type DriverContext, type TaskHandle, type TaskStart, type TaskStatus } from '../driver';
 import type { SourcePort } from '../sources';
-import { BARRIER, InputServer, OutputChannel, RECORD, WATERMARK, type WireMessage } from './exchange';
+import { CheckpointClock } from './checkpoint-clock';
+import { InputServer, OutputChannel } from './exchange';
 import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
+import { KeyedCounts, SinkEpoch, SourceOffsets } from './operator-state';
 
 export interface StreamTuning {
   /** records read per partition per source batch */
@@ -73,21 +87,22 @@ export class StreamSubtask implements TaskHandle {
   private readonly running: Promise<void>;
   private wakeLoop: (() => void) | null = null;
 
-  private input: InputServer | null = null;
+  /** an aggregate's inputs carry keyed records, a sink's count updates; a source has none */
+  private keyedInput: InputServer<KeyedRecord> | null = null;
+  private countInput: InputServer<CountUpdate> | null = null;
   /** outputs by the downstream subtask's job-global index */
-  private readonly outputs = new Map<number, OutputChannel>();
+  private readonly outputs = new Map<number, OutputChannel<StreamRecord>>();
   private secret = '';
 
   private readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0, readPosition: 0 };
   /** upstream of a cutover: the barrier C this subtask holds the rescaled edge at, until the new peers listen */
   private holding: number | null = null;
-  private readonly latencies: number[] = [];
-  private latencyCursor = 0;
+  private readonly latency = new LatencyReservoir(LATENCY_SAMPLES);
   private backlog = 0;
   private readonly errors: ErrorCount;
 
-  /** coordinator (first sink subtask) only */
-  private clock: { paused: boolean; lastTriggered: number; inFlight: number | null } = { paused: false, lastTriggered: 0, inFlight: null };
+  /** the coordinator's (the first sink subtask's) only */
+  private readonly clock: CheckpointClock | null;
 
   /**
    * A hot rescale this subtask is armed for: at checkpoint C the job's layout becomes `spec`
@@ -113,11 +128,19 @@ export class StreamSubtask implements TaskHandle {
     this.errors = new ErrorCount(deps.ctx.errorWindowMs);
     this.identity = subtaskAt(spec, start.index);
     this.state = createJobState(deps.pool, start.workload);
+    const isCoordinator = this.identity.kind === 'sink' && this.identity.operatorIndex === 0;
+    this.clock = isCoordinator
+      ? new CheckpointClock(this.state, start.workload, start.generation, () => this.spec.checkpointIntervalMs, (error) => {
+        this.errors.add();
+        this.log('checkpoint clock error', { error: messageOf(error) });
+      })
+      : null;
     this.running = this.run();
   }
 
-  private get isCoordinator(): boolean {
-    return this.identity.kind === 'sink' && this.identity.operatorIndex === 0;
+  /** The input server of an aggregate or a sink (null for a source). */
+  private get input(): InputServer | null {
+    return this.keyedInput ?? this.countInput;
   }
 
   private log(event: string, fields: Record<string, unknown> = {}): void {
@@ -190,7 +213,7 @@ export class StreamSubtask implements TaskHandle {
       this.log('stream subtask ready', { restoredFrom: this.counters.restoredFrom, incarnation: this.incarnation });
       if (this.identity.kind === 'source') await this.runSource(restorePoint);
       else if (this.identity.kind === 'keyed-aggregate') await this.runAggregate(restorePoint);
-      else await Promise.all([this.runSink(), this.isCoordinator ? this.runClock() : Promise.resolve()]);
+      else await Promise.all([this.runSink(), this.clock?.run(() => this.active)]);
     } catch (error) {
       if (error instanceof SupersededError) this.fail(`superseded: ${error.message}`);
       else this.fail(messageOf(error));
@@ -236,10 +259,10 @@ export class StreamSubtask implements TaskHandle {
   private async listenIfDownstream(): Promise<void> {
     const expected = this.upstream();
     if (expected.length === 0) return;
-    this.input = await InputServer.listen({
+    const options = {
       host: this.deps.ctx.dataBindHost ?? '127.0.0.1', job: this.start.workload, generation: this.start.generation, secret: this.secret,
-      expected: new Set(expected), wake: this.wake, log: (event, fields) => this.log(event, fields),
-      onClose: (from, lastBarrier) => {
+      expected: new Set(expected), wake: this.wake, log: (event: string, fields?: Record<string, unknown>) => this.log(event, fields),
+      onClose: (from: number, lastBarrier: number) => {
         // Inputs end after the cutover barrier C by design: a retiring subtask's (rule 2) and, downstream,
         // the rescaled operator's old subtasks' (rule 4). Any other end is a failure.
         const cutover = this.cutover;
@@ -247,7 +270,9 @@ export class StreamSubtask implements TaskHandle {
         if (endedWithC && (cutover.role === 'retiring' || this.operatorBefore(from) === cutover.operator)) return;
         this.fail(`input from subtask ${from} ended (after barrier ${lastBarrier})`);
       },
-    });
+    };
+    if (this.identity.kind === 'keyed-aggregate') this.keyedInput = await InputServer.listen({ ...options, edge: KEYED_RECORDS });
+    else this.countInput = await InputServer.listen({ ...options, edge: COUNT_UPDATES });
   }
 
   /**
@@ -279,7 +304,7 @@ export class StreamSubtask implements TaskHandle {
       if (addresses.length === wanted.length) {
         for (const address of addresses.sort((a, b) => a.subtask - b.subtask)) {
           const hello = { job: this.start.workload, generation: this.start.generation, from: this.identity.index, secret: this.secret };
-          const output = await OutputChannel.connect(address.subtask, address.host, address.port, hello, (to, reason) => this.fail(`output to subtask ${to} broke: ${reason}`));
+          const output = await OutputChannel.connect<StreamRecord>(address.subtask, address.host, address.port, hello, (to, reason) => this.fail(`output to subtask ${to} broke: ${reason}`));
           this.outputs.set(address.subtask, output);
         }
         return;
@@ -302,18 +327,13 @@ export class StreamSubtask implements TaskHandle {
     await Promise.all([...this.outputs.values()].map((o) => o.flush()));
   }
 
-  private broadcast(message: WireMessage): void {
+  private broadcast(message: WireMessage<StreamRecord>): void {
     for (const output of this.outputs.values()) output.push(message);
   }
 
   private ack(checkpoint: number): void {
     this.counters.lastCheckpoint = checkpoint;
     this.counters.checkpointsAcked++;
-  }
-
-  private sampleLatency(ms: number): void {
-    if (this.latencies.length < LATENCY_SAMPLES) this.latencies.push(ms);
-    else this.latencies[this.latencyCursor++ % LATENCY_SAMPLES] = ms;
   }
 
   // -- source ----------------------------------------------------------------------------------
@@ -333,13 +353,8 @@ export class StreamSubtask implements TaskHandle {
   }
 
   private async readSource(source: SourcePort, restorePoint: CompletedCheckpoint | null): Promise<void> {
-    const partitions = sourcePartitions(this.identity.operatorIndex, this.identity.parallelism, this.spec.partitions);
-    const offsets = new Map<number, number>(partitions.map((p) => [p, -1]));
-    if (restorePoint) {
-      for (const state of await this.durably('load source offsets', () => this.state.snapshotStates<{ offsets: Record<string, number> }>(restorePoint, 'source'))) {
-        for (const [partition, offset] of Object.entries(state.offsets)) if (offsets.has(Number(partition))) offsets.set(Number(partition), offset);
-      }
-    }
+    const offsets = new SourceOffsets(sourcePartitions(this.identity.operatorIndex, this.identity.parallelism, this.spec.partitions));
+    if (restorePoint) offsets.restore(await this.durably('load source offsets', () => this.state.snapshotStates<{ offsets: Record<string, number> }>(restorePoint, 'source')));
     let aggregate = blockOf(this.spec, 'keyed-aggregate');
     let injected = restorePoint?.id ?? 0;
     let lastTriggerPoll = 0;
@@ -349,7 +364,7 @@ export class StreamSubtask implements TaskHandle {
       if (now - lastTriggerPoll >= this.deps.tuning.triggerPollMs) {
         lastTriggerPoll = now;
         for (const checkpoint of await this.durably('read checkpoint triggers', () => this.state.triggeredAfter(this.start.generation, injected))) {
-          const state = { offsets: Object.fromEntries(offsets) };
+          const state = offsets.snapshot();
           await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'source', state }));
           this.broadcast([BARRIER, checkpoint]);
           await this.flushOutputs();
@@ -363,10 +378,10 @@ export class StreamSubtask implements TaskHandle {
       }
       if (now - lastBacklog >= BACKLOG_REFRESH_MS) {
         lastBacklog = now;
-        const newest = await this.durably('read the backlog', () => source.newestOffsets(partitions));
-        this.backlog = partitions.reduce((sum, p) => sum + Math.max(0, (newest.get(p) ?? -1) - offsets.get(p)!), 0);
+        const newest = await this.durably('read the backlog', () => source.newestOffsets(offsets.partitions));
+        this.backlog = offsets.backlog(newest);
       }
-      const records = await this.durably(`read ${source.description}`, () => source.readEach(offsets, this.deps.tuning.batchPerPartition));
+      const records = await this.durably(`read ${source.description}`, () => source.readEach(offsets.offsets, this.deps.tuning.batchPerPartition));
       if (!this.active) return;
       let watermark = 0;
       const readAt = Date.now();
@@ -375,12 +390,11 @@ export class StreamSubtask implements TaskHandle {
         const at = record.appendedMs ?? readAt;
         const target = aggregate.base + ownerOfKeyGroup(keyGroupOf(record.key, this.spec.maxParallelism), aggregate.parallelism, this.spec.maxParallelism);
         this.outputs.get(target)!.push([RECORD, record.key, at]);
-        offsets.set(record.partition, record.offset);
+        offsets.advance(record.partition, record.offset);
         if (at > watermark) watermark = at;
       }
       this.counters.recordsRead += records.length;
-      // records up to the read offsets (offsets start at 0 per partition): with recordsRead, what a restore re-read
-      this.counters.readPosition = [...offsets.values()].reduce((sum, offset) => sum + offset + 1, 0);
+      this.counters.readPosition = offsets.position;
       this.counters.recordsIn += records.length;
       this.counters.recordsOut += records.length;
       if (watermark > this.counters.watermark) {
@@ -448,8 +462,7 @@ export class StreamSubtask implements TaskHandle {
    * Takes messages from every input not held at a barrier; when every input is held at the same
    * barrier, calls `aligned` and releases them all. Watermarks: the minimum over the inputs.
    */
-  private async runAligned(handlers: { record: (message: WireMessage) => void; aligned: (checkpoint: number) => Promise<void> }): Promise<void> {
-    const input = this.input!;
+  private async runAligned<R extends StreamRecord>(input: InputServer<R>, handlers: { record: (message: R) => void; aligned: (checkpoint: number) => Promise<void> }): Promise<void> {
     while (this.active) {
       // The members: the upstream subtasks of the current layout (a cutover swaps them at C).
       const members = this.upstream();
@@ -466,8 +479,8 @@ export class StreamSubtask implements TaskHandle {
           if (!message) break;
           taken++;
           if (message[0] === RECORD) handlers.record(message);
-          else if (message[0] === BARRIER) channel.hold(message[1] as number);
-          else if (message[0] === WATERMARK) channel.watermark = message[1] as number;
+          else if (message[0] === BARRIER) channel.hold(message[1]);
+          else if (message[0] === WATERMARK) channel.watermark = message[1];
         }
       }
       const watermark = Math.min(...channels.map((c) => c?.watermark ?? 0));
@@ -513,31 +526,19 @@ export class StreamSubtask implements TaskHandle {
 
   private async runAggregate(restorePoint: CompletedCheckpoint | null): Promise<void> {
     const { maxParallelism } = this.spec;
-    const owned = keyGroupRange(this.identity.operatorIndex, this.identity.parallelism, maxParallelism);
-    const counts = new Map<string, number>();
-    if (restorePoint) {
-      for (const state of await this.durably('load key groups', () => this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate'))) {
-        for (const [group, keys] of Object.entries(state.groups)) {
-          if (Number(group) < owned.start || Number(group) >= owned.end) continue;
-          for (const [key, count] of Object.entries(keys)) counts.set(key, count);
-        }
-      }
-    }
+    const counts = new KeyedCounts(maxParallelism, keyGroupRange(this.identity.operatorIndex, this.identity.parallelism, maxParallelism));
+    if (restorePoint) counts.restore(await this.durably('load key groups', () => this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate')));
     const sink = blockOf(this.spec, 'sink');
-    await this.runAligned({
-      record: (message) => {
-        const key = message[1] as string;
-        const count = (counts.get(key) ?? 0) + 1;
-        counts.set(key, count);
+    await this.runAligned(this.keyedInput!, {
+      record: ([, key, appendedAt]) => {
         const target = sink.base + ownerOfKeyGroup(keyGroupOf(key, maxParallelism), sink.parallelism, maxParallelism);
-        this.outputs.get(target)!.push([RECORD, key, count, message[2]]);
+        this.outputs.get(target)!.push([RECORD, key, counts.increment(key), appendedAt]);
         this.counters.recordsIn++;
         this.counters.recordsOut++;
       },
       aligned: async (checkpoint) => {
-        const groups: Record<string, Record<string, number>> = {};
-        for (const [key, count] of counts) (groups[keyGroupOf(key, maxParallelism)] ??= {})[key] = count;
-        await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state: { groups } }));
+        const state = counts.snapshot();
+        await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state }));
         this.broadcast([BARRIER, checkpoint]);
       },
     });
@@ -545,59 +546,25 @@ export class StreamSubtask implements TaskHandle {
 
   private async runSink(): Promise<void> {
     await this.durably('abort older pre-commits', () => this.state.abortOlderPrecommits(this.start.generation));
-    let epoch = new Map<string, number>();
-    let oldestAt = Infinity;
+    const epoch = new SinkEpoch();
     const sinkBlock = blockOf(this.spec, 'sink');
-    await this.runAligned({
-      record: (message) => {
-        const key = message[1] as string;
-        const count = message[2] as number;
-        if (count > (epoch.get(key) ?? 0)) epoch.set(key, count);
-        const at = message[3] as number;
-        if (at < oldestAt) oldestAt = at;
+    await this.runAligned(this.countInput!, {
+      record: (update) => {
+        epoch.add(update);
         this.counters.recordsIn++;
       },
       aligned: async (checkpoint) => {
-        const keys = [...epoch.keys()];
+        const { keys, counts, oldestAt } = epoch.take();
         const outcome = await this.durably(`pre-commit checkpoint ${checkpoint}`, () => this.state.precommitAndMaybeComplete({
           checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, sink: this.spec.sink,
-          sinkSubtasks: sinkBlock.parallelism, totalSubtasks: subtaskCount(this.spec), keys, counts: keys.map((k) => epoch.get(k)!),
+          sinkSubtasks: sinkBlock.parallelism, totalSubtasks: subtaskCount(this.spec), keys, counts,
         }));
         this.counters.recordsOut += keys.length;
         if (outcome === 'completed') this.counters.commits++;
         // The oldest record of the epoch became visible now (or at the last sink's commit).
-        if (oldestAt !== Infinity) this.sampleLatency(Date.now() - oldestAt);
-        epoch = new Map();
-        oldestAt = Infinity;
+        if (oldestAt !== null) this.latency.add(Date.now() - oldestAt);
       },
     });
-  }
-
-  // -- the checkpoint clock (coordinator) ------------------------------------------------------
-
-  private async runClock(): Promise<void> {
-    let lastTriggerAt = Date.now();
-    while (this.active) {
-      await sleep(Math.min(50, this.spec.checkpointIntervalMs));
-      if (!this.active) return;
-      try {
-        if (this.clock.inFlight !== null) {
-          if (await this.state.isCompleted(this.clock.inFlight)) this.clock.inFlight = null;
-          continue;
-        }
-        if (this.clock.paused || Date.now() - lastTriggerAt < this.spec.checkpointIntervalMs) continue;
-        const id = await this.state.trigger(this.start.generation);
-        if (id === null) throw new SupersededError(`job ${this.start.workload} moved past generation ${this.start.generation}`);
-        lastTriggerAt = Date.now();
-        this.clock.lastTriggered = id;
-        this.clock.inFlight = id;
-      } catch (error) {
-        if (error instanceof SupersededError) throw error;
-        // PostgreSQL away: no checkpoint now; the data keeps flowing and the clock tries again.
-        this.errors.add();
-        this.log('checkpoint clock error', { error: messageOf(error) });
-      }
-    }
   }
 
   /**
@@ -605,16 +572,8 @@ export class StreamSubtask implements TaskHandle {
    * triggers that checkpoint id now, paused or not: a hot rescale's cutover barrier C (rule 1).
    */
   async checkpointClock(command: CheckpointClockCommand): Promise<CheckpointClockAnswer> {
-    if (!this.isCoordinator) throw new Error(`task ${this.taskId} is not its job's checkpoint coordinator (the first sink subtask is)`);
-    this.clock.paused = command.state === 'paused';
-    if (command.trigger !== undefined && this.clock.lastTriggered !== command.trigger) {
-      if (this.clock.inFlight !== null) throw new Error(`checkpoint ${this.clock.inFlight} is in flight; trigger ${command.trigger} once it completed`);
-      const id = await this.state.trigger(this.start.generation, command.trigger);
-      if (id === null) throw new Error(`checkpoint ${command.trigger} is not the job's next checkpoint id in generation ${this.start.generation}`);
-      this.clock.lastTriggered = id;
-      this.clock.inFlight = id;
-    }
-    return { state: this.clock.paused ? 'paused' : 'running', lastTriggered: this.clock.lastTriggered, inFlight: this.clock.inFlight };
+    if (!this.clock) throw new Error(`task ${this.taskId} is not its job's checkpoint coordinator (the first sink subtask is)`);
+    return this.clock.command(command);
   }
 
   // -- lifecycle ---------------------------------------------------------------------------------
@@ -625,8 +584,7 @@ export class StreamSubtask implements TaskHandle {
   }
 
   status(): TaskStatus {
-    const sorted = [...this.latencies].sort((a, b) => a - b);
-    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+    const latencyMs = this.latency.percentiles();
     const { recordsRead, readPosition, ...common } = this.counters;
     const counts: Record<string, number> = { ...common, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
     // Reads are a source's: other subtasks do not report them (a 0 would read as "read nothing").
@@ -640,7 +598,7 @@ export class StreamSubtask implements TaskHandle {
       incarnation: this.incarnation,
       state: this.phase,
       counts,
-      ...(sorted.length ? { latencyMs: { p50: at(0.5), p95: at(0.95) } } : {}),
+      ...(latencyMs ? { latencyMs } : {}),
       backlog: this.backlog,
       errors: this.errors.total,
       recentErrors: this.errors.recent(),
