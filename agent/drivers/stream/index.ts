@@ -3,10 +3,12 @@
 import type { Pool } from 'pg';
 import { createPool } from '../../../lib/pg';
 import { describeIssues, StreamSpecSchema, type StreamSpec } from '../../../protocol';
-import { subtaskIndices } from '../../../domain/stream';
+import { subtaskAt, subtaskIndices } from '../../../domain/stream';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../driver';
 import { openSource, probeSourceAndSink } from '../sources';
-import { DEFAULT_STREAM_TUNING, StreamSubtask, type StreamTuning } from './subtask';
+import { AggregateSubtask, SinkSubtask } from './aligned-subtask';
+import { SourceSubtask } from './source-subtask';
+import { DEFAULT_STREAM_TUNING, type StreamSubtask, type StreamTuning, type SubtaskDeps } from './subtask';
 
 const POOL_SIZE = 8;
 /** The stream driver's connections in pg_stat_activity: `scalegate-stream:<runtime id>`. */
@@ -35,13 +37,13 @@ export function createStreamDriver(ctx: DriverContext, tuning: Partial<StreamTun
 
     async start(start: TaskStart): Promise<TaskHandle> {
       const spec = parseStart(start);
-      const subtask = new StreamSubtask(
-        {
-          ctx, pool: sharedPool(), tuning: { ...DEFAULT_STREAM_TUNING, ...tuning },
-          openSource: (onError) => openSource(spec, { ctx, pool: sharedPool(), owner: `${start.workload}-${start.taskId}`, who: `stream subtask ${start.taskId}`, onError }),
-        },
-        start, spec,
-      );
+      const deps: SubtaskDeps = {
+        ctx, pool: sharedPool(), tuning: { ...DEFAULT_STREAM_TUNING, ...tuning },
+        openSource: (onError) => openSource(spec, { ctx, pool: sharedPool(), owner: `${start.workload}-${start.taskId}`, who: `stream subtask ${start.taskId}`, onError }),
+      };
+      const Kind = { source: SourceSubtask, 'keyed-aggregate': AggregateSubtask, sink: SinkSubtask }[subtaskAt(spec, start.index).kind];
+      const subtask = new Kind(deps, start, spec);
+      subtask.begin();
       subtasks.add(subtask);
       ctx.log('stream.started', { taskId: subtask.taskId, incarnation: subtask.incarnation, index: start.index, generation: start.generation });
       return subtask;
