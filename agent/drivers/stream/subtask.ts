@@ -39,7 +39,7 @@ import {
 } from '../../../protocol';
 import { blockOf, indicesOf, operatorBlocks, subtaskAt, type SubtaskIdentity } from '../../../domain/stream';
 import { ErrorCount } from '../error-count';
-import { LatencyReservoir } from '../latency-reservoir';
+import { LatencyReservoir } from '../task-metrics';
 import { DriverError, type DrainReceipt, type DriverContext, type TaskHandle, type TaskStart, type TaskStatus } from '../driver';
 import type { SourcePort } from '../sources';
 import { CheckpointClock } from './checkpoint-clock';

@@ -1,0 +1,45 @@
+// The figures a task reports about its own work: latency (p50, p95) over its newest samples, and
+// its throughput over a short window. Constant memory, however long the task runs.
+
+/** The newest `size` latency samples, overwritten in turn. */
+export class LatencyReservoir {
+  private readonly samples: number[] = [];
+  private cursor = 0;
+
+  constructor(private readonly size: number) {}
+
+  add(ms: number): void {
+    if (this.samples.length < this.size) this.samples.push(ms);
+    else this.samples[this.cursor] = ms;
+    this.cursor = (this.cursor + 1) % this.size;
+  }
+
+  /** p50 and p95 of the samples held; undefined before the first. */
+  percentiles(): { p50: number; p95: number } | undefined {
+    if (this.samples.length === 0) return undefined;
+    const sorted = [...this.samples].sort((a, b) => a - b);
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+    return { p50: at(0.5), p95: at(0.95) };
+  }
+}
+
+/** Records per second over the last `windowMs`; a task younger than the window divides by its age (at least 1 s). */
+export class RateWindow {
+  private readonly events: { at: number; records: number }[] = [];
+  private readonly startedAt = Date.now();
+
+  constructor(private readonly windowMs: number) {}
+
+  add(records: number): void {
+    this.events.push({ at: Date.now(), records });
+  }
+
+  /** to one decimal */
+  perSecond(): number {
+    const now = Date.now();
+    while (this.events.length > 0 && this.events[0].at < now - this.windowMs) this.events.shift();
+    const records = this.events.reduce((sum, e) => sum + e.records, 0);
+    const windowMs = Math.min(this.windowMs, Math.max(1_000, now - this.startedAt));
+    return Math.round((records / windowMs) * 1000 * 10) / 10;
+  }
+}
