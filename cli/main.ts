@@ -314,6 +314,12 @@ function renderLedger(events: any[]): string {
     events.map((e: any) => [e.id, e.at, e.kind, e.workload ?? e.tier, `${e.fromReplicas ?? '-'}→${e.toReplicas ?? '-'}`, e.outcome, e.reason, e.workflowId]));
 }
 
+/** "kafka lag of orders every 15000 ms; last 1200 (3 s ago)", or the last reading's error. */
+function pullText(kafkaLag: { workload: string; intervalMs: number }, pull: any): string {
+  const last = !pull ? 'not read yet' : pull.error ? `last reading failed: ${pull.error}` : pull.lastAt ? `last ${pull.lastLag} (${relative(pull.lastAt)})` : 'not read yet';
+  return `kafka lag of ${kafkaLag.workload} every ${kafkaLag.intervalMs} ms; ${last}`;
+}
+
 function renderTier(t: any): string {
   const p = t.policy;
   const targets = Object.entries(p.targets).map(([k, v]) => `${k} ${v}`).join(', ');
@@ -322,8 +328,9 @@ function renderTier(t: any): string {
     ['targets', targets], ['tolerance', p.tolerance], ['stabilization', `up ${p.scaleUpStabilizationMs} ms, down ${p.scaleDownStabilizationMs} ms`],
     ['cooldown', `${p.cooldownMs} ms`], ['change windows', p.changeWindows.map((w: any) => `${w.cron} for ${w.durationMs} ms`).join('; ') || '(none)'],
     ['autoscaler', `${t.autoscaler.workflowId} ${t.autoscaler.status}${t.autoscaler.phase ? ` (${t.autoscaler.phase})` : ''}`],
+    ...(p.observe ? [['pulls', pullText(p.observe.kafkaLag, t.pull)] as [string, string]] : []),
   ])];
-  const figures = (o: any) => ['qps', 'activeUsers', 'cpuUtilization', 'queueDepth'].filter((k) => o?.[k] !== undefined).map((k) => `${k} ${o[k]}`).join(', ');
+  const figures = (o: any) => ['qps', 'activeUsers', 'cpuUtilization', 'queueDepth'].filter((k) => o?.[k] !== undefined).map((k) => `${k} ${o[k]}`).join(', ') + (o?.pulled ? ` (pulled: ${o.pulled})` : '');
   if (t.observations?.length) {
     parts.push(section('OBSERVATIONS', table(['seq', 'at', 'figures'], t.observations.slice(-5).map((o: any) => [o.seq, new Date(o.atMs).toISOString(), figures(o)]))));
   }

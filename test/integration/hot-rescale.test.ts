@@ -4,12 +4,11 @@
 // crosses the rescaled edge between barrier C and the release, a SIGKILL mid-window falls back to
 // the stop-the-world replan, and a non-integer factor goes to that replan directly, saying why.
 // Exactly-once is proved by counting every key against its source rows.
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { runLoad } from '../../store/source-feed';
 import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
 import { OperationStatusSchema } from '../../protocol';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
+import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
 
@@ -77,14 +76,7 @@ async function rescaleViaApi(parallelism: number): Promise<{ status: RescaleStat
   return { status, secondRequest };
 }
 
-/** The scalegate CLI as a person runs it; never throws. */
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [path.resolve(__dirname, '../../cli/bin.js'), ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, SCALEGATE_API_URL: stack.apiUrl, SCALEGATE_OPERATOR_TOKEN: stack.tokens.operator, SCALEGATE_VIEWER_TOKEN: stack.tokens.viewer },
-    }, (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => runCli(stack, args);
 
 describe('HotRescale', () => {
   /** records the aggregates retired by earlier cutovers took in (the sources' counters span every cutover) */

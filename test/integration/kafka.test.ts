@@ -15,6 +15,7 @@ import { auditStreamCheckpoint, ownershipOverlaps, verifyAgainstAcked, verifyStr
 import { createStreamJobStore } from '../../store/stream-jobs';
 import type { RescaleStatus } from '../../workflows/rescale-operator';
 import { testEnv } from '../support/env';
+import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
 
@@ -261,6 +262,11 @@ describe('a tier observing a workload\'s Kafka lag', () => {
       const tier = (await stack.api('GET', `/v1/tiers/${TIER}`, { role: 'viewer' })).body;
       expect(tier.pull).toMatchObject({ workload: NAME, intervalMs: 1_000, error: null });
       expect(typeof tier.pull.lastLag).toBe('number');
+      // What a person sees: the pull on the tier, and which observations were pulled.
+      const shown = await runCli(stack, ['tiers', 'show', TIER]);
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(new RegExp(`pulls:\\s+kafka lag of ${NAME} every 1000 ms; last \\d+ \\(`));
+      expect(shown.stdout).toMatch(new RegExp(`queueDepth \\d+ \\(pulled: kafka lag of ${NAME} on topic`)); // the table cuts the rest
     } finally {
       await stack.temporal.workflow.getHandle(`autoscale:${TIER}`).terminate('test over').catch(() => undefined);
     }
