@@ -31,6 +31,7 @@ function printReport(report: ChaosReport): void {
   process.stdout.write(`seed ${seed}, ${steps} steps in ${Math.round(report.durationMs / 1000)} s: ${report.violations.length} violation(s)\n`);
   process.stdout.write(`faults: ${JSON.stringify(report.faults)}\noperations: ${JSON.stringify(report.operations)}\nrecords: ${JSON.stringify(report.records)}\n`);
   for (const v of report.violations) process.stdout.write(`VIOLATION ${v.check}: ${v.detail}\n`);
+  if (report.logFile) process.stdout.write(`the stack's logs: ${report.logFile}\n`);
   if (report.violations.length) {
     process.stdout.write(`schedule (replay: npm run chaos -- --seed ${seed} --steps ${steps}):\n`);
     for (const step of report.schedule) process.stdout.write(`  ${String(step.index).padStart(3)} +${step.atMs} ms  ${step.step}: ${step.result}\n`);

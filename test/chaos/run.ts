@@ -6,6 +6,8 @@
 // (test/integration/chaos.test.ts) both run this.
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { ServiceProcess } from '../../embedded/processes';
 import { runLoad } from '../../store/source-feed';
@@ -64,6 +66,8 @@ export interface ChaosReport {
   records: { orders: number; clicks: number };
   violations: Violation[];
   durationMs: number;
+  /** with a violation: the stack's last log lines (every process), kept in a file for the investigation */
+  logFile?: string;
 }
 
 export interface ChaosOptions {
@@ -128,12 +132,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all(loads);
 
     violations.push(...(await checkAfterChaos(s, servers, log)));
+    // The processes' logs live in memory with the stack: a violation keeps them for whoever investigates.
+    const logFile = violations.length ? path.join(os.tmpdir(), `scalegate-chaos-seed-${options.seed}-${Date.now()}.log`) : undefined;
+    if (logFile) fs.writeFileSync(logFile, `${s.logs.join('\n')}\n`);
     const operations = await operationsByOutcome(s);
     const counts = async (table: string) => (await s.db.query<{ n: number }>(`select count(*)::int as n from ${table}`)).rows[0].n;
     const report: ChaosReport = {
       seed: options.seed, steps: options.steps, schedule: records, faults, operations,
       records: { orders: await counts(CHAOS_TABLES.orders.source), clicks: await counts(CHAOS_TABLES.clicks.source) },
-      violations, durationMs: 0,
+      violations, durationMs: 0, ...(logFile ? { logFile } : {}),
     };
     await s.stop();
     stack = null;

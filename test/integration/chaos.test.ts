@@ -11,7 +11,7 @@ const STEPS = 10;
 test.each(SEEDS)('seed %i: every operation ends, nothing lost or doubled, placement = desired = live tasks', async (seed) => {
   const lines: string[] = [];
   const report = await runChaos({ seed, steps: STEPS, log: (line) => lines.push(line) });
-  const replay = `npm run chaos -- --seed ${seed} --steps ${STEPS}\n${report.schedule.map((s) => `  +${s.atMs} ms ${s.step}: ${s.result}`).join('\n')}`;
+  const replay = `npm run chaos -- --seed ${seed} --steps ${STEPS}\n${report.schedule.map((s) => `  +${s.atMs} ms ${s.step}: ${s.result}`).join('\n')}\nthe stack's logs: ${report.logFile}`;
   expect({ violations: report.violations, replay: report.violations.length ? replay : '' }).toEqual({ violations: [], replay: '' });
   // It did run what it says: faults and operations happened, records flowed.
   expect(Object.values(report.faults).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);

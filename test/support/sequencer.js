@@ -5,10 +5,11 @@
 const Sequencer = require('@jest/test-sequencer').default;
 
 const LONGEST_FIRST = [
-  'integration/compose.test.ts', 'integration/recovery.test.ts', 'integration/scale-out.test.ts', 'e2e/web-ui.test.ts', 'integration/cli.test.ts',
-  'integration/tour.test.ts', 'integration/evidence.test.ts', 'workflow/record-histories.test.ts', 'integration/autoscaler.test.ts',
-  'integration/hot-rescale.test.ts', 'integration/scale-in.test.ts', 'component/kafka-outage.test.ts', 'integration/chaos.test.ts',
-  'integration/stream.test.ts', 'integration/kafka.test.ts', 'integration/placement.test.ts', 'integration/fuzz.test.ts',
+  'integration/compose.test.ts', 'integration/recovery.test.ts', 'e2e/web-ui.test.ts', 'integration/scale-out.test.ts', 'integration/cli.test.ts',
+  'integration/kafka.test.ts', 'integration/autoscaler.test.ts', 'integration/hot-rescale.test.ts', 'integration/evidence.test.ts',
+  'integration/tour.test.ts', 'integration/chaos.test.ts', 'integration/scale-in.test.ts', 'component/kafka-outage.test.ts',
+  'integration/stream.test.ts', 'workflow/record-histories.test.ts', 'integration/start.test.ts', 'integration/placement.test.ts',
+  'integration/demo.test.ts', 'workflow/replay.test.ts', 'integration/observability.test.ts', 'integration/fuzz.test.ts',
 ];
 
 class LongestFirst extends Sequencer {
