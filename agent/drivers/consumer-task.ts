@@ -51,6 +51,8 @@ const BATCH_IDLE_MARGIN_MS = 3_000;
 const MAX_ERROR_BACKOFF_MS = 2_000;
 const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 const UPDATE_RELEASE_TIMEOUT_MS = 30_000;
+/** how often the committed offsets are mirrored to the source's tooling (a Kafka group, for lag tools) */
+const OFFSET_MIRROR_INTERVAL_MS = 2_000;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -97,6 +99,10 @@ export class ConsumerTask implements TaskHandle {
   private readonly counts = { processed: 0, batches: 0, acquired: 0, released: 0, ownershipLost: 0, acquireDenied: 0 };
   private readonly latency = new LatencyReservoir(LATENCY_RESERVOIR_SIZE);
   private readonly rate = new RateWindow(RATE_WINDOW_MS);
+  /** the offsets mirrored last, per partition, and whether a mirror is on its way */
+  private readonly mirrored = new Map<number, number>();
+  private mirroring = false;
+  private lastMirrorAt = 0;
 
   constructor(
     private readonly pool: Pool,
@@ -205,6 +211,7 @@ export class ConsumerTask implements TaskHandle {
         }
         this.consecutiveErrors = 0;
         this.notifyProgress();
+        this.mirrorOffsetsIfDue();
         if (processed === 0) await this.idle(this.options.pollMs);
       } catch (error) {
         this.noteError('consumer.loop-error', error);
@@ -312,6 +319,28 @@ export class ConsumerTask implements TaskHandle {
     } finally {
       this.workAbort = null;
     }
+  }
+
+  /**
+   * Mirrors the committed offsets that changed to the source (a Kafka topic: group
+   * scalegate-<workload>, so lag tools see this consumer), in the background: a broker that does
+   * not answer must not hold the batches up, and a failed mirror only leaves lag tools behind, never
+   * the sink or the offsets in PostgreSQL (where reading resumes).
+   */
+  private mirrorOffsetsIfDue(): void {
+    if (this.mirroring || Date.now() - this.lastMirrorAt < OFFSET_MIRROR_INTERVAL_MS) return;
+    this.lastMirrorAt = Date.now();
+    const changed = new Map([...this.owned].filter(([p, o]) => o.committed >= 0 && this.mirrored.get(p) !== o.committed).map(([p, o]) => [p, o.committed]));
+    if (changed.size === 0) return;
+    this.mirroring = true;
+    this.source.mirrorProcessed(`scalegate-${this.workload}`, changed).then(
+      () => {
+        for (const [p, committed] of changed) this.mirrored.set(p, committed);
+      },
+      (error: unknown) => this.ctx.log('consumer.offset-mirror-failed', { taskId: this.taskId, workload: this.workload, error: messageOf(error) }),
+    ).finally(() => {
+      this.mirroring = false;
+    });
   }
 
   /**

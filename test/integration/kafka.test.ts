@@ -88,6 +88,19 @@ describe('a consumer of a Kafka topic', () => {
     expect(await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: 'kafka_orders_out', acked }))
       .toEqual({ acked: acked.length, sinkCount: acked.length, missing: 0, duplicates: 0, extra: 0, keyMismatches: 0 });
     expect(await ownershipOverlaps({ databaseUrl: stack.databaseUrl, workload: 'kafka-orders' })).toEqual([]);
+    // Lag tools see the consumer: its committed offsets are mirrored to group scalegate-kafka-orders, up to every record.
+    const ackedPerPartition = [0, 1, 2, 3, 4, 5].map((p) => acked.filter((a) => a.partition === p).length);
+    const mirrored = async () => {
+      const admin = kafkaClient(brokers).admin();
+      await admin.connect();
+      try {
+        const [offsets] = await admin.fetchOffsets({ groupId: 'scalegate-kafka-orders', topics: [TOPIC] });
+        return [...offsets.partitions].sort((a, b) => a.partition - b.partition).map((p) => Number(p.offset));
+      } finally {
+        await admin.disconnect();
+      }
+    };
+    await stack.waitFor('the committed offsets mirrored to the broker', async () => JSON.stringify(await mirrored()) === JSON.stringify(ackedPerPartition), { timeoutMs: 30_000 });
   });
 });
 

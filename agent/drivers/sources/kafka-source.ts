@@ -216,6 +216,12 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
         (await readAfter(partition, offset, perPartition)).map((record): PartitionRecord => ({ ...record, partition }))));
       return batches.flat();
     },
+    async mirrorProcessed(group, lastProcessed) {
+      // Kafka's committed offset is the next one to read. The group has no members (scalegate's
+      // readers use transport groups of their own), so the broker takes the offsets as they are.
+      const partitions = [...lastProcessed].map(([partition, last]) => ({ partition, offset: String(last + 1) }));
+      if (partitions.length) await (await connectedAdmin()).setOffsets({ groupId: group, topic: options.topic, partitions });
+    },
     async forget(partition) {
       const reader = readers.get(partition);
       readers.delete(partition);

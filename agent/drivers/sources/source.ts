@@ -33,5 +33,11 @@ export interface SourcePort {
   readEach(after: ReadonlyMap<number, number>, perPartition: number): Promise<PartitionRecord[]>;
   /** The partition no longer read here (released or drained): its reader may go. */
   forget(partition: number): Promise<void>;
+  /**
+   * Tells the source's own tooling how far `group` processed each partition (the last offset
+   * processed): a Kafka topic mirrors it as the group's committed offsets, so lag tools see the
+   * consumer; a table has no such tooling. Never where reading resumes: that is PostgreSQL's.
+   */
+  mirrorProcessed(group: string, lastProcessed: ReadonlyMap<number, number>): Promise<void>;
   close(): Promise<void>;
 }

@@ -50,6 +50,7 @@ export function tableSource(pool: Pool, table: string): SourcePort {
       return rows.map((r): PartitionRecord => ({ partition: r.partition, offset: Number(r.offset), key: r.key, payload: r.payload, appendedMs: msOf(r.appended_ms) }));
     },
     async forget() {},
+    async mirrorProcessed() {},
     async close() {},
   };
 }
