@@ -130,7 +130,10 @@ export function verdictRows(operation: ReportedOperation): VerdictRow[] {
     rows.push({ check: `step ${i + 1} of ${steps.length}: ${step.size} replica(s)`, verdict, compared });
   });
   const comparison = operation.evidence?.comparison as EvidenceComparison | null | undefined;
-  if (comparison) {
+  if (comparison?.rows) {
+    // Every comparison with its figures and verdict (comparisons recorded since the rows existed).
+    for (const row of comparison.rows) rows.push({ check: `after vs baseline: ${row.check}`, verdict: row.verdict === 'not measured' ? 'unknown' : row.verdict, compared: row.detail });
+  } else if (comparison) {
     const { deltas } = comparison;
     const latency = deltas.latencyP95Ms === null ? 'p95 latency not measured' : `p95 latency ${signed(deltas.latencyP95Ms)} ms`;
     const numbers = `processed ${signed(deltas.processed)}, errors ${signed(deltas.errors)}, backlog ${signed(deltas.backlog)}, rate ${signed(deltas.ratePerSec)}/s, ${latency}`;

@@ -4,7 +4,9 @@
 import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { baselineHealth, compareEvidence, DEFAULT_LATENCY_TOLERANCE, expectedRateAt } from '../domain/evidence';
+import {
+  baselineHealth, compareEvidence, CPU_JUDGED_AFTER_SOAK_MS, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, expectedRateAt,
+} from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol';
@@ -199,7 +201,12 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     // the baseline since patch latency-judged. A consumer's or stream's record latency is not: the
     // partition handover within the soak raises it by design, and would read as a regression.
     const latency = patched('latency-judged') && workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
-    status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: applied.target.length, latency });
+    // Since patch resources-and-backlog-judged the backlog and the largest task's memory are judged
+    // too, and its CPU after a soak long enough not to hold a new process's start.
+    const judged = patched('resources-and-backlog-judged')
+      ? { backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE, ...(input.soakMs >= CPU_JUDGED_AFTER_SOAK_MS ? { cpu: DEFAULT_CPU_TOLERANCE } : {}) }
+      : {};
+    status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: applied.target.length, latency, ...judged });
     if (step) Object.assign(step, { after: status.after, reasons: status.comparison.reasons, outcome: status.comparison.verdict === 'regression' ? 'regression' : 'good' });
     if (status.comparison.verdict === 'regression') {
       const back = step && lastGood !== from ? `rolling back to ${lastGood}, the last good step` : `rolling back to ${from}`;

@@ -58,6 +58,8 @@ interface Faults {
   latencyAfterChange?: boolean;
   /** latency grows ×80 once more than this many tasks run (a stepped scale-out regresses at that step) */
   latencyAbove?: number;
+  /** evidence captured after the change shows the backlog grown from 500 to 6,000 records (judged since patch resources-and-backlog-judged) */
+  backlogAfterChange?: boolean;
   /** what successive reconcile passes answer; an Error is thrown as a failed pass */
   passes?: (ReconcilePass | Error)[];
   /** what successive lease sweeps answer; an Error is thrown as a failed pass */
@@ -298,7 +300,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
         atMs: 0, tasks, ready: tasks.length, processed: 25 * tasks.length, ratePerSec: 5 * tasks.length,
         ...((changed && faults.latencyAfterChange) || tasks.length > (faults.latencyAbove ?? Infinity)
           ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
-        backlog: 0, errors: errors * tasks.length,
+        backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : 0, errors: errors * tasks.length,
       };
     },
     async reconcilePass() {
@@ -837,6 +839,20 @@ export const SCENARIOS: Scenario[] = [
       assert.deepEqual(status.comparison?.reasons, [
         'p50 latency grew from 5 to 400 ms (more than ×1.5 and +100 ms)', 'p95 latency grew from 9 to 480 ms (more than ×1.5 and +300 ms)',
       ]);
+      assert.equal(status.compensation?.replicas, 2);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A consumer's backlog grown from 500 to 6,000 records after the change: judged since patch
+    // resources-and-backlog-judged, a regression rolled back to the start, naming both figures.
+    name: 'scale-out-backlog-regression',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2, { backlogAfterChange: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'compensated');
+      assert.deepEqual(status.comparison?.reasons, ['backlog grew from 500 records to 6000 records (more than ×2 and +1000 records)']);
       assert.equal(status.compensation?.replicas, 2);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
       return { workflowId };
