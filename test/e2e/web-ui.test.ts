@@ -238,7 +238,9 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
     }
     const verdicts = await reportPage.locator('table.verdicts tbody tr').allInnerTexts();
     expect(verdicts.some((row) => /gate: baseline\s+pass/.test(row))).toBe(true);
-    expect(verdicts.some((row) => /after vs baseline\s+pass/.test(row))).toBe(true);
+    // one row per comparison, each with its verdict
+    expect(verdicts.some((row) => /after vs baseline: errors\s+pass/.test(row))).toBe(true);
+    expect(verdicts.some((row) => /after vs baseline: tasks ready\s+pass\s+2\/2 tasks ready/.test(row))).toBe(true);
     await reportPage.screenshot({ path: path.join(ARTIFACTS, 'report.png'), fullPage: true });
     expect(blocked).toEqual([]);
   } finally {

@@ -1,8 +1,11 @@
 // The scale-out gates' facts (issue 23, round trips): every recipient is probed at once and the
 // broker read beside them, so the gates wait for the slowest fact, not for the sum. Proved by
 // counting the probes in flight together, not by timing.
+import net from 'node:net';
 import { evidenceActivities } from '../../activities/evidence';
 import type { ActivityDeps } from '../../activities/ports';
+import { evaluateScaleOutGates, GATE } from '../../domain/gates';
+import { kafkaMetadata } from '../../lib/kafka';
 
 const RECIPIENTS = ['rt-a', 'rt-b', 'rt-c'];
 
@@ -59,4 +62,21 @@ describe('gatherGateFacts', () => {
       .gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [] });
     expect(facts).toEqual({ eligible: [], probes: [], broker: { topic: 'orders', error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' } });
   });
+
+  it('with the broker unreachable, the ownership gate refuses with broker-unavailable, naming the topic (no hang, no pass)', async () => {
+    // a port nothing listens on: every connection is refused, as from a broker that is down
+    const port = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port: free } = server.address() as net.AddressInfo;
+        server.close(() => resolve(free));
+      });
+    });
+    const metadata = kafkaMetadata(`127.0.0.1:${port}`);
+    const deps = depsWithProbes(async () => ({ source: { ok: true, detail: '' }, destination: { ok: true, detail: '' } }), () => metadata.partitionCount('orders'));
+    const facts = await evidenceActivities(deps).gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [] });
+    expect(facts.broker).toMatchObject({ topic: 'orders', error: expect.any(String) });
+    const workload = await deps.stores.registry.getWorkload('orders');
+    const report = evaluateScaleOutGates({ workload: workload! as never, currentReplicas: 1, targetReplicas: 3, eligibleRuntimes: facts.eligible, probes: facts.probes, broker: facts.broker });
+    expect(report.rows.find((row) => row.gate === GATE.inputOwnership)).toMatchObject({ passed: false, detail: expect.stringMatching(/^broker-unavailable: the partition count of kafka topic orders could not be read: /) });
+  }, 30_000);
 });
