@@ -63,12 +63,15 @@ export function taskActivities(deps: ActivityDeps) {
     /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
     async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[]; joinAt?: number }) {
       const statuses: TaskStatus[] = [];
+      // Each recipient checks the workload's required endpoints before it starts a new task there.
+      const requires = (await registry.getWorkload(input.workload))?.requires ?? [];
       for (const assignment of input.assignments) {
         heartbeat({ started: statuses.length });
         const status = await agents.startTask(await agentOf(assignment.runtimeId), assignment.taskId, {
           workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
           placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
           ...(input.joinAt !== undefined ? { joinAt: input.joinAt } : {}),
+          ...(requires.length ? { requires } : {}),
         });
         statuses.push(status);
       }

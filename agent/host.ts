@@ -243,6 +243,23 @@ export class TaskHost {
     return handle;
   }
 
+  /**
+   * A new task starts only where every endpoint its workload requires is reachable (DESIGN.md §5
+   * "Connectivity"), whichever operation starts it: a scale-out's gate probed them before, but a
+   * replan, a recovery or the reconcile loop may pick this runtime later. Refused, naming this
+   * runtime and each endpoint, with nothing started. A task already running, or adopted after an
+   * agent restart, is never stopped for it: only a start is refused.
+   */
+  private async requireReachable(start: TaskStart): Promise<void> {
+    if (!start.requires?.length) return;
+    const unreachable = (await probeRequirements(start.requires, { runtimeId: this.runtimeId })).filter((result) => !result.ok);
+    if (unreachable.length === 0) return;
+    throw new DriverError(
+      'requirement-unreachable',
+      `runtime ${this.runtimeId ?? '(unnamed)'} cannot reach ${unreachable.map((r) => `${r.endpoint} (${r.detail})`).join(', ')}, which workload ${start.workload} requires: task ${start.taskId} was not started`,
+    );
+  }
+
   /** persist() where a failure must not hide the error being reported. */
   private persistQuietly(): void {
     try {
@@ -335,6 +352,7 @@ export class TaskHost {
         await existing.handle.drain({}).catch(() => {});
         this.tasks.delete(start.taskId);
       }
+      await this.requireReachable(start);
       const handle = await this.startRecorded(start);
       return { created: true, status: handle.status() };
     });

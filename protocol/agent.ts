@@ -24,6 +24,8 @@ export const TaskStartBodySchema = z.object({
   partitions: z.array(z.int().min(0)).optional(),
   /** stream: a subtask a hot rescale adds joins after this checkpoint, restoring its state from it */
   joinAt: z.int().min(1).optional(),
+  /** the workload's `requires`: a new task starts only once this runtime reached every endpoint */
+  requires: RequiresSchema.optional(),
 });
 export type TaskStartBody = z.infer<typeof TaskStartBodySchema>;
 /** What a driver is handed: the body plus the task id from the path. */

@@ -36,6 +36,8 @@ export const ERROR_CODES = {
   'partitions-mismatch': { status: 422, retryable: false },
   /** the Kafka broker did not answer: nothing was decided on its behalf; retry */
   'broker-unavailable': { status: 503, retryable: true },
+  /** a new task's recipient cannot reach an endpoint its workload requires: nothing was started */
+  'requirement-unreachable': { status: 503, retryable: true },
   'release-timeout': { status: 504, retryable: true },
   /** the agent's state folder refused a record (read-only, immutable, full): nothing changed; retry */
   'state-unwritable': { status: 503, retryable: true },
