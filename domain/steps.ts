@@ -6,7 +6,7 @@
 //   "rest" the target
 // The last size is always the target (a "rest" is implied); sizes only grow and never pass it.
 
-/** What StepsSchema (protocol/api.ts) takes: a count, "P%" or "rest". */
+/** What StepsSchema (protocol/workload.ts) takes: a count, "P%" or "rest". */
 export type Step = number | string;
 
 /** The sizes a scale-out from `from` to `to` goes through, in order; [to] without steps. */

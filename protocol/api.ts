@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema } from './runtime';
-import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
+import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -15,15 +15,6 @@ export const OperationParamsSchema = z.object({
 /** POST /v1/workloads/:name/plan */
 export const PlanRequestSchema = z.strictObject({ replicas: Replicas });
 export type PlanRequest = z.infer<typeof PlanRequestSchema>;
-
-/**
- * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,
- * "rest" the target (implied last).
- */
-export const StepsSchema = z
-  .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
-  .min(1)
-  .max(10);
 
 /** POST /v1/workloads/:name/scale */
 export const ScaleRequestSchema = z.strictObject({

@@ -4,7 +4,7 @@
 // Cron expressions are checked here for shape only; the API parses them with cron-parser
 // (domain/change-windows.ts `cronProblem`) and answers 422 naming the field.
 import { z } from 'zod';
-import { LIMITS, WorkloadName } from './workload';
+import { LIMITS, StepsSchema, WorkloadName } from './workload';
 
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 export const TierName = z.string().min(1).max(63).regex(DNS_LABEL, 'tier names are DNS labels: lowercase letters, digits and inner dashes');
@@ -70,6 +70,8 @@ export const TierPolicySchema = z
     drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
     /** signals the autoscaler pulls itself, besides those sent to it */
     observe: TierObserveSchema.optional(),
+    /** passed to the scaleOut children: grow in these steps, each compared before the next (else the workload's own) */
+    steps: StepsSchema.optional(),
   })
   .strict()
   .refine((p) => p.minReplicas <= p.maxReplicas, { message: 'minReplicas must be ≤ maxReplicas', path: ['maxReplicas'] })

@@ -241,6 +241,16 @@ export const RequirementSchema = z.union([
 export type Requirement = z.infer<typeof RequirementSchema>;
 export const RequiresSchema = z.array(RequirementSchema).max(LIMITS.requirements);
 
+/**
+ * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,
+ * "rest" the target (implied last). On a scale request, a workload (its scale-outs' default) or a
+ * tier policy (its autoscaler's scale-outs).
+ */
+export const StepsSchema = z
+  .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
+  .min(1)
+  .max(10);
+
 const workloadBase = {
   replicas: Replicas,
   requires: RequiresSchema.optional(),
@@ -254,8 +264,10 @@ const workloadBase = {
  * job's size lives in its operators' parallelism: its `replicas` is optional, ignored if given, and
  * set to its subtask count (what placement places).
  */
-const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, spec: ServiceSpecSchema });
-const ConsumerDefinition = z.strictObject({ kind: z.literal('consumer'), ...workloadBase, spec: ConsumerSpecSchema });
+/** Services and consumers grow by replicas: their scale-outs may go in steps (a stream job is rescaled instead). */
+const scalesInSteps = { steps: StepsSchema.optional() };
+const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, ...scalesInSteps, spec: ServiceSpecSchema });
+const ConsumerDefinition = z.strictObject({ kind: z.literal('consumer'), ...workloadBase, ...scalesInSteps, spec: ConsumerSpecSchema });
 const StreamDefinition = z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema });
 
 export const WorkloadDefinitionSchema = z

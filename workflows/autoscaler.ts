@@ -389,7 +389,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
         handle = size.stream
           ? await startChild(rescaleOperator, { ...options, args: [{ job: size.workload, operator: size.stream.operator, parallelism: to, reason }] })
           : kind === 'scaleOut'
-            ? await startChild(scaleOut, { ...options, args: [{ workload: size.workload, replicas: to, reason, soakMs: policy.soakMs }] })
+            ? await startChild(scaleOut, { ...options, args: [{ workload: size.workload, replicas: to, reason, soakMs: policy.soakMs, ...(policy.steps ? { steps: policy.steps } : {}) }] })
             : await startChild(scaleIn, { ...options, args: [{ workload: size.workload, replicas: to, reason, drainTimeoutMs: policy.drainTimeoutMs, minReplicas: policy.minReplicas }] });
       } catch (error) {
         if (!(error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError')) throw error;

@@ -149,8 +149,10 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const { plan } = prepared;
 
   // One step without `steps` (the plan above is for the target); with them, each size planned,
-  // applied, converged, soaked and compared before the next (domain/steps.ts).
-  const sizes = stepSizes(from, input.replicas, input.steps);
+  // applied, converged, soaked and compared before the next (domain/steps.ts). The request's steps,
+  // else the workload's own (a reviewed plan, planId, is applied as the one step it is).
+  const workloadSteps = input.planId === undefined && workload.kind !== 'stream' ? workload.steps : undefined;
+  const sizes = stepSizes(from, input.replicas, input.steps ?? workloadSteps);
   const stepped = sizes.length > 1;
   if (stepped) status.steps = sizes.map((size) => ({ size, outcome: 'pending', after: null, reasons: [] }));
   /** the size whose placement was written last: what a failure after the write is replanned at */

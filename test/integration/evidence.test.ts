@@ -152,3 +152,20 @@ describe('the smallest step first', () => {
     await retireAndWait(stack, name);
   });
 });
+
+describe('steps a workload declares', () => {
+  it('are its scale-outs\' when the request gives none: 1 → 2 → 3, each compared before the next', async () => {
+    const name = 'g-own-steps';
+    await defineWorkload(stack, name, {
+      kind: 'service', replicas: 1, selector: { pool: 'main' }, steps: [1],
+      contract: SERVICE_CONTRACT,
+      spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+    }, 1);
+    const operation = await scaleAndWait(stack, name, { replicas: 3, soakMs: 0 }, 'scaleOut');
+    expect(operation.status).toBe('completed');
+    expect(operation.steps.map((step: any) => `${step.size}:${step.outcome}`)).toEqual(['2:good', '3:good']);
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
+    expect(ledger[0]).toMatchObject({ outcome: 'completed', inputs: { steps: [2, 3] } });
+    await retireAndWait(stack, name);
+  });
+});

@@ -46,6 +46,13 @@ describe('workload definition schema', () => {
     expect(describeIssues(inGroup({ topic: 'orders', group: 'g', brokers: 'x' }).error!)).toMatch(/brokers/);
   });
 
+  it('takes steps for a service\'s or a consumer\'s scale-outs, not for a stream job (it is rescaled)', () => {
+    expect(WorkloadDefinitionSchema.safeParse({ ...service, steps: [1, '50%', 'rest'] }).success).toBe(true);
+    expect(describeIssues(WorkloadDefinitionSchema.safeParse({ ...service, steps: ['half'] }).error!)).toMatch(/steps\.0/);
+    const stream = { kind: 'stream', steps: [1], spec: { source: 's_in', sink: 's_out', partitions: 2, checkpointIntervalMs: 1000, operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 1 }, { id: 'out', kind: 'sink', parallelism: 1 }] } };
+    expect(describeIssues(WorkloadDefinitionSchema.safeParse(stream).error!)).toMatch(/steps/);
+  });
+
   it('requires partitions when ownership is partitioned', () => {
     const result = WorkloadDefinitionSchema.safeParse({ ...service, contract: { ownership: 'partitioned' } });
     expect(describeIssues(result.error!)).toMatch(/contract\.partitions/);

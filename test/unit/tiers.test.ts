@@ -35,6 +35,13 @@ describe('TierPolicySchema', () => {
   });
 });
 
+describe('steps in a tier policy', () => {
+  it('are passed to its scale-outs: the request shape of steps, refused otherwise', () => {
+    expect(TierPolicySchema.parse({ ...base, steps: [1, 'rest'] }).steps).toEqual([1, 'rest']);
+    expect(TierPolicySchema.safeParse({ ...base, steps: [] }).success).toBe(false);
+  });
+});
+
 describe('a pulled Kafka lag (policy.observe)', () => {
   const observing = (change: Record<string, unknown> = {}) => ({ workloads: ['orders'], targets: { queueDepthPerInstance: 500 }, observe: { kafkaLag: { workload: 'orders' } }, ...change });
   const problems = (body: unknown) => {

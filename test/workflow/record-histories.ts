@@ -859,6 +859,17 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // Steps from the workload's own definition (no steps in the request): 2 → 3 → 4, each good.
+    name: 'scale-out-workload-steps',
+    fakes: (name) => fakeActivities({ ...knownService(name, 2), steps: [1, 'rest'] } as Workload, 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(status.steps?.map((step) => `${step.size}:${step.outcome}`), ['3:good', '4:good']);
+      return { workflowId };
+    },
+  },
+  {
     // Steps 2 → 3 → 4 with latency ×80 past 3 tasks: rolled back to 3, the last good step.
     name: 'scale-out-steps-regression',
     fakes: (name) => fakeActivities(knownService(name, 2), 2, { latencyAbove: 3 }),
