@@ -39,6 +39,10 @@ async function main() {
   // Last resort. Every known fault of a task is handled where it happens (the task is failed with
   // the reason); should one slip through anyway, the agent logs it and keeps serving, because
   // exiting would take every task of this node down with it (DESIGN.md §3, static stability).
+  // Whoever reads the agent's output (a supervisor, npm start, a pipe) may go away before the agent
+  // does: its output then has nowhere to go, and a write's EPIPE must neither stop the agent nor
+  // become an uncaught exception whose own log line fails again (a loop that burned a core).
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   process.on('uncaughtException', (error, origin) => log('uncaught-exception', { origin, ...describeFault(error) }));
   process.on('unhandledRejection', (reason) => log('unhandled-rejection', describeFault(reason)));
 

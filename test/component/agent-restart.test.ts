@@ -373,6 +373,40 @@ describe('an agent restarted over its state folder runs one process per task', (
 
 // ---- (c) the heartbeat loop stops only what is revoked ------------------------------------------
 
+describe('an agent whose output nobody reads any more', () => {
+  test('runs on, serving, without spinning: its writes fail with EPIPE (the reader went away), and that is no loop', async () => {
+    const credential = newCredential();
+    const api = await fakeControlPlane((request) => {
+      if (request.path === '/v1/runtimes') return { status: 201, body: { id: 'rt-mute', fence: 1, leaseTtlMs: 3000, heartbeatIntervalMs: 200, credential, resumed: false } };
+      if (request.path === '/v1/runtimes/rt-mute/heartbeat') return { status: 503, body: { error: 'unavailable' } }; // logged at every beat
+      return { status: 404, body: { error: 'not-found' } };
+    });
+    const port = await freePort();
+    const agent = spawnService({
+      name: 'agent:rt-mute', entry: 'agent/main.ts',
+      args: ['--id', 'rt-mute', '--port', String(port), '--state-dir', newStateDir(), '--api', api.url, '--port-range', nextSlice().label],
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, SCALEGATE_AGENT_TOKEN: AGENT_TOKEN },
+    });
+    agents.push(agent);
+    const health = async () => (await fetch(`http://127.0.0.1:${port}/v1/health`, { headers: { authorization: `Bearer ${credential}` } }).catch(() => null))?.status ?? 0;
+    await waitFor('the agent answering', async () => (await health()) === 200, WAIT);
+    // The reader goes away: every line the agent writes from now on meets a closed pipe.
+    agent.child.stdout!.destroy();
+    agent.child.stderr!.destroy();
+    const cpuTicks = () => {
+      const fields = fs.readFileSync(`/proc/${agent.child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 per second)
+    };
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // a few heartbeats, each logged into the closed pipe
+    const before = cpuTicks();
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    // A loop on EPIPE burns the whole 3 s (300 ticks); an agent that lets the lines go uses a few.
+    expect(cpuTicks() - before).toBeLessThan(100);
+    expect(agent.child.exitCode).toBeNull();
+    expect(await health()).toBe(200);
+  });
+});
+
 describe('the heartbeat loop stops nothing on its own', () => {
   test('retry delays grow from the base to the cap, never zero', () => {
     const half = () => 0.5; // no jitter
