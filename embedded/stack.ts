@@ -286,8 +286,16 @@ function temporalCliLines(): string[] {
 
 /** Runs the embedded stack until SIGINT/SIGTERM; a failed start stops whatever did start. */
 export function runEmbeddedStack(): void {
-  process.once('SIGINT', () => void shutdown('SIGINT', 0));
-  process.once('SIGTERM', () => void shutdown('SIGTERM', 0));
+  // `on`, not `once`: a second Ctrl-C (or SIGTERM) while the agents drain must not take the default
+  // action and kill this process halfway, leaving Temporal, PostgreSQL, Kafka and the agents behind
+  // with nobody to stop them (tsx, under npm start, also kills a child that no longer handles it).
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signals++ > 0) say(`${signal} again: still stopping (the agents drain their tasks first); nothing is left behind`);
+    void shutdown(signal, 0);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   startEmbeddedStack(process.argv.slice(2)).catch((error) => {
     console.error(`[scalegate] failed to start: ${error instanceof Error ? error.message : String(error)}`);
     void shutdown('start failed', 1);

@@ -12,6 +12,7 @@ import { freePort, portIsFree } from '../../embedded/processes';
 import { readStackFile } from '../../embedded/stack-file';
 import { testEnv } from '../support/env';
 import { EMBEDDED_AGENTS as AGENTS, startNpmStart, type NpmStart } from '../support/npm-start';
+import { waitFor } from '../support/wait-for';
 import { kafkaClient } from '../../lib/kafka';
 
 /** The pids of the JVMs running a Kafka broker out of `home` (its data folder is <home>/kafka), from the process table. */
@@ -103,8 +104,13 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   }
 
   // SIGTERM stops all of it: exit 0, the API's, the agents' and the broker's ports free again, no
-  // broker JVM left, the pointer gone.
+  // broker JVM left, the pointer gone. Sent twice, as an impatient Ctrl-C does: the second must not
+  // kill the stack halfway through its stop.
+  const printed = started.lines;
+  started.process.kill('SIGTERM');
+  await waitFor('the first SIGTERM taken', () => printed.includes('[scalegate] stopping (SIGTERM)'), { timeoutMs: 30_000, intervalMs: 20 });
   expect(await started.stop()).toBe(0);
+  expect(started.lines.some((line) => line.startsWith('[scalegate] SIGTERM again: still stopping'))).toBe(true);
   expect(readStackFile(started.home)).toBeNull();
   for (const port of [apiPort, ...agentPorts, kafkaPort]) expect([port, await portIsFree(port)]).toEqual([port, true]);
   expect(stackBrokers(started.home)).toEqual([]);
