@@ -153,7 +153,7 @@ function growthRow(check: string, before: number | null | undefined, now: number
   if (now > before * tolerance.growth && now - before > tolerance.slack) {
     return { check, verdict: 'regression', baseline: before, after: now, detail: `${figures}: grew ${rule}`, reason: `${check} grew from ${unit(before)} to ${unit(now)} (${rule})` };
   }
-  return { check, verdict: 'pass', baseline: before, after: now, detail: `${figures}: within ${rule}` };
+  return { check, verdict: 'pass', baseline: before, after: now, detail: `${figures}: no regression (that is growth of ${rule})` };
 }
 
 /**
