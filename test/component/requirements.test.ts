@@ -5,6 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { TaskHost } from '../../agent/host';
 import { probeRequirements } from '../../agent/requirements';
+import { freePort } from '../../embedded/processes';
 
 const servers: (net.Server | http.Server)[] = [];
 const listen = async <S extends net.Server | http.Server>(server: S): Promise<number> => {
@@ -12,13 +13,8 @@ const listen = async <S extends net.Server | http.Server>(server: S): Promise<nu
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as net.AddressInfo).port;
 };
-/** A port nothing listens on: bound, then closed. */
-const closedPort = async () => {
-  const server = net.createServer();
-  const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)));
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-};
+/** A port nothing listens on (bound, then closed). */
+const closedPort = freePort;
 
 afterAll(async () => {
   for (const server of servers) {

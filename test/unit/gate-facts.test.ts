@@ -1,10 +1,10 @@
 // The scale-out gates' facts (issue 23, round trips): every recipient is probed at once and the
 // broker read beside them, so the gates wait for the slowest fact, not for the sum. Proved by
 // counting the probes in flight together, not by timing.
-import net from 'node:net';
 import { evidenceActivities } from '../../activities/evidence';
 import type { ActivityDeps } from '../../activities/ports';
 import { evaluateScaleOutGates, GATE } from '../../domain/gates';
+import { freePort } from '../../embedded/processes';
 import { kafkaMetadata } from '../../lib/kafka';
 
 const RECIPIENTS = ['rt-a', 'rt-b', 'rt-c'];
@@ -65,12 +65,7 @@ describe('gatherGateFacts', () => {
 
   it('with the broker unreachable, the ownership gate refuses with broker-unavailable, naming the topic (no hang, no pass)', async () => {
     // a port nothing listens on: every connection is refused, as from a broker that is down
-    const port = await new Promise<number>((resolve) => {
-      const server = net.createServer().listen(0, '127.0.0.1', () => {
-        const { port: free } = server.address() as net.AddressInfo;
-        server.close(() => resolve(free));
-      });
-    });
+    const port = await freePort();
     const metadata = kafkaMetadata(`127.0.0.1:${port}`);
     const deps = depsWithProbes(async () => ({ source: { ok: true, detail: '' }, destination: { ok: true, detail: '' } }), () => metadata.partitionCount('orders'));
     const facts = await evidenceActivities(deps).gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [] });
