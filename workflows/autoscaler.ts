@@ -12,7 +12,7 @@
 // continues as new after `decisionsPerRun` decisions or `maxHistoryEvents` events, once every
 // handler has finished.
 import {
-  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, log, ParentClosePolicy, proxyActivities,
+  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, isCancellation, log, ParentClosePolicy, proxyActivities,
   setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { z } from 'zod';
@@ -276,6 +276,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
       Object.assign(state, { lastAtMs: Date.now(), lastLag: reading.lag, error: null });
       addObservation({ queueDepth: reading.lag, pulled: `kafka lag of ${reading.workload} on topic ${reading.topic} (${reading.against})` });
     } catch (error) {
+      if (isCancellation(error)) throw error; // a cancellation of the autoscaler is not a failed reading
       state.error = failureMessage(error);
       log.warn('autoscaler: the Kafka lag could not be read', { tier, workload: pull.workload, error: state.error });
     }
