@@ -5,6 +5,7 @@ import type { EvidenceSnapshot } from '../domain/evidence';
 import type { BrokerPartitions, EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
 import { sourceTableOf, sourceTopicOf } from '../protocol';
+import { isUndefinedTable } from '../store/db';
 import { consumerGroupReads, declaredGroup } from './consumer-group';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
 
@@ -81,12 +82,16 @@ export function evidenceActivities(deps: ActivityDeps) {
       };
       // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
       const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;
-      if (workload.kind === 'consumer' && sourceTable !== null) {
-        const audit = await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink });
-        snapshot.sink = {
-          sourceCount: audit.sourceCount, sinkCount: audit.sinkCount, missing: audit.missing,
-          duplicates: audit.duplicates, extra: audit.extra, orderViolations: audit.orderViolations,
-        };
+      // A consumer that never ran (its first placement still pending) has no tables yet: nothing to audit.
+      const consumerAudit = workload.kind === 'consumer' && sourceTable !== null
+        ? await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink }).catch((error: unknown) => {
+          if (isUndefinedTable(error)) return null;
+          throw error;
+        })
+        : null;
+      if (consumerAudit) {
+        const { sourceCount, sinkCount, missing, duplicates, extra, orderViolations } = consumerAudit;
+        snapshot.sink = { sourceCount, sinkCount, missing, duplicates, extra, orderViolations };
       }
       const declared = declaredGroup(workload);
       if (declared) {

@@ -53,8 +53,12 @@ test('npm start -- --demo, then every line of the printed tour through npx: each
   const tour = started.lines.filter((line) => /^\s+npx scalegate /.test(line));
   expect(tour.length).toBeGreaterThanOrEqual(8);
   const client = new Client({ connection, namespace });
-  // The demo's applies settle before the tour starts, as they do while a person reads the banner.
+  // The demo's applies settle before the tour starts, as they do while a person reads the banner:
+  // every demo workload placed (the reconcile loop may not have started an apply yet), none running.
   await waitFor('the demo placed', async () => {
+    const state = (await fetch(`${started.apiUrl}/v1/state`, { headers: { authorization: `Bearer ${started.tokens.viewer}` } }).then((r) => r.json())) as { workloads: { name: string; placement: { assignments: unknown[] } | null }[] };
+    const placed = ['demo-web', 'demo-orders', 'demo-clicks'].every((name) => (state.workloads.find((w) => w.name === name)?.placement?.assignments.length ?? 0) > 0);
+    if (!placed) return false;
     const running = [];
     for await (const run of client.workflow.list({ query: `ExecutionStatus = 'Running' AND WorkflowId STARTS_WITH 'scale:'` })) running.push(run.workflowId);
     return running.length === 0;

@@ -75,3 +75,20 @@ describe('gatherGateFacts', () => {
     expect(report.rows.find((row) => row.gate === GATE.inputOwnership)).toMatchObject({ passed: false, detail: expect.stringMatching(/^broker-unavailable: the partition count of kafka topic orders could not be read: /) });
   }, 30_000);
 });
+
+describe('captureEvidence', () => {
+  it('of a consumer that never ran (its tables not created yet) has no sink audit, rather than failing', async () => {
+    const deps = depsWithProbes(async () => ({}));
+    const missing = Object.assign(new Error('relation "orders_out" does not exist'), { code: '42P01' });
+    const kafkaConsumer = (await deps.stores.registry.getWorkload('orders'))!;
+    const tableConsumer = { ...kafkaConsumer, spec: { partitions: 6, source: 'orders_in', sink: 'orders_out', workMs: 0 } };
+    Object.assign(deps.stores.registry, { getWorkload: async () => tableConsumer, getPlacement: async () => null });
+    Object.assign(deps.stores, { sinkAudit: { exactlyOnce: async () => { throw missing; } } });
+    const snapshot = await evidenceActivities(deps).captureEvidence({ workload: 'orders' });
+    expect(snapshot).toMatchObject({ tasks: [], ready: 0, processed: 0 });
+    expect(snapshot.sink).toBeUndefined();
+    // any other database error still fails the capture
+    Object.assign(deps.stores, { sinkAudit: { exactlyOnce: async () => { throw new Error('connection refused'); } } });
+    await expect(evidenceActivities(deps).captureEvidence({ workload: 'orders' })).rejects.toThrow('connection refused');
+  });
+});
