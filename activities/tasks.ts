@@ -1,6 +1,7 @@
 // Task activities: start, await, drain and stop agent tasks, and list what agents run.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Assignment, PortPair, TaskStatus, WorkloadKind } from '../protocol';
+import { doublingDelays } from '../lib/backoff';
 import { consumerGroupReads } from './consumer-group';
 import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
@@ -88,6 +89,8 @@ export function taskActivities(deps: ActivityDeps) {
      */
     async awaitTasksReady(input: { tasks: TaskRef[]; timeoutMs: number }): Promise<TaskStatus[]> {
       const deadline = now() + input.timeoutMs;
+      // Short first polls: a new task is usually ready within a few hundred ms of its start.
+      const nextDelay = doublingDelays(20, 250);
       for (;;) {
         const statuses = await Promise.all(
           input.tasks.map(async (t) => (await agents.taskStatus(await agentOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
@@ -115,7 +118,7 @@ export function taskActivities(deps: ActivityDeps) {
             nonRetryable: true,
           });
         }
-        await sleep(250);
+        await sleep(nextDelay());
       }
     },
 

@@ -2,12 +2,31 @@
 // scalegate's search attributes registered, and waits until it answers gRPC.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import YAML from 'yaml';
 import { SEARCH_ATTRIBUTE_KEYS } from '../protocol/search-attributes';
 import { stopChild } from './processes';
 import { findTemporalCli } from './temporal-cli';
 
 export const SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
+
+/** The server settings scalegate relies on; docker-compose.yml mounts the same file into its server. */
+export const DYNAMIC_CONFIG_FILE = path.join(__dirname, 'temporal-dynamic-config.yaml');
+
+/**
+ * The dynamic-config file as dev-server flags: `--dynamic-config-value key=<JSON value>` per key.
+ * Only unconstrained values fit a flag, so a constrained entry is refused rather than widened.
+ */
+export function dynamicConfigFlags(file = DYNAMIC_CONFIG_FILE): string[] {
+  const settings = YAML.parse(fs.readFileSync(file, 'utf8')) as Record<string, { value: unknown; constraints?: unknown }[]>;
+  return Object.entries(settings).flatMap(([key, entries]) => {
+    if (entries.length !== 1 || entries[0].constraints !== undefined) {
+      throw new Error(`${file}: ${key} must have exactly one value without constraints to pass to the dev server`);
+    }
+    return ['--dynamic-config-value', `${key}=${JSON.stringify(entries[0].value)}`];
+  });
+}
 
 export interface RunningTemporal {
   address: string;
@@ -72,6 +91,7 @@ export async function startTemporalDevServer(options: {
   else args.push('--headless');
   if (options.dbFile) args.push('--db-filename', options.dbFile);
   for (const name of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=Keyword`);
+  args.push(...dynamicConfigFlags());
 
   const out = options.logFile ? fs.openSync(options.logFile, 'a') : 'ignore';
   const child = spawn(cli.path, args, { stdio: ['ignore', out, out] });

@@ -12,8 +12,8 @@
 // continues as new after `decisionsPerRun` decisions or `maxHistoryEvents` events, once every
 // handler has finished.
 import {
-  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, isCancellation, log, ParentClosePolicy, proxyActivities,
-  setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
+  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, isCancellation, log, ParentClosePolicy, patched, proxyActivities,
+  proxyLocalActivities, setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
@@ -23,7 +23,7 @@ import {
 } from '../domain/autoscale';
 import type { LedgerOutcome } from '../protocol/ledger';
 import { TierName, TierPolicySchema, TierSignalSchema, type TierPolicy } from '../protocol/tiers';
-import { failureMessage, parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, FEWER_ROUND_TRIPS, parseInput, profiles, trackOperation } from './operation';
 import { rescaleOperator, type RescaleStatus } from './rescale-operator';
 import { scaleIn } from './scale-in';
 import { scaleOut } from './scale-out';
@@ -31,7 +31,10 @@ import { chooseScale, isRefusal } from './scale-choice';
 import type { ScaleStatus } from './scale-operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
+const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 const observations = proxyActivities<Activities>(profiles.observation);
+/** A signal becomes a ledger row within one workflow task since FEWER_ROUND_TRIPS: the reads and the append are local. */
+const quickStore = (): typeof store => (patched(FEWER_ROUND_TRIPS) ? localStore : store);
 
 /** Observations kept (newest last); older ones only live on as recommendations in the domain state. */
 export const OBSERVATION_WINDOW = 50;
@@ -294,7 +297,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     }
     ws.lastRow = { key, atMs: decision.atMs };
     const { workflowId, runId } = workflowInfo();
-    await store.appendLedger.executeWithOptions({ summary: `ledger: autoscale ${decision.workload} ${decision.label}` }, [{
+    await quickStore().appendLedger.executeWithOptions({ summary: `ledger: autoscale ${decision.workload} ${decision.label}` }, [{
       kind: 'autoscale', tier, workload: decision.workload, fromReplicas: decision.from, toReplicas: decision.to,
       reason: `${decision.label} — ${decision.reason}`, outcome: decision.outcome, workflowId, runId,
       inputs: {
@@ -311,7 +314,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     const cache = carried.windowCache;
     if (!cache || cache.revision !== revision || now < cache.fromMs || now >= cache.toMs) {
       const toMs = now + CHANGE_WINDOW_HORIZON_MS;
-      const intervals = await store.changeWindowIntervals.executeWithOptions(
+      const intervals = await quickStore().changeWindowIntervals.executeWithOptions(
         { summary: `expand ${policy.changeWindows.length} change window(s)` }, [{ windows: policy.changeWindows, fromMs: now, toMs }],
       );
       carried.windowCache = { revision, fromMs: now, toMs, intervals };
@@ -324,7 +327,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     const newest = latest();
     if (!newest) return;
     enter('deciding');
-    const sizes = await store.tierSnapshot.executeWithOptions({ summary: `sizes of ${policy.workloads.join(', ')}` }, [{ workloads: policy.workloads }]);
+    const sizes = await quickStore().tierSnapshot.executeWithOptions({ summary: `sizes of ${policy.workloads.join(', ')}` }, [{ workloads: policy.workloads }]);
     const now = Date.now();
     const intervals = await changeIntervals(now);
     const domain = domainPolicy(tier, policy);

@@ -62,7 +62,20 @@ export const profiles = {
   windowCall: { startToCloseTimeout: '5 seconds', retry: { maximumAttempts: 3, initialInterval: '200ms', maximumInterval: '1s' } },
   /** a reading the caller takes again at its next interval anyway: a failure is reported, not retried for long */
   observation: { startToCloseTimeout: '15 seconds', retry: { maximumAttempts: 2, initialInterval: '1s' } },
+  /**
+   * A short store read or an idempotent store write run as a local activity: inside the workflow
+   * task, without a round trip through the server (bench/scale-latency.ts measures the difference).
+   * The same retries as storeWrite; a backoff past a few seconds waits on a server timer.
+   */
+  localStore: { startToCloseTimeout: '10 seconds', localRetryThreshold: '5 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
 } as const;
+
+/**
+ * Operations that start after this patch read the store and append their ledger row with local
+ * activities, and run independent activities side by side (`FEWER_ROUND_TRIPS`): the same
+ * activities, fewer workflow tasks. Runs recorded before it keep their commands.
+ */
+export const FEWER_ROUND_TRIPS = 'fewer-round-trips';
 
 /**
  * A start the API answered 503 for must never run (DESIGN.md §4 "Unambiguous starts"): when Temporal

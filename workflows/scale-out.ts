@@ -68,7 +68,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 
 async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
-  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, wrongWay } = await beginScaleOperation('scaleOut', input);
+  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, wrongWay, fewerRoundTrips } = await beginScaleOperation('scaleOut', input);
   if (wrongWay) {
     status.error = wrongWay;
     return endUnchanged('refused', 'refused', wrongWay);
@@ -90,14 +90,22 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   type Prepared = { plan: Awaited<ReturnType<Activities['preparePlan']>> } | { ended: ScaleStatus };
   const prepare = async (): Promise<Prepared> => {
     enter('baseline');
-    status.baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-
-    enter('gates');
-    const proposal = input.planId
-      ? await store.loadPlan.executeWithOptions({ summary: `gates: the reviewed plan ${input.planId}` }, [input.planId])
-      : await store.preparePlan.executeWithOptions(
+    const captureBaseline = () => agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+    const propose = () => input.planId
+      ? store.loadPlan.executeWithOptions({ summary: `gates: the reviewed plan ${input.planId}` }, [input.planId])
+      : store.preparePlan.executeWithOptions(
         { summary: `gates: propose ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
       );
+    let proposal: Awaited<ReturnType<typeof propose>>;
+    if (fewerRoundTrips) {
+      // Independent: the evidence reads the tasks, the proposal the placement.
+      [status.baseline, proposal] = await Promise.all([captureBaseline(), propose()]);
+      enter('gates');
+    } else {
+      status.baseline = await captureBaseline();
+      enter('gates');
+      proposal = await propose();
+    }
     // A reviewed plan, or one proposed for a manual approval, is shown before anything is decided.
     const reviewed = input.planId !== undefined || input.approval === 'manual';
     if (input.planId) requirePlanFor(proposal, input.workload, input.replicas);
@@ -137,7 +145,13 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     // one that moved meanwhile refuses it as stale). Runs recorded before `apply-approved-plan`
     // planned again after an approval.
     if (input.planId || (input.approval === 'manual' && patched('apply-approved-plan'))) return { plan: proposal };
-    // Plan again on a fresh basis: the gates or an approval wait may have taken a while.
+    // Without a wait for approval, the plan applied is the one the gates probed the recipients of
+    // (since FEWER_ROUND_TRIPS); a basis that moved meanwhile is refused as stale by the write.
+    if (fewerRoundTrips) {
+      status.plan = planView(proposal);
+      return { plan: proposal };
+    }
+    // Runs before it planned again on a fresh basis, in case the gates had taken a while.
     const plan = await store.preparePlan.executeWithOptions(
       { summary: `plan ${input.workload} ${from} → ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }],
     );

@@ -20,6 +20,7 @@ import { assertNever } from '../../domain/assert';
 import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
+import { doublingDelays } from '../../lib/backoff';
 import { ErrorCount } from './error-count';
 import { connectTcp } from './tcp-connect';
 import { canIdentifyProcesses, CpuSampler, residentBytes, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
@@ -36,7 +37,8 @@ import {
 
 export type TaskState = TaskReport['state'];
 
-export const READINESS_POLL_MS = 100;
+/** Readiness probes start 10 ms after spawn and back off to one per 100 ms: most tasks are ready within a few. */
+export const READINESS_POLL_MS = { first: 10, max: 100 } as const;
 /** Without a probe, a process that is still alive this long after spawning counts as ready. */
 export const NO_PROBE_SETTLE_MS = 200;
 const PROBE_TIMEOUT_MS = 1000;
@@ -535,6 +537,7 @@ class ProcessTask implements TaskHandle {
   private async awaitReadiness(): Promise<void> {
     const spawnedAt = Date.now();
     const readiness = this.spec.readiness;
+    const nextDelay = doublingDelays(READINESS_POLL_MS.first, READINESS_POLL_MS.max);
     while (this.state === 'starting') {
       let outcome: ProbeOutcome;
       if (readiness === undefined) {
@@ -556,7 +559,7 @@ class ProcessTask implements TaskHandle {
         return;
       }
       this.detail = outcome.detail;
-      await delay(READINESS_POLL_MS);
+      await delay(nextDelay());
     }
   }
 

@@ -671,6 +671,11 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'completed');
       assert.equal(status.comparison?.verdict, 'pass');
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      // Short store calls run as local activities (no server round trip), and the plan is made once.
+      const history = await ctx.client.workflow.getHandle(workflowId).fetchHistory();
+      const scheduled = (history.events ?? []).flatMap((event) => event.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+      assert.deepEqual(scheduled, ['captureEvidence', 'preparePlan', 'gatherGateFacts', 'startTasks', 'awaitTasksReady', 'captureEvidence']);
+      assert.deepEqual((['loadWorkload', 'loadPlacement', 'commitPlacement', 'appendLedger'] as const).map((type) => ctx.fakes.count(type)), [2, 1, 1, 1]);
       return { workflowId };
     },
   },
