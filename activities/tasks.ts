@@ -61,21 +61,33 @@ export function taskActivities(deps: ActivityDeps) {
   }
 
   return {
-    /** Starts (idempotently) each task on its agent and records the ports the agents chose. */
+    /**
+     * Starts (idempotently) each task on its agent and records the ports the agents chose. Every
+     * agent is called at once; one agent's tasks start one after another, in placement order.
+     * Answers the statuses in placement order.
+     */
     async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[]; joinAt?: number }) {
-      const statuses: TaskStatus[] = [];
       // Each recipient checks the workload's required endpoints before it starts a new task there.
       const requires = (await registry.getWorkload(input.workload))?.requires ?? [];
-      for (const assignment of input.assignments) {
-        heartbeat({ started: statuses.length });
-        const status = await agents.startTask(await agentOf(assignment.runtimeId), assignment.taskId, {
-          workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
-          placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
-          ...(input.joinAt !== undefined ? { joinAt: input.joinAt } : {}),
-          ...(requires.length ? { requires } : {}),
-        });
-        statuses.push(status);
-      }
+      const byRuntime = new Map<string, Assignment[]>();
+      for (const assignment of input.assignments) byRuntime.set(assignment.runtimeId, [...(byRuntime.get(assignment.runtimeId) ?? []), assignment]);
+      const statusOf = new Map<string, TaskStatus>();
+      const startAll = async (assignments: Assignment[]) => {
+        for (const assignment of assignments) {
+          statusOf.set(assignment.taskId, await agents.startTask(await agentOf(assignment.runtimeId), assignment.taskId, {
+            workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
+            placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
+            ...(input.joinAt !== undefined ? { joinAt: input.joinAt } : {}),
+            ...(requires.length ? { requires } : {}),
+          }));
+          heartbeat({ started: statusOf.size });
+        }
+      };
+      // Settled, not raced: no start is still in flight when the activity fails (a retry starts them all again, idempotently).
+      const outcomes = await Promise.allSettled([...byRuntime.values()].map(startAll));
+      const failed = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+      if (failed) throw failed.reason;
+      const statuses = input.assignments.map((assignment) => statusOf.get(assignment.taskId)!);
       const portsByTask: Record<string, PortPair> = {};
       for (const s of statuses) if (s.ports) portsByTask[s.taskId] = s.ports;
       if (Object.keys(portsByTask).length) await registry.recordPorts(input.workload, input.placementFence, portsByTask);
