@@ -195,17 +195,6 @@ export function createRegistryStore(db: Pool) {
       );
     },
 
-    /** Runtime ids → the task ids placed on them, across every workload. */
-    async tasksOnRuntime(runtimeId: string): Promise<string[]> {
-      const { rows } = await db.query<{ task_id: string }>(
-        `select a->>'taskId' as task_id
-           from placements p, jsonb_array_elements(p.assignments) a
-          where a->>'runtimeId' = $1`,
-        [runtimeId],
-      );
-      return rows.map((r) => r.task_id);
-    },
-
     async setUnplaced(entry: Unplaced & { detail?: string }): Promise<void> {
       await db.query(
         `insert into unplaced (workload, reason, missing, detail) values ($1, $2, $3, $4)

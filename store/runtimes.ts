@@ -52,6 +52,8 @@ export class StaleFenceError extends Error {
     readonly current: number | null,
     /** the runtime's status now (null: not registered) */
     readonly status: Runtime['status'] | null = null,
+    /** the task ids placements assign to the runtime now */
+    readonly placedTaskIds: string[] = [],
   ) {
     super(
       current === null
@@ -61,6 +63,14 @@ export class StaleFenceError extends Error {
           : `runtime ${runtimeId}: fence ${presented} is stale (current ${current}); register again`,
     );
   }
+}
+
+/** A renewed lease, and the task ids placements assign to the runtime. */
+export interface HeartbeatRenewal {
+  leaseExpiresAt: string;
+  fence: number;
+  status: Runtime['status'];
+  placedTaskIds: string[];
 }
 
 /** The agent token may not register a live runtime again (only its own credential resumes it). */
@@ -135,6 +145,23 @@ export interface SweepView {
   /** every runtime not LOST */
   runtimes: SweepRuntime[];
 }
+
+/**
+ * A heartbeat's one statement ($1 id, $2 fence, $3 lease in ms, $4 task reports): the renewal, the
+ * fence and status it was judged against, and the task ids placements assign to the runtime (found
+ * through placements_assignments_idx, so its cost does not grow with the number of workloads).
+ */
+export const HEARTBEAT_STATEMENT = `
+  with renewed as (
+    update runtimes set lease_expires_at = now() + ($3::bigint * interval '1 millisecond'),
+           last_heartbeat_at = now(), tasks = $4, held_at = null
+     where id = $1 and fence = $2 and status <> 'LOST'
+     returning lease_expires_at, fence, status)
+  select renewed.lease_expires_at, renewed.fence as renewed_fence, renewed.status as renewed_status,
+         r.fence as current_fence, r.status as current_status,
+         array(select a->>'taskId' from placements p, jsonb_array_elements(p.assignments) a
+                where p.assignments @> jsonb_build_array(jsonb_build_object('runtimeId', $1::text)) and a->>'runtimeId' = $1) as placed
+    from (select 1) as one left join renewed on true left join runtimes r on r.id = $1`;
 
 export function createRuntimeStore(db: Pool) {
   /**
@@ -223,20 +250,24 @@ export function createRuntimeStore(db: Pool) {
      * Renews the lease if the fence is current and the runtime was not declared LOST. A lease that
      * merely ran out (nobody declared the runtime LOST: e.g. the control plane itself was away) is
      * renewed too: only a decision ends a runtime (DESIGN.md §3 "Static stability"). A heartbeat
-     * also ends a mass-expiry hold. Throws StaleFenceError (with the current fence and status) otherwise.
+     * also ends a mass-expiry hold. Answers the renewed lease and the task ids placements assign to
+     * the runtime (what the heartbeat's answer revokes the others by). Throws StaleFenceError (with
+     * the current fence and status, and those task ids) otherwise. One statement: heartbeats are
+     * the API's most frequent request, one per runtime every third of the lease.
      */
-    async heartbeat(id: string, fence: number, tasks: TaskReport[], leaseTtlMs: number) {
-      const { rows } = await db.query<RuntimeRow>(
-        `update runtimes set lease_expires_at = now() + ($3::bigint * interval '1 millisecond'),
-                last_heartbeat_at = now(), tasks = $4, held_at = null
-          where id = $1 and fence = $2 and status <> 'LOST'
-          returning ${COLUMNS}`,
+    async heartbeat(id: string, fence: number, tasks: TaskReport[], leaseTtlMs: number): Promise<HeartbeatRenewal> {
+      const { rows } = await db.query<{
+        lease_expires_at: Date | null; renewed_fence: string | null; renewed_status: Runtime['status'] | null;
+        current_fence: string | null; current_status: Runtime['status'] | null; placed: string[];
+      }>(
+        HEARTBEAT_STATEMENT,
         [id, fence, leaseTtlMs, JSON.stringify(tasks)],
       );
-      if (rows[0]) return toRuntime(rows[0]);
-      const current = await db.query<{ fence: string; status: Runtime['status'] }>('select fence, status from runtimes where id = $1', [id]);
-      const row = current.rows[0];
-      throw new StaleFenceError(id, fence, row ? Number(row.fence) : null, row?.status ?? null);
+      const row = rows[0];
+      if (row.lease_expires_at && row.renewed_status) {
+        return { leaseExpiresAt: row.lease_expires_at.toISOString(), fence: Number(row.renewed_fence), status: row.renewed_status, placedTaskIds: row.placed };
+      }
+      throw new StaleFenceError(id, fence, row.current_fence === null ? null : Number(row.current_fence), row.current_status, row.placed);
     },
 
     /**

@@ -22,9 +22,9 @@ export function runtimeRoutes(deps: ApiDeps) {
   /** Registration names its runtime in the body. */
   const bodyRuntime: RuntimeAccess = { ...pathRuntime, idOf: ({ body }) => (body as { id?: unknown } | null)?.id };
 
-  /** The reported tasks that no placement assigns to runtime `id`: what a decision moved away (or never placed there). */
-  const revokedOf = async (id: string, tasks: { taskId: string }[]) => {
-    const placed = new Set(await deps.registry.tasksOnRuntime(id));
+  /** The reported tasks that no placement assigns to the runtime: what a decision moved away (or never placed there). */
+  const revokedOf = (placedTaskIds: string[], tasks: { taskId: string }[]) => {
+    const placed = new Set(placedTaskIds);
     return tasks.map((t) => t.taskId).filter((taskId) => !placed.has(taskId));
   };
 
@@ -70,7 +70,7 @@ export function runtimeRoutes(deps: ApiDeps) {
       handler: async ({ params, body, request }) => {
         try {
           const runtime = await deps.runtimes.heartbeat(params.id, body.fence, body.tasks, leaseTtlMs);
-          const revoked = await revokedOf(params.id, body.tasks);
+          const revoked = revokedOf(runtime.placedTaskIds, body.tasks);
           // The lease is renewed whatever happens here: a report that cannot be made now is made at the next heartbeat.
           await reportFailedSubtasks(deps, params.id, body.tasks).then(
             (signalled) => signalled.forEach((workflowId) => request.log.warn({ runtime: params.id, workflowId }, 'stream subtask failed: reported')),
@@ -85,7 +85,7 @@ export function runtimeRoutes(deps: ApiDeps) {
             throw new ApiError(error.current === null ? 'not-found' : 'stale-fence', error.message, {
               currentFence: error.current,
               status: error.status,
-              revoked: error.current === null ? body.tasks.map((t) => t.taskId) : await revokedOf(params.id, body.tasks),
+              revoked: error.current === null ? body.tasks.map((t) => t.taskId) : revokedOf(error.placedTaskIds, body.tasks),
             });
           }
           throw error;

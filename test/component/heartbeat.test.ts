@@ -1,0 +1,126 @@
+// A component test (one real part: the API's store on PostgreSQL; the API in process, Temporal
+// faked): a heartbeat costs one round trip for its credential and one statement for the renewal and
+// its revocations, whatever the fleet and the number of placements (bench/fleet.ts measures it at
+// 10,000 runtimes).
+import type { AddressInfo } from 'node:net';
+import type { Pool } from 'pg';
+import { parseApiConfig } from '../../api/config';
+import type { ApiDeps } from '../../api/deps';
+import { createMetrics } from '../../api/metrics';
+import { buildServer } from '../../api/server';
+import type { TemporalGateway } from '../../api/temporal';
+import { WorkloadDefinitionSchema } from '../../protocol';
+import { createPool } from '../../store/db';
+import { createLedgerStore } from '../../store/ledger';
+import { migrate } from '../../store/migrate';
+import { createOperationStartStore } from '../../store/operation-starts';
+import { createPlanner } from '../../store/planner';
+import { createPlanStore } from '../../store/plans';
+import { createRegistryStore } from '../../store/registry';
+import { createRuntimeStore, HEARTBEAT_STATEMENT } from '../../store/runtimes';
+import { createStreamJobStore } from '../../store/stream-jobs';
+import { createTestDatabase } from '../support/database';
+
+const tokens = { operator: 'op-'.padEnd(30, 'o'), agent: 'ag-'.padEnd(30, 'a'), viewer: 'vw-'.padEnd(30, 'v') };
+const noTemporal: TemporalGateway = {
+  client: async () => {
+    throw new Error('no Temporal in this test');
+  },
+  reachable: async () => false,
+  close: async () => {},
+};
+
+let db: Pool;
+/** Statements the API sent, counted. */
+let statements = 0;
+let app: ReturnType<typeof buildServer>;
+let apiUrl: string;
+
+beforeAll(async () => {
+  const { databaseUrl } = await createTestDatabase('hb');
+  db = createPool(databaseUrl, { max: 4 });
+  await migrate(db);
+  // The API's pool, counting every query it is asked for.
+  const counted = new Proxy(db, {
+    get(target, member, receiver) {
+      if (member !== 'query') return Reflect.get(target, member, receiver);
+      return (...args: unknown[]) => {
+        statements++;
+        return (target.query as (...a: unknown[]) => unknown)(...args);
+      };
+    },
+  });
+  const config = parseApiConfig({
+    DATABASE_URL: databaseUrl, SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer,
+    SCALEGATE_LOG_LEVEL: 'silent',
+  });
+  const stores = { runtimes: createRuntimeStore(counted), registry: createRegistryStore(counted), plans: createPlanStore(counted) };
+  const deps: ApiDeps = {
+    config, db: counted, ...stores, ledger: createLedgerStore(counted), streamJobs: createStreamJobStore(counted), planner: createPlanner(stores),
+    operationStarts: createOperationStartStore(counted), temporal: noTemporal, metrics: createMetrics({ processMetrics: false }),
+  };
+  app = buildServer(deps);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  apiUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await app?.close();
+  await db?.end();
+});
+
+const post = async (path: string, token: string, body: unknown) => {
+  const response = await fetch(`${apiUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as any };
+};
+const report = (taskId: string) => ({ taskId, workload: 'web', incarnation: `inc-${taskId}`, state: 'ready', counts: {}, errors: 0 });
+
+describe('POST /v1/runtimes/:id/heartbeat', () => {
+  let credential: string;
+  let fence: number;
+
+  beforeAll(async () => {
+    const registered = await post('/v1/runtimes', tokens.agent, { id: 'rt-a', endpoint: 'http://127.0.0.1:9', labels: { zone: 'a' }, slots: 4 });
+    expect(registered.status).toBe(201);
+    ({ credential, fence } = registered.body);
+    const registry = createRegistryStore(db);
+    await registry.putWorkload('web', WorkloadDefinitionSchema.parse({ kind: 'service', replicas: 2, spec: { command: ['true'] } }));
+    await registry.writePlacement('web', 0, [{ runtimeId: 'rt-a', index: 0, taskId: 'web-0' }, { runtimeId: 'rt-b', index: 1, taskId: 'web-1' }]);
+  });
+
+  it('renews the lease and revokes the reported tasks placed elsewhere in two round trips: the credential, then one statement', async () => {
+    statements = 0;
+    const renewed = await post('/v1/runtimes/rt-a/heartbeat', credential, { fence, tasks: [report('web-0'), report('web-1'), report('old-7')] });
+    expect(renewed).toMatchObject({ status: 200, body: { fence, status: 'READY', revoked: ['web-1', 'old-7'] } });
+    expect(statements).toBe(2);
+  });
+
+  it('answers a stale fence with the same revocations, nothing renewed', async () => {
+    const { rows: [before] } = await db.query('select lease_expires_at from runtimes where id = $1', ['rt-a']);
+    statements = 0;
+    const stale = await post('/v1/runtimes/rt-a/heartbeat', credential, { fence: fence + 1, tasks: [report('web-0'), report('web-1')] });
+    expect(stale).toMatchObject({ status: 409, body: { error: 'stale-fence', currentFence: fence, status: 'READY', revoked: ['web-1'] } });
+    expect(statements).toBe(2);
+    const { rows: [after] } = await db.query('select lease_expires_at from runtimes where id = $1', ['rt-a']);
+    expect(after.lease_expires_at).toEqual(before.lease_expires_at);
+  });
+
+  it('finds the tasks placed on its runtime through an index, not by reading every placement', async () => {
+    // Enough placements that reading them all would be the wrong plan.
+    const names = Array.from({ length: 10_000 }, (_, i) => `svc-${i}`);
+    await db.query(
+      `insert into workloads (name, kind, definition) select name, 'service', '{}'::jsonb from unnest($1::text[]) as name`,
+      [names],
+    );
+    await db.query(
+      `insert into placements (workload, fence, assignments)
+       select name, 1, jsonb_build_array(jsonb_build_object('runtimeId', 'rt-' || (ord % 500), 'index', 0, 'taskId', name || '-0'))
+         from unnest($1::text[]) with ordinality as t(name, ord)`,
+      [names],
+    );
+    await db.query('analyze placements');
+    const { rows } = await db.query<{ 'QUERY PLAN': string }>(`explain ${HEARTBEAT_STATEMENT}`, ['rt-a', fence, 45_000, '[]']);
+    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+    expect(plan).toContain('placements_assignments_idx');
+    expect(plan).not.toMatch(/Seq Scan on placements/);
+  });
+});
