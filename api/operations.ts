@@ -74,10 +74,18 @@ export async function startOperation(
       staticDetails: reportDetails(deps, options.workflowId),
       memo: { [ADMIT_BY_MEMO]: admitBy.toISOString() },
     });
+    // Armed on the deadline itself, not admitWithinMs from now: awaiting the client took time.
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(unavailable()), admitWithinMs);
+      timer = setTimeout(() => reject(unavailable()), Math.max(0, admitBy.getTime() - Date.now()));
     });
     const handle = await Promise.race([start, late]);
+    // An answer read after the deadline (a busy event loop runs the timer late) may be of a start
+    // Temporal recorded after it, which refuses itself (workflows/operation.ts refuseLateStart):
+    // Temporal's record decides, as it does for the workflow. Unreadable: the start stands.
+    if (Date.now() > admitBy.getTime()) {
+      const recorded = await client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe().catch(() => null);
+      if (recorded && recorded.startTime.getTime() > admitBy.getTime()) throw unavailable();
+    }
     const uiUrl = `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(handle.workflowId)}/${handle.firstExecutionRunId}`;
     const started: StartedOperation = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
     if (!key || !options.request) return started;
