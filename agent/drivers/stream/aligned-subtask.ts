@@ -100,7 +100,10 @@ export class AggregateSubtask extends AlignedSubtask<KeyedRecord> {
   protected async process(restorePoint: CompletedCheckpoint | null): Promise<void> {
     const { maxParallelism } = this.spec;
     const counts = new KeyedCounts(maxParallelism, keyGroupRange(this.identity.operatorIndex, this.identity.parallelism, maxParallelism));
+    const restoreStarted = Date.now();
     if (restorePoint) counts.restore(await this.durably('load key groups', () => this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate')));
+    this.counters.restoreMs = Date.now() - restoreStarted;
+    this.counters.stateKeys = counts.size;
     const sink = blockOf(this.spec, 'sink');
     await this.runAligned({
       record: ([, key, appendedAt]) => {
@@ -110,8 +113,11 @@ export class AggregateSubtask extends AlignedSubtask<KeyedRecord> {
         this.counters.recordsOut++;
       },
       aligned: async (checkpoint) => {
+        const snapshotStarted = Date.now();
         const state = counts.snapshot();
         await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state }));
+        this.counters.snapshotMs = Date.now() - snapshotStarted;
+        this.counters.stateKeys = counts.size;
         this.broadcast([BARRIER, checkpoint]);
       },
     });

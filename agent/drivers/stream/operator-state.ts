@@ -59,6 +59,10 @@ export class KeyedCounts {
     }
   }
 
+  get size(): number {
+    return this.counts.size;
+  }
+
   /** Counts one more record of `key`; answers its new count. */
   increment(key: string): number {
     const count = (this.counts.get(key) ?? 0) + 1;

@@ -33,7 +33,9 @@ export class SourceSubtask extends StreamSubtask {
 
   private async read(source: SourcePort, restorePoint: CompletedCheckpoint | null): Promise<void> {
     const offsets = new SourceOffsets(sourcePartitions(this.identity.operatorIndex, this.identity.parallelism, this.spec.partitions));
+    const restoreStarted = Date.now();
     if (restorePoint) offsets.restore(await this.durably('load source offsets', () => this.state.snapshotStates<{ offsets: Record<string, number> }>(restorePoint, 'source')));
+    this.counters.restoreMs = Date.now() - restoreStarted;
     let aggregate = blockOf(this.spec, 'keyed-aggregate');
     let injected = restorePoint?.id ?? 0;
     let lastTriggerPoll = 0;
@@ -43,8 +45,10 @@ export class SourceSubtask extends StreamSubtask {
       if (now - lastTriggerPoll >= this.deps.tuning.triggerPollMs) {
         lastTriggerPoll = now;
         for (const checkpoint of await this.durably('read checkpoint triggers', () => this.state.triggeredAfter(this.start.generation, injected))) {
+          const snapshotStarted = Date.now();
           const state = offsets.snapshot();
           await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'source', state }));
+          this.counters.snapshotMs = Date.now() - snapshotStarted;
           this.broadcast([BARRIER, checkpoint]);
           await this.flushOutputs();
           injected = checkpoint;

@@ -91,7 +91,7 @@ export abstract class StreamSubtask implements TaskHandle {
   protected readonly outputs = new Map<number, OutputChannel<StreamRecord>>();
   private secret = '';
 
-  protected readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0, readPosition: 0 };
+  protected readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0, readPosition: 0, restoreMs: 0, snapshotMs: 0, stateKeys: 0 };
   /** upstream of a cutover: the barrier C this subtask holds the rescaled edge at, until the new peers listen */
   protected holding: number | null = null;
   protected readonly latency = new LatencyReservoir(LATENCY_SAMPLES);
@@ -401,10 +401,11 @@ export abstract class StreamSubtask implements TaskHandle {
 
   status(): TaskStatus {
     const latencyMs = this.latency.percentiles();
-    const { recordsRead, readPosition, ...common } = this.counters;
+    const { recordsRead, readPosition, stateKeys, ...common } = this.counters;
     const counts: Record<string, number> = { ...common, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
-    // Reads are a source's: other subtasks do not report them (a 0 would read as "read nothing").
+    // Reads are a source's, keys an aggregate's: other subtasks do not report them (a 0 would read as "none").
     if (this.identity.kind === 'source') Object.assign(counts, { recordsRead, readPosition });
+    if (this.identity.kind === 'keyed-aggregate') counts.stateKeys = stateKeys;
     if (this.holding !== null) counts.holdingAt = this.holding;
     // Held window proof: a retired subtask's inputs carry nothing after barrier C (upstream held the edge).
     if (this.ended && this.input) counts.receivedAfterCutover = [...this.input.channels.values()].reduce((sum, c) => sum + c.queued, 0);
