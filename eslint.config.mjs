@@ -2,8 +2,9 @@
 //
 // - workflows/ are deterministic and bundled for the Temporal sandbox, which has no node
 //   built-ins and no I/O: they import only @temporalio/workflow, @temporalio/common, zod,
-//   domain/, protocol/ and workflows/; activities/ as types only. domain/placement.ts (and
-//   domain/plan.ts, which loads it) hash with node:crypto, so workflows take their types only.
+//   domain/, protocol/ and workflows/; activities/ as types only. domain/rendezvous.ts (and
+//   domain/placement.ts, domain/plan.ts, which load it) hash with node:crypto, so workflows take
+//   their types only.
 // - domain/ is pure computation: no I/O (no database, HTTP, Temporal client/worker/activity,
 //   file system, network, processes); node:crypto is allowed. It imports no project folder but
 //   protocol/.
@@ -41,9 +42,9 @@ export default tseslint.config(
           },
           { regex: '^\\.\\./activities(/|$)', allowTypeImports: true, message: 'workflows/ take activities as types only (proxyActivities)' },
           {
-            regex: '^\\.\\./domain/(placement|plan)$',
+            regex: '^\\.\\./domain/(placement|plan|rendezvous)$',
             allowTypeImports: true,
-            message: 'domain/placement (and domain/plan through it) use node:crypto, which the workflow sandbox lacks: import their types only and place in an activity',
+            message: 'domain/rendezvous (and domain/placement, domain/plan through it) use node:crypto, which the workflow sandbox lacks: import their types only and place in an activity',
           },
         ],
       }],

@@ -8,6 +8,7 @@ import { placementActivities } from './placement';
 import type { ActivityDeps } from './ports';
 import { reconcileActivities } from './reconcile';
 import { recoveryActivities } from './recovery';
+import { createRendezvous } from './rendezvous-threads';
 import { rescaleActivities } from './rescale';
 import { streamActivities } from './stream';
 import { taskActivities } from './tasks';
@@ -18,14 +19,16 @@ export type { RescalePlan } from './rescale';
 export type { MarkedLost, PreparedRecovery, RecoveryItem, SweepPassResult } from './recovery';
 
 export function createActivities(deps: ActivityDeps) {
+  // One per worker process: the keys every placement pass of its activities shares.
+  const rendezvous = createRendezvous();
   return {
-    ...placementActivities(deps),
+    ...placementActivities(deps, rendezvous),
     ...autoscalerActivities(deps),
     ...taskActivities(deps),
     ...evidenceActivities(deps),
     ...ledgerActivities(deps),
-    ...reconcileActivities(deps),
-    ...recoveryActivities(deps),
+    ...reconcileActivities(deps, rendezvous),
+    ...recoveryActivities(deps, rendezvous),
     ...streamActivities(deps),
     ...rescaleActivities(deps),
   };

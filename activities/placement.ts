@@ -6,6 +6,7 @@ import type { Assignment, Placement, ReplicaCount, Unplaced, Workload } from '..
 import { StalePlacementError } from '../store/registry';
 import { createPlanner } from '../store/planner';
 import { lookups, type ActivityDeps } from './ports';
+import { createRendezvous, type Rendezvous } from './rendezvous-threads';
 
 /** A refusal the caller must plan (or decide) again for: non-retryable `stale-plan`. */
 function stalePlan(error: unknown): never {
@@ -15,9 +16,9 @@ function stalePlan(error: unknown): never {
   throw error;
 }
 
-export function placementActivities(deps: ActivityDeps) {
+export function placementActivities(deps: ActivityDeps, rendezvous: Rendezvous = createRendezvous()) {
   const { runtimes, registry, plans } = deps.stores;
-  const planner = createPlanner(deps.stores, deps.now);
+  const planner = createPlanner(deps.stores, deps.now, rendezvous.keys);
   const { requireWorkload } = lookups(deps);
 
   return {

@@ -1,8 +1,10 @@
 // The reconcile pass: skips itself with one cheap read when nothing it decides from moved;
 // otherwise reads one fleet snapshot, lets domain/reconcile decide, and stores the plans.
-import { decideReconcile } from '../domain/reconcile';
+import { beginPlacementPass } from '../domain/placement';
+import { decideReconcile, workloadsToPlace } from '../domain/reconcile';
 import { createPlanner } from '../store/planner';
 import type { ActivityDeps } from './ports';
+import { createRendezvous, type Rendezvous } from './rendezvous-threads';
 
 export interface ReconcilePassResult {
   skipped: boolean;
@@ -11,7 +13,7 @@ export interface ReconcilePassResult {
   planIds: { workload: string; planId: string }[];
 }
 
-export function reconcileActivities(deps: ActivityDeps) {
+export function reconcileActivities(deps: ActivityDeps, rendezvous: Rendezvous = createRendezvous()) {
   const { registry } = deps.stores;
   const planner = createPlanner(deps.stores, deps.now);
 
@@ -32,8 +34,13 @@ export function reconcileActivities(deps: ActivityDeps) {
         return { skipped: true, inputsKey, planIds: [] };
       }
       const [fleet, unplaced] = await Promise.all([planner.snapshot(), registry.listUnplaced()]);
+      const nowMs = deps.now();
+      // Keys the process has not kept yet (a cold pass: many pending workloads) on every core first.
+      const pass = beginPlacementPass(fleet.runtimes, nowMs, { keys: rendezvous.keys });
+      const snapshot = { ...fleet, unplaced: unplaced.map((u) => u.workload), nowMs, pass };
+      await rendezvous.threads.fill(pass, workloadsToPlace(snapshot));
       const planIds: ReconcilePassResult['planIds'] = [];
-      for (const decision of decideReconcile({ ...fleet, unplaced: unplaced.map((u) => u.workload), nowMs: deps.now() })) {
+      for (const decision of decideReconcile(snapshot)) {
         if (decision.action !== 'plan') continue;
         const stored = await planner.save(decision.plan);
         planIds.push({ workload: decision.workload, planId: stored.id });

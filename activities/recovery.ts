@@ -2,11 +2,12 @@
 // declaration of LOST, mass-expiry holds) and recoverRuntime's declaration, decision and plans.
 // The decisions are domain/recovery.ts's; these only read and write the stores.
 import { ApplicationFailure } from '@temporalio/activity';
-import { buildPlan } from '../domain/plan';
-import { controlPlaneGuard, decideRecovery, decideSweep, type MassExpiry, type SweepGuard, type WorkloadRecovery } from '../domain/recovery';
+import { beginPlacementPass } from '../domain/placement';
+import { controlPlaneGuard, decideSweep, planRecovery, type MassExpiry, type SweepGuard, type WorkloadRecovery } from '../domain/recovery';
 import type { StoredPlan } from '../store/plans';
 import { createPlanner } from '../store/planner';
 import type { ActivityDeps } from './ports';
+import { createRendezvous, type Rendezvous } from './rendezvous-threads';
 
 /** The pause between passes while no API has said which lease it hands out. */
 export const SWEEP_IDLE_MS = 2_000;
@@ -46,7 +47,7 @@ export interface MarkedLost {
   runtime: { id: string; status: string; fence: number; lostAt: string | null; labels: Record<string, string> };
 }
 
-export function recoveryActivities(deps: ActivityDeps) {
+export function recoveryActivities(deps: ActivityDeps, rendezvous: Rendezvous = createRendezvous()) {
   const { runtimes, sinkAudit } = deps.stores;
   const planner = createPlanner(deps.stores, deps.now);
 
@@ -113,30 +114,21 @@ export function recoveryActivities(deps: ActivityDeps) {
       const snapshot = await planner.snapshot();
       const runtime = snapshot.runtimes.find((r) => r.id === input.runtimeId);
       if (!runtime) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${input.runtimeId} is not registered`, nonRetryable: true });
+      const consumers = new Set(snapshot.workloads.filter((w) => w.kind === 'consumer').map((w) => w.name));
       const storedOwners: Record<string, number[]> = {};
       for (const placement of snapshot.placements) {
-        if (input.only && !input.only.includes(placement.workload)) continue;
+        if (!consumers.has(placement.workload) || (input.only && !input.only.includes(placement.workload))) continue;
         const lostTasks = placement.assignments.filter((a) => a.runtimeId === input.runtimeId).map((a) => a.taskId);
-        const workload = snapshot.workloads.find((w) => w.name === placement.workload);
-        if (!lostTasks.length || workload?.kind !== 'consumer') continue;
+        if (!lostTasks.length) continue;
         storedOwners[placement.workload] = (await sinkAudit.partitionsOwnedBy(placement.workload, lostTasks)).map((o) => o.partition);
       }
       const nowMs = deps.now();
-      const decisions = decideRecovery({ runtimeId: input.runtimeId, ...snapshot, nowMs, storedOwners, only: input.only });
+      const pass = beginPlacementPass(snapshot.runtimes, nowMs, { keys: rendezvous.keys });
+      const { decisions, plans } = planRecovery({ runtimeId: input.runtimeId, ...snapshot, nowMs, storedOwners, only: input.only, pass });
       const items: RecoveryItem[] = [];
-      for (const decision of decisions) {
-        const workload = snapshot.workloads.find((w) => w.name === decision.workload)!;
-        if (!decision.target) {
-          items.push({ decision, plan: null });
-          continue;
-        }
-        const plan = buildPlan({
-          workload, replicas: workload.replicas, ...snapshot, nowMs,
-          decided: { assignments: decision.target, onFence: decision.onFence, warnings: decision.warnings },
-        });
-        // A decided target carries no unplaced entry of its own: the recovery's shortfall is recorded with the write.
-        plan.unplaced = decision.unplaced;
-        items.push({ decision, plan: await planner.save(plan) });
+      for (const [i, decision] of decisions.entries()) {
+        const plan = plans[i];
+        items.push({ decision, plan: plan ? await planner.save(plan) : null });
       }
       return { runtime: { id: runtime.id, status: runtime.status, fence: runtime.fence }, items };
     },

@@ -1,12 +1,14 @@
 // Rendezvous placement (DESIGN.md §3, reference/placement-records.txt).
 //
 // Pure computation: no I/O, no clock, no randomness; everything returned is plain records and
-// arrays. It hashes with node:crypto, which the Temporal workflow sandbox lacks, so activities
-// and the API load it and workflows import only its types (and domain/plan's, which loads it):
-// eslint.config.mjs and test/unit/architecture.test.ts hold that line.
-import * as crypto from 'node:crypto';
+// arrays. It hashes with node:crypto (domain/rendezvous.ts), which the Temporal workflow sandbox
+// lacks, so activities and the API load it and workflows import only its types (and domain/plan's,
+// which loads it): eslint.config.mjs and test/unit/architecture.test.ts hold that line.
+import { fillKeys, missingPositions, NO_KEY, topAdmitted, type KeyLayout, type KeyWork, type RendezvousKeyCache } from './rendezvous';
 import type { Labels, ReplicaCount, WorkloadKind } from '../protocol';
 import type { Assignment, Runtime, Unplaced } from '../protocol';
+
+export { compareRendezvous, rendezvousOrder, rendezvousScore, RendezvousKeyCache, type ScoredRuntime } from './rendezvous';
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -97,21 +99,28 @@ export interface PlacementPass {
   readonly fresh: readonly Runtime[];
   /** eligible runtimes per canonical selector, filled on demand */
   readonly eligibleBySelector: Record<string, EligibleSet>;
+  /** rendezvous keys kept across passes; without it each ranking hashes afresh */
+  readonly keys?: RendezvousKeyCache;
   /** how many rendezvous digests the pass has computed (for benchmarks and tests) */
   digestsComputed: number;
 }
 
 interface EligibleSet {
   runtimes: Runtime[];
-  ids: Set<string>;
+  idList: string[];
+  /** each runtime's position in `runtimes` */
+  positionOf: Map<string, number>;
+  /** the layout of cached keys, when the pass has a cache */
+  layout?: KeyLayout;
 }
 
-export function beginPlacementPass(runtimes: readonly Runtime[], nowMs: number): PlacementPass {
+export function beginPlacementPass(runtimes: readonly Runtime[], nowMs: number, options: { keys?: RendezvousKeyCache } = {}): PlacementPass {
   return {
     runtimes,
     nowMs,
     fresh: runtimes.filter((runtime) => isFresh(runtime, nowMs)),
     eligibleBySelector: Object.create(null) as Record<string, EligibleSet>,
+    ...(options.keys ? { keys: options.keys } : {}),
     digestsComputed: 0,
   };
 }
@@ -123,100 +132,118 @@ function sortedEntries(labels: Labels): [string, string][] {
 }
 
 function selectEligible(fresh: readonly Runtime[], selector: Labels): EligibleSet {
-  const matching = fresh.filter((runtime) => matchesSelector(runtime.labels, selector));
-  return { runtimes: matching, ids: new Set(matching.map((runtime) => runtime.id)) };
+  const runtimes = fresh.filter((runtime) => matchesSelector(runtime.labels, selector));
+  const idList = runtimes.map((runtime) => runtime.id);
+  return { runtimes, idList, positionOf: new Map(idList.map((id, position) => [id, position])) };
 }
 
 function eligibleFor(pass: PlacementPass, selector: Labels): EligibleSet {
   const key = JSON.stringify(sortedEntries(selector));
-  return (pass.eligibleBySelector[key] ??= selectEligible(pass.fresh, selector));
+  let eligible = pass.eligibleBySelector[key];
+  if (!eligible) {
+    eligible = pass.eligibleBySelector[key] = selectEligible(pass.fresh, selector);
+    if (pass.keys) eligible.layout = pass.keys.layout(eligible.idList);
+  }
+  return eligible;
+}
+
+/** A pass answers only for the runtimes and the moment it was begun with. */
+export function requirePassOf(pass: PlacementPass, runtimes: readonly Runtime[], nowMs: number): void {
+  if (pass.runtimes !== runtimes || pass.nowMs !== nowMs) throw new Error('placement pass built from other runtimes or another nowMs');
+}
+
+/** The pass's eligible runtimes for a selector (fresh READY ∩ selector), computed once per selector. */
+export function eligibleInPass(pass: PlacementPass, selector: Labels): readonly Runtime[] {
+  return eligibleFor(pass, selector).runtimes;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Rendezvous order
 
 /**
- * Lowercase hex SHA-256 of the UTF-8 bytes of `text`. The one-shot `crypto.hash` (Node ≥ 20.12)
- * is the fastest way to a short digest here (no Hash object, and a hex string is cheaper to
- * produce than a Buffer); older Node falls back to createHash.
+ * The hot-path equivalent of rendezvousOrder: the first `limit` of the eligible runtimes that
+ * `admit` accepts, in rendezvous order. Every eligible runtime's key is computed at most once per
+ * pass, and never again while the pass's cache holds it.
  */
-const sha256Hex: (text: string) => string =
-  typeof crypto.hash === 'function'
-    ? (text) => crypto.hash('sha256', text, 'hex')
-    : (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex');
-
-/** The rendezvous score of a runtime for a workload: sha256("<name>\n<runtimeId>") in hex. */
-export function rendezvousScore(name: string, runtimeId: string): string {
-  return sha256Hex(`${name}\n${runtimeId}`);
-}
-
-export interface ScoredRuntime {
-  runtimeId: string;
-  /** lowercase hex, all of one length, so string order is numeric order */
-  score: string;
-}
-
-/** Rendezvous comparator: highest score first; equal scores fall back to runtime id ascending. */
-export function compareRendezvous(a: ScoredRuntime, b: ScoredRuntime): number {
-  if (a.score !== b.score) return a.score > b.score ? -1 : 1;
-  if (a.runtimeId === b.runtimeId) return 0;
-  return a.runtimeId < b.runtimeId ? -1 : 1;
-}
-
-/** Runtime ids in rendezvous order for `name`. `score` is injectable so tests can force ties. */
-export function rendezvousOrder(
-  name: string,
-  runtimes: ReadonlyArray<Pick<Runtime, 'id'>>,
-  score: (name: string, runtimeId: string) => string = rendezvousScore,
-): string[] {
-  return runtimes
-    .map((runtime): ScoredRuntime => ({ runtimeId: runtime.id, score: score(name, runtime.id) }))
-    .sort(compareRendezvous)
-    .map((scored) => scored.runtimeId);
+function rankByRendezvous(name: string, eligible: EligibleSet, limit: number, admit: (runtime: Runtime) => boolean, pass: PlacementPass | undefined): Runtime[] {
+  const count = eligible.runtimes.length;
+  if (count === 0 || limit <= 0) return [];
+  const cached = pass?.keys && eligible.layout ? pass.keys.keysFor(name, eligible.layout) : undefined;
+  const keys = cached ?? new Float64Array(count).fill(NO_KEY);
+  const computed = fillKeys(name, eligible.idList, keys);
+  if (pass) pass.digestsComputed += computed;
+  if (pass?.keys) pass.keys.digestsComputed += computed;
+  return topAdmitted(name, eligible.idList, keys, limit, (position) => admit(eligible.runtimes[position])).map((position) => eligible.runtimes[position]);
 }
 
 /**
- * The hot-path equivalent of rendezvousOrder used by computePlacement: each (name, runtime) is
- * hashed once, candidates are ranked by index, and only the first `limit` positions of the order
- * are produced (partial selection when `limit` is small).
+ * The first `limit` in rendezvous order for `name` of the pass's eligible runtimes for `selector`
+ * that none of the `except` sets names, and how many such candidates there are: counted from the
+ * sets, so the cost is the eligible runtimes' keys (cached) and the excluded ids, not a check of
+ * every runtime.
  */
-function rankByRendezvous(name: string, candidates: readonly Runtime[], limit: number, pass: PlacementPass | undefined): Runtime[] {
-  const count = candidates.length;
-  if (count === 0 || limit <= 0) return [];
-  const digests = new Array<string>(count);
-  for (let i = 0; i < count; i++) digests[i] = sha256Hex(`${name}\n${candidates[i].id}`);
-  if (pass) pass.digestsComputed += count;
+export function rankEligibleExcept(
+  pass: PlacementPass,
+  name: string,
+  selector: Labels,
+  limit: number,
+  except: readonly ReadonlySet<string>[],
+): { ranked: Runtime[]; candidates: number } {
+  const eligible = eligibleFor(pass, selector);
+  const excluded = new Set<string>();
+  for (const ids of except) for (const id of ids) if (eligible.positionOf.has(id)) excluded.add(id);
+  const ranked = rankByRendezvous(name, eligible, limit, (runtime) => !excluded.has(runtime.id), pass);
+  return { ranked, candidates: eligible.runtimes.length - excluded.size };
+}
 
-  // Negative when candidate i ranks before candidate j (same order as compareRendezvous).
-  const compare = (i: number, j: number): number => {
-    const digestI = digests[i];
-    const digestJ = digests[j];
-    if (digestI !== digestJ) return digestI > digestJ ? -1 : 1;
-    const idI = candidates[i].id;
-    const idJ = candidates[j].id;
-    return idI === idJ ? 0 : idI < idJ ? -1 : 1;
-  };
+/** Keys computed ahead of ranking have nowhere to go but a cache. */
+function cacheOf(pass: PlacementPass): RendezvousKeyCache {
+  if (!pass.keys) throw new Error('placement pass without a key cache: keys are computed ahead only into a cache');
+  return pass.keys;
+}
 
-  const wanted = Math.min(limit, count);
-  let order: number[];
-  if (wanted <= 16 && wanted < count) {
-    // Keep the best `wanted` in a small sorted array: O(count × wanted) with tiny constants.
-    order = [];
-    for (let i = 0; i < count; i++) {
-      if (order.length === wanted && compare(i, order[wanted - 1]) >= 0) continue;
-      let at = order.length < wanted ? order.length : wanted - 1;
-      if (order.length < wanted) order.push(i);
-      while (at > 0 && compare(i, order[at - 1]) < 0) {
-        order[at] = order[at - 1];
-        at--;
-      }
-      order[at] = i;
-    }
-  } else {
-    order = Array.from({ length: count }, (_, i) => i).sort(compare);
-    order.length = wanted;
+/**
+ * The keys `pass` lacks (in its cache) for ranking these workloads over their eligible runtimes,
+ * as work any thread can compute (computeKeyWork), and where each job's keys go back.
+ */
+export function missingKeys(pass: PlacementPass, workloads: readonly Pick<PlacementWorkload, 'name' | 'selector'>[]): { work: KeyWork; targets: Float64Array[] } {
+  const cache = cacheOf(pass);
+  const lists: KeyLayout[] = [];
+  const names: string[] = [];
+  const listOf: number[] = [];
+  const positions: (Int32Array | null)[] = [];
+  const start: number[] = [0];
+  const targets: Float64Array[] = [];
+  for (const workload of workloads) {
+    const layout = eligibleFor(pass, workload.selector).layout!;
+    const cached = cache.keysFor(workload.name, layout);
+    const missing = missingPositions(cached);
+    if (missing.length === 0) continue;
+    let list = lists.indexOf(layout);
+    if (list < 0) list = lists.push(layout) - 1;
+    names.push(workload.name);
+    listOf.push(list);
+    targets.push(cached);
+    positions.push(missing.length === cached.length ? null : missing);
+    start.push(start[start.length - 1] + missing.length);
   }
-  return order.map((i) => candidates[i]);
+  const work: KeyWork = { lists: lists.map((layout) => layout.ids), names, listOf: Int32Array.from(listOf), positions, start: Int32Array.from(start) };
+  return { work, targets };
+}
+
+/** Writes keys computed for `work` (missingKeys) into the pass's cache, and counts them as the pass's digests. */
+export function storeKeys(pass: PlacementPass, work: KeyWork, targets: readonly Float64Array[], keys: Float64Array): void {
+  const cache = cacheOf(pass);
+  for (let job = 0; job < work.names.length; job++) {
+    const target = targets[job];
+    const positions = work.positions[job];
+    let at = work.start[job];
+    if (positions === null) for (let p = 0; p < target.length; p++) target[p] = keys[at++];
+    else for (let k = 0; k < positions.length; k++) target[positions[k]] = keys[at++];
+  }
+  const total = work.start[work.names.length];
+  pass.digestsComputed += total;
+  cache.digestsComputed += total;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -270,9 +297,7 @@ export function computePlacement(input: PlacementInput): PlacementResult {
     throw new RangeError(`workload "${workload.name}": replicas must be an integer ≥ 1 or "all", got ${workload.replicas}`);
   }
   const pass = input.pass;
-  if (pass && (pass.runtimes !== input.runtimes || pass.nowMs !== nowMs)) {
-    throw new Error('computePlacement: input.pass was built from other runtimes or another nowMs');
-  }
+  if (pass) requirePassOf(pass, input.runtimes, nowMs);
   const fresh = pass ? pass.fresh : input.runtimes.filter((runtime) => isFresh(runtime, nowMs));
   if (fresh.length === 0) {
     throw new PlacementUnavailableError(`no fresh READY runtime: cannot place workload "${workload.name}"`);
@@ -339,7 +364,7 @@ function placeByRendezvous(
   const previous = [...(input.current ?? [])].sort((a, b) => a.index - b.index);
   for (const assignment of previous) {
     if (assignment.index >= desired || keptIndices.has(assignment.index)) continue;
-    if (!eligible.ids.has(assignment.runtimeId)) continue;
+    if (!eligible.positionOf.has(assignment.runtimeId)) continue;
     if (oneTaskPerRuntime && tasksOnRuntime[assignment.runtimeId]) continue;
     assignments.push(keepAssignment(assignment));
     keptIndices.add(assignment.index);
@@ -352,15 +377,10 @@ function placeByRendezvous(
 
   const freeSlots = (runtime: Runtime): number =>
     runtime.slots - (usedSlots[runtime.id] ?? 0) - (tasksOnRuntime[runtime.id] ?? 0);
-  const candidates: Runtime[] = [];
+  const isCandidate = (runtime: Runtime): boolean => freeSlots(runtime) > 0 && !(oneTaskPerRuntime && tasksOnRuntime[runtime.id]);
+  // Candidates already holding some of this workload's tasks (kept ones: all eligible).
   let candidatesWithOwnTasks = 0;
-  for (const runtime of eligible.runtimes) {
-    if (freeSlots(runtime) <= 0) continue;
-    const ownTasks = tasksOnRuntime[runtime.id] ?? 0;
-    if (oneTaskPerRuntime && ownTasks > 0) continue;
-    candidates.push(runtime);
-    if (ownTasks > 0) candidatesWithOwnTasks++;
-  }
+  for (const runtimeId in tasksOnRuntime) if (isCandidate(eligible.runtimes[eligible.positionOf.get(runtimeId)!])) candidatesWithOwnTasks++;
 
   const newAssignment = (runtime: Runtime, index: number): void => {
     assignments.push({ runtimeId: runtime.id, index, taskId: taskIdFor(workload.name, index, generation) });
@@ -370,7 +390,7 @@ function placeByRendezvous(
   let filled = 0;
   if (oneTaskPerRuntime) {
     // The best-ranked free runtime takes the lowest missing index.
-    for (const runtime of rankByRendezvous(workload.name, candidates, missingIndices.length, input.pass)) {
+    for (const runtime of rankByRendezvous(workload.name, eligible, missingIndices.length, isCandidate, input.pass)) {
       newAssignment(runtime, missingIndices[filled++]);
     }
   } else {
@@ -378,7 +398,7 @@ function placeByRendezvous(
     // this workload's subtasks, best rank first, until slots run out. Only the top
     // (missing + candidates already loaded) ranks can be chosen: that many candidates include
     // at least `missing` unloaded ones, each with a free slot, which level 0 alone would take.
-    const ranked = rankByRendezvous(workload.name, candidates, missingIndices.length + candidatesWithOwnTasks, input.pass);
+    const ranked = rankByRendezvous(workload.name, eligible, missingIndices.length + candidatesWithOwnTasks, isCandidate, input.pass);
     // Loads only grow, so at `level` every runtime with a free slot carries at least `level`
     // subtasks; levels are bounded by the slot counts, and stop once no slot is free.
     for (let level = 0; filled < missingIndices.length; level++) {

@@ -1,7 +1,7 @@
 // A plan: the diff from the current to the target assignments of one workload, its warnings, the
 // evidence a replica change needs, and the basis it was computed on (registry revision + placement
 // fence). Applying a plan whose basis moved is refused as stale.
-import { computePlacement, diffAssignments, eligibleRuntimes, PlacementUnavailableError } from './placement';
+import { computePlacement, diffAssignments, eligibleInPass, eligibleRuntimes, PlacementUnavailableError, requirePassOf, type PlacementPass } from './placement';
 import type { Assignment, Contract, ReplicaCount } from '../protocol';
 import type { Placement, Runtime, Unplaced, Workload } from '../protocol';
 
@@ -98,6 +98,7 @@ function placeTarget(input: {
   colocatedWith: Assignment[] | undefined;
   generation: number;
   wanted: number;
+  pass: PlacementPass | undefined;
 }): { target: Assignment[]; unplaced: Unplaced | null; warnings: string[] } {
   const { workload, replicas } = input;
   try {
@@ -109,7 +110,7 @@ function placeTarget(input: {
       usedSlots: input.usedSlots,
       colocatedWith: input.colocatedWith,
       generation: input.generation,
-      pass: undefined,
+      pass: input.pass,
     });
     const warnings = [...result.warnings];
     if (result.unplaced) warnings.push(`capacity short: ${result.unplaced.missing} replica(s) cannot be placed (placement-unavailable)`);
@@ -132,13 +133,18 @@ export function buildPlan(input: {
   newGeneration?: boolean;
   /** a target decided elsewhere (scale-in): taken as it is instead of placing */
   decided?: DecidedTarget;
+  /** a pass begun on `runtimes` at `nowMs`, shared by the plans of one snapshot (eligibility once per selector, cached rendezvous keys) */
+  pass?: PlacementPass;
+  /** the workload's record among `placements` (null: none), when the caller holds it already */
+  placement?: Placement | null;
 }): Plan {
-  const { workload, replicas, runtimes, nowMs, decided } = input;
-  const current = input.placements.find((p) => p.workload === workload.name) ?? null;
+  const { workload, replicas, runtimes, nowMs, decided, pass } = input;
+  if (pass) requirePassOf(pass, runtimes, nowMs);
+  const current = input.placement !== undefined ? input.placement : input.placements.find((p) => p.workload === workload.name) ?? null;
   if (decided && decided.onFence !== (current?.fence ?? 0)) throw new DecisionStaleError(workload.name, decided.onFence, current?.fence ?? 0);
   const generation = (current?.generation ?? 0) + (input.newGeneration || !current ? 1 : 0);
   const warnings: string[] = [];
-  const eligible = eligibleRuntimes(runtimes, workload, nowMs);
+  const eligible = pass ? eligibleInPass(pass, workload.selector) : eligibleRuntimes(runtimes, workload, nowMs);
   if (eligible.length === 0) warnings.push(`selector ${JSON.stringify(workload.selector)} matches no fresh READY runtime`);
 
   const partitions = workload.kind === 'consumer' ? workload.spec.partitions : workload.kind === 'stream' ? workload.spec.partitions : undefined;
@@ -163,7 +169,7 @@ export function buildPlan(input: {
   const placed = decided
     ? { target: decided.assignments, unplaced: null, warnings: decided.warnings ?? [] }
     : placeTarget({
-        workload, replicas, runtimes, nowMs, generation, colocatedWith, wanted,
+        workload, replicas, runtimes, nowMs, generation, colocatedWith, wanted, pass,
         current: input.newGeneration ? [] : current?.assignments ?? [],
         usedSlots: usedSlotsByOthers(workload.name, input.placements),
       });

@@ -2,6 +2,7 @@
 // or leave it alone, and why. The pass (activities/reconcile.ts) reads the snapshot, stores the
 // plans, and applyPlan carries them out.
 import type { Placement, Workload } from '../protocol';
+import type { PlacementPass } from './placement';
 import { buildPlan, type FleetSnapshot, type Plan } from './plan';
 
 /**
@@ -21,6 +22,20 @@ export type ReconcileDecision =
   | { workload: string; action: 'skip'; reason: ReconcileSkip };
 
 /**
+ * Why a workload is left alone before anything is placed (null: it is planned): retired, or
+ * placed and sticky. A placed workload short of its size grows only through /scale or plan/apply
+ * (their gates), or when its shortfall is recorded as unplaced.
+ */
+export function skipWithoutPlanning(workload: Workload, placement: Placement | undefined, unplaced: boolean): ReconcileSkip | null {
+  if (workload.retired) return 'retired';
+  // An emptied placement record (a workload retired, then defined again) is pending, as a first
+  // placement is: nothing of it runs.
+  const emptied = placement !== undefined && placement.assignments.length === 0;
+  if (placement && workload.replicas !== 'all' && !unplaced && !emptied) return 'sticky';
+  return null;
+}
+
+/**
  * One workload: a pending workload is placed, an `all` workload grows onto new matching runtimes,
  * an unplaced shortfall is retried; everything else already placed stays where it is.
  */
@@ -31,17 +46,15 @@ export function decideForWorkload(input: FleetSnapshot & {
   /** whether the workload has an unplaced entry */
   unplaced: boolean;
   nowMs: number;
+  /** shared by the workloads of one pass (see buildPlan) */
+  pass?: PlacementPass;
 }): ReconcileDecision {
   const { workload, placement } = input;
   const skip = (reason: ReconcileSkip): ReconcileDecision => ({ workload: workload.name, action: 'skip', reason });
-  if (workload.retired) return skip('retired');
-  // An emptied placement record (a workload retired, then defined again) is pending, as a first
-  // placement is: nothing of it runs. A placed workload short of its size grows only through
-  // /scale or plan/apply (their gates), or when its shortfall is recorded as unplaced.
-  const emptied = placement !== undefined && placement.assignments.length === 0;
-  if (placement && workload.replicas !== 'all' && !input.unplaced && !emptied) return skip('sticky');
+  const early = skipWithoutPlanning(workload, placement, input.unplaced);
+  if (early) return skip(early);
   const plan = buildPlan({
-    workload, replicas: workload.replicas, runtimes: input.runtimes, placements: input.placements, workloads: input.workloads, nowMs: input.nowMs,
+    workload, replicas: workload.replicas, runtimes: input.runtimes, placements: input.placements, workloads: input.workloads, nowMs: input.nowMs, pass: input.pass,
   });
   if (!placement) return { workload: workload.name, action: 'plan', plan };
   const takesAway = plan.stops.length + plan.moves.length > 0; // stops or moves a running task
@@ -51,8 +64,15 @@ export function decideForWorkload(input: FleetSnapshot & {
   return { workload: workload.name, action: 'plan', plan };
 }
 
+/** The workloads a pass over this snapshot places (the others it skips before placing anything). */
+export function workloadsToPlace(input: FleetSnapshot & { unplaced: readonly string[] }): Workload[] {
+  const placementOf: Record<string, Placement> = Object.fromEntries(input.placements.map((p) => [p.workload, p]));
+  const unplaced = new Set(input.unplaced);
+  return input.workloads.filter((workload) => skipWithoutPlanning(workload, placementOf[workload.name], unplaced.has(workload.name)) === null);
+}
+
 /** Every workload of the snapshot, in its order. */
-export function decideReconcile(input: FleetSnapshot & { unplaced: readonly string[]; nowMs: number }): ReconcileDecision[] {
+export function decideReconcile(input: FleetSnapshot & { unplaced: readonly string[]; nowMs: number; pass?: PlacementPass }): ReconcileDecision[] {
   const placementOf: Record<string, Placement> = Object.fromEntries(input.placements.map((p) => [p.workload, p]));
   const unplaced = new Set(input.unplaced);
   return input.workloads.map((workload) =>

@@ -15,7 +15,8 @@
 // Rendezvous hashing uses node:crypto (domain/placement.ts): workflows import this file's types
 // only, activities run it.
 import type { Assignment, Contract, Labels, Placement, ReplicaCount, Runtime, RuntimeStatus, Unplaced, Workload, WorkloadKind } from '../protocol';
-import { eligibleRuntimes, rendezvousOrder, taskIdFor } from './placement';
+import { beginPlacementPass, rankEligibleExcept, requirePassOf, taskIdFor, type PlacementPass } from './placement';
+import { buildPlan, type Plan } from './plan';
 
 // ---------------------------------------------------------------------------------------------
 // The lease sweeper
@@ -216,6 +217,8 @@ export interface RecoveryInput {
   storedOwners?: Readonly<Record<string, readonly number[]>>;
   /** only these workloads (a retry of one); default every workload assigned to the lost runtime */
   only?: readonly string[];
+  /** a pass begun on `runtimes` at `nowMs`, shared with the plans that follow (its cached rendezvous keys) */
+  pass?: PlacementPass;
 }
 
 /**
@@ -232,28 +235,83 @@ const list = (values: readonly number[]) => (values.length ? values.join(',') : 
 
 /** The decision for every workload with an assignment on the lost runtime, by workload name. */
 export function decideRecovery(input: RecoveryInput): WorkloadRecovery[] {
-  const { runtimeId: lost, nowMs } = input;
-  const workloads = new Map(input.workloads.map((w) => [w.name, w]));
-  const runtimes = new Map(input.runtimes.map((r) => [r.id, r]));
-  // Slots every workload holds, plus what this recovery adds as it goes.
+  return decideAffected(input, findAffected(input)).map(({ decision }) => decision);
+}
+
+/**
+ * recoverRuntime's decisions and the plan of each decided target (null: nothing to write), through
+ * buildPlan like every other change, on the one snapshot. Its cost follows the lost runtime's
+ * work: one scan of the snapshot finds the affected workloads and every runtime's used slots;
+ * only those workloads are then sorted, ranked and planned, eligibility computed once per selector.
+ */
+export function planRecovery(input: RecoveryInput): { decisions: WorkloadRecovery[]; plans: (Plan | null)[] } {
+  const decided = decideAffected(input, findAffected(input));
+  const plans = decided.map(({ decision, workload, placement }) => {
+    if (!decision.target) return null;
+    const plan = buildPlan({
+      workload, replicas: workload.replicas, runtimes: input.runtimes, placements: input.placements, workloads: input.workloads,
+      nowMs: input.nowMs, pass: input.pass, placement,
+      decided: { assignments: decision.target, onFence: decision.onFence, warnings: decision.warnings },
+    });
+    // A decided target carries no unplaced entry of its own: the recovery's shortfall is recorded with the write.
+    plan.unplaced = decision.unplaced;
+    return plan;
+  });
+  return { decisions: decided.map(({ decision }) => decision), plans };
+}
+
+interface Affected {
+  /** the placements holding the lost runtime (of `only`), by workload name */
+  placements: Placement[];
+  workloads: Map<string, Workload>;
+  /** slots every workload holds on each runtime */
+  used: Record<string, number>;
+}
+
+/** One scan of the snapshot: the lost runtime's placements, their workloads, and every runtime's used slots. */
+function findAffected(input: RecoveryInput): Affected {
+  const only = input.only ? new Set(input.only) : null;
   const used: Record<string, number> = Object.create(null) as Record<string, number>;
-  for (const placement of input.placements) for (const a of placement.assignments) used[a.runtimeId] = (used[a.runtimeId] ?? 0) + 1;
+  const placements: Placement[] = [];
+  for (const placement of input.placements) {
+    let holdsLost = false;
+    for (const a of placement.assignments) {
+      used[a.runtimeId] = (used[a.runtimeId] ?? 0) + 1;
+      if (a.runtimeId === input.runtimeId) holdsLost = true;
+    }
+    if (holdsLost && (!only || only.has(placement.workload))) placements.push(placement);
+  }
+  placements.sort((a, b) => (a.workload < b.workload ? -1 : a.workload > b.workload ? 1 : 0));
+  const names = new Set(placements.map((p) => p.workload));
+  const workloads = new Map<string, Workload>();
+  if (names.size > 0) for (const workload of input.workloads) if (names.has(workload.name)) workloads.set(workload.name, workload);
+  return { placements, workloads, used };
+}
+
+function decideAffected(input: RecoveryInput, affected: Affected): { decision: WorkloadRecovery; workload: Workload; placement: Placement }[] {
+  const { runtimeId: lost, nowMs } = input;
+  if (affected.placements.length === 0) return [];
+  const { used } = affected;
+  const runtimes = new Map(input.runtimes.map((r) => [r.id, r]));
   const live = (id: string) => {
     const runtime = runtimes.get(id);
     return id !== lost && runtime !== undefined && runtime.status !== 'LOST' && Date.parse(runtime.leaseExpiresAt) > nowMs;
   };
-  const only = input.only ? new Set(input.only) : null;
+  if (input.pass) requirePassOf(input.pass, input.runtimes, nowMs);
+  const pass = input.pass ?? beginPlacementPass(input.runtimes, nowMs);
+  // Runtimes without a free slot, kept up to date as replacements take slots.
+  const full = new Set<string>([lost]);
+  for (const runtime of input.runtimes) if (runtime.slots - (used[runtime.id] ?? 0) <= 0) full.add(runtime.id);
 
-  const decisions: WorkloadRecovery[] = [];
-  const placements = [...input.placements].sort((a, b) => (a.workload < b.workload ? -1 : a.workload > b.workload ? 1 : 0));
-  for (const placement of placements) {
-    if (only && !only.has(placement.workload)) continue;
+  const decided: { decision: WorkloadRecovery; workload: Workload; placement: Placement }[] = [];
+  for (const placement of affected.placements) {
     const lostAssignments = placement.assignments.filter((a) => a.runtimeId === lost).sort(byIndex);
-    const workload = workloads.get(placement.workload);
-    if (lostAssignments.length === 0 || !workload) continue;
-    decisions.push(decideWorkload({ workload, placement, lostAssignments, lost, live, used, runtimes: input.runtimes, nowMs, storedOwned: input.storedOwners?.[workload.name] }));
+    const workload = affected.workloads.get(placement.workload);
+    if (!workload) continue;
+    const decision = decideWorkload({ workload, placement, lostAssignments, lost, live, used, full, pass, storedOwned: input.storedOwners?.[workload.name] });
+    decided.push({ decision, workload, placement });
   }
-  return decisions;
+  return decided;
 }
 
 function decideWorkload(input: {
@@ -263,11 +321,12 @@ function decideWorkload(input: {
   lost: string;
   live: (runtimeId: string) => boolean;
   used: Record<string, number>;
-  runtimes: readonly Runtime[];
-  nowMs: number;
+  /** runtimes without a free slot, and the lost one */
+  full: Set<string>;
+  pass: PlacementPass;
   storedOwned: readonly number[] | undefined;
 }): WorkloadRecovery {
-  const { workload, placement, lostAssignments, lost, live, used } = input;
+  const { workload, placement, lostAssignments, lost, live, used, full } = input;
   const writtenFence = placement.fence + 1;
   const { ownership, state, delivery, recovery } = workload.contract;
   const warnings: string[] = [];
@@ -317,22 +376,22 @@ function decideWorkload(input: {
       decision.reason = `replicas "all": one replica per eligible runtime, and ${lost} is not eligible any more`;
     } else {
       // Rendezvous among the survivors: fresh READY, matching the selector, not hosting the workload, with a free slot.
-      const candidates = eligibleRuntimes(input.runtimes, workload, input.nowMs)
-        .filter((r) => r.id !== lost && !hosts.has(r.id) && r.slots - (used[r.id] ?? 0) > 0);
-      const [best] = rendezvousOrder(workload.name, candidates);
-      if (best) {
+      const { ranked: [winner], candidates } = rankEligibleExcept(input.pass, workload.name, workload.selector, 1, [full, hosts]);
+      if (winner) {
+        const best = winner.id;
         const taskId = replacementTaskId(workload.name, lostAssignment.index, placement.generation, writtenFence);
         kept.push({ runtimeId: best, index: lostAssignment.index, taskId, ...(consumer ? { partitions } : {}) });
         hosts.add(best);
         used[best] = (used[best] ?? 0) + 1;
+        if (winner.slots - used[best] <= 0) full.add(best);
         decision.to = { runtimeId: best, taskId };
         result.converge.push({ runtimeId: best, taskId });
         if (consumer) {
           decision.action = 'moved';
-          decision.reason = `moved to ${best} (rendezvous among ${candidates.length} eligible runtime(s) not hosting ${workload.name}): ${taskId} takes partitions [${list(partitions)}] ${fromCommitted(partitions)}`;
+          decision.reason = `moved to ${best} (rendezvous among ${candidates} eligible runtime(s) not hosting ${workload.name}): ${taskId} takes partitions [${list(partitions)}] ${fromCommitted(partitions)}`;
         } else {
           decision.action = 'replaced';
-          decision.reason = `replaced on ${best} (rendezvous among ${candidates.length} eligible runtime(s) not hosting ${workload.name}) by ${taskId}`;
+          decision.reason = `replaced on ${best} (rendezvous among ${candidates} eligible runtime(s) not hosting ${workload.name}) by ${taskId}`;
         }
         continue;
       }

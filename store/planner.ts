@@ -1,6 +1,7 @@
 // The one planning path: read a fleet snapshot from the stores, let domain/plan compute the plan,
 // store it (apply checks its basis later). The API's plan route, the scale workflows (through the
 // preparePlan activity) and the reconcile pass all plan through here.
+import { beginPlacementPass, type RendezvousKeyCache } from '../domain/placement';
 import { buildPlan, type DecidedTarget, type FleetSnapshot, type Plan } from '../domain/plan';
 import type { ReplicaCount, Workload } from '../protocol';
 import type { PlanStore, StoredPlan } from './plans';
@@ -13,7 +14,8 @@ export interface PlannerStores {
   plans: Pick<PlanStore, 'save'>;
 }
 
-export function createPlanner(stores: PlannerStores, now: () => number = Date.now) {
+/** `keys`: rendezvous keys kept across plans by the process (activities/rendezvous-threads.ts). */
+export function createPlanner(stores: PlannerStores, now: () => number = Date.now, keys?: RendezvousKeyCache) {
   async function snapshot(): Promise<FleetSnapshot> {
     const [runtimes, placements, workloads] = await Promise.all([stores.runtimes.list(), stores.registry.listPlacements(), stores.registry.listWorkloads()]);
     return { runtimes, placements, workloads };
@@ -32,7 +34,9 @@ export function createPlanner(stores: PlannerStores, now: () => number = Date.no
       const fleet = await snapshot();
       // Runtimes that did not answer a moment ago (a stop-the-world found them unreachable) get nothing new.
       const runtimes = avoidRuntimes?.length ? fleet.runtimes.filter((r) => !avoidRuntimes.includes(r.id)) : fleet.runtimes;
-      return stores.plans.save(buildPlan({ workload, replicas, ...fleet, runtimes, nowMs: now(), ...planOptions }));
+      const nowMs = now();
+      const pass = keys ? beginPlacementPass(runtimes, nowMs, { keys }) : undefined;
+      return stores.plans.save(buildPlan({ workload, replicas, ...fleet, runtimes, nowMs, pass, ...planOptions }));
     },
 
     /** Stores plans computed on a snapshot this planner read (the reconcile pass decides many at once). */

@@ -5,9 +5,11 @@
 import { buildPlan } from '../../domain/plan';
 import { decideForWorkload } from '../../domain/reconcile';
 import {
-  apiOutageAfterMs, controlPlaneGuard, decideRecovery, decideSweep, replacementTaskId, type SweptRuntime, type WorkloadRecovery,
+  apiOutageAfterMs, controlPlaneGuard, decideRecovery, decideSweep, planRecovery, replacementTaskId, type SweptRuntime, type WorkloadRecovery,
 } from '../../domain/recovery';
-import { rendezvousOrder } from '../../domain/placement';
+import { beginPlacementPass, matchesSelector, rendezvousOrder } from '../../domain/placement';
+import { RendezvousKeyCache } from '../../domain/rendezvous';
+import { placeAll } from '../support/placement-fleet';
 import type { Assignment, Placement, Runtime, Workload } from '../../protocol';
 
 const NOW = Date.parse('2030-01-01T00:00:00.000Z');
@@ -282,5 +284,41 @@ describe('an unplaced shortfall after a recovery', () => {
     const lapsed = [runtime('rt-b'), runtime('rt-c', { zone: 'a' }, { leaseExpiresAt: new Date(NOW - 1).toISOString() }), runtime('rt-d'), runtime('rt-e')];
     expect(decideForWorkload({ workload: web, placement, unplaced: true, runtimes: lapsed, placements: [placement], workloads: [web], nowMs: NOW }))
       .toEqual({ workload: 'web', action: 'skip', reason: 'shortfall-only-adds' });
+  });
+});
+
+describe('the cost of a recovery', () => {
+  // 30 runtimes over three zones; services of replicas 2 on one zone or on all.
+  const fleet = Array.from({ length: 30 }, (_, i) => runtime(`rt-${String(i).padStart(2, '0')}`, { zone: 'abc'[i % 3] }, { slots: 64 }));
+  const services = (count: number) => Array.from({ length: count }, (_, i) => service(`web-${String(i).padStart(3, '0')}`, 2, { selector: i % 4 ? { zone: 'abc'[i % 3] } : {} }));
+  const snapshotOf = (workloads: Workload[], keys?: RendezvousKeyCache) => {
+    const placements = placeAll(fleet, workloads, { keys }).results.map((r, i) => placed(workloads[i].name, r.assignments));
+    return { runtimes: fleet.map((r) => (r.id === 'rt-07' ? lostRuntime('rt-07', r.labels) : r)), placements, workloads };
+  };
+
+  it('hashes only for the workloads the lost runtime held, however many others there are', () => {
+    for (const count of [60, 240]) {
+      const snapshot = snapshotOf(services(count));
+      const pass = beginPlacementPass(snapshot.runtimes, NOW);
+      const decisions = decideRecovery({ runtimeId: 'rt-07', ...snapshot, nowMs: NOW, pass });
+      const held = snapshot.placements.filter((p) => p.assignments.some((x) => x.runtimeId === 'rt-07')).map((p) => p.workload);
+      expect(decisions.map((d) => d.workload)).toEqual(held);
+      const survivorsEligible = (w: Workload) => snapshot.runtimes.filter((r) => r.id !== 'rt-07' && matchesSelector(r.labels, w.selector)).length;
+      expect(pass.digestsComputed).toBe(snapshot.workloads.filter((w) => held.includes(w.name)).reduce((sum, w) => sum + survivorsEligible(w), 0));
+    }
+  });
+
+  it('decides and plans as decideRecovery and buildPlan do, and hashes nothing with the keys of the placement pass before it', () => {
+    const keys = new RendezvousKeyCache();
+    const snapshot = snapshotOf(services(120), keys);
+    const decisions = decideRecovery({ runtimeId: 'rt-07', ...snapshot, nowMs: NOW });
+    const plans = decisions.map((d) => {
+      const workload = snapshot.workloads.find((w) => w.name === d.workload)!;
+      const plan = buildPlan({ workload, replicas: 2, ...snapshot, nowMs: NOW, decided: { assignments: d.target!, onFence: d.onFence, warnings: d.warnings } });
+      return { ...plan, unplaced: d.unplaced };
+    });
+    const pass = beginPlacementPass(snapshot.runtimes, NOW, { keys });
+    expect(planRecovery({ runtimeId: 'rt-07', ...snapshot, nowMs: NOW, pass })).toEqual({ decisions, plans });
+    expect(pass.digestsComputed).toBe(0);
   });
 });
