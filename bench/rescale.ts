@@ -17,15 +17,16 @@
 //     nothing rewinds); stop-the-world, what the stopped sources had read beyond the checkpoint
 //     the new generation restored from;
 //   - where the time went: each activity of the operation's workflow (from its history), and the
-//     new aggregate subtasks' restore time (their restoreMs counter).
+//     new aggregate subtasks' restore time and the keys they loaded (restoreMs, keysLoaded).
 // The reference is the same job's steady state in the same case: the commit gap and the worst
 // latency in the 5 s before the first operation, and how long the aggregates' snapshots held their
-// barrier meanwhile. State size: the keys, and the bytes the aggregates' snapshot of one checkpoint
-// took. Exactly-once is audited at the end of each case (every key's count against its source rows).
+// barrier meanwhile. State size: the keys, the keyed state as stored, and what the aggregates wrote
+// for one checkpoint. Exactly-once is audited at the end of each case (every key's count against
+// its source rows).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE } from '../protocol/stream-tables';
+import { STREAM_CHECKPOINTS_TABLE, STREAM_KEYED_STATE_TABLE, STREAM_SNAPSHOTS_TABLE } from '../protocol/stream-tables';
 import { quoteIdentifier } from '../protocol/consumer-tables';
 import { auditStreamCheckpoint, auditStreamSink } from '../store/sink-audit';
 import { createSourceFeed, runLoad } from '../store/source-feed';
@@ -135,14 +136,31 @@ async function activityTimeline(stack: Stack, workflowId: string, runId: string 
   return timeline;
 }
 
-/** What the aggregates wrote for one checkpoint: their snapshots, each its subtask's whole counts (as JSON text, and as stored). */
+/**
+ * What the aggregates wrote for one checkpoint: their snapshot marks (as JSON text) and a keyed
+ * state row per key they changed (the marks count them; the rows themselves are compacted away
+ * once a later checkpoint writes their keys again), at the keyed state's average row size.
+ */
 async function aggregateCheckpointWrites(stack: Stack, checkpoint: number) {
-  const { rows } = await stack.db.query<{ snapshots: number; json_bytes: string; stored_bytes: string }>(
-    `select count(*)::int as snapshots, coalesce(sum(octet_length(state::text)), 0) as json_bytes, coalesce(sum(pg_column_size(state)), 0) as stored_bytes
+  const { rows } = await stack.db.query<{ snapshots: number; json_bytes: string; changed_keys: string; row_bytes: string | null }>(
+    `select count(*)::int as snapshots, coalesce(sum(octet_length(state::text)), 0) as json_bytes,
+            coalesce(sum((state ->> 'changedKeys')::bigint), 0) as changed_keys,
+            (select avg(pg_column_size(k.*)) from ${STREAM_KEYED_STATE_TABLE} k where k.job = $1) as row_bytes
        from ${STREAM_SNAPSHOTS_TABLE} where job = $1 and checkpoint = $2 and kind = 'keyed-aggregate'`,
     [JOB, checkpoint],
   );
-  return { checkpoint, snapshots: rows[0].snapshots, bytes: Number(rows[0].json_bytes), storedBytes: Number(rows[0].stored_bytes) };
+  const row = rows[0];
+  const changedKeys = Number(row.changed_keys);
+  return { checkpoint, snapshots: row.snapshots, changedKeys, bytes: Number(row.json_bytes) + round(changedKeys * Number(row.row_bytes ?? 0)) };
+}
+
+/** The keyed state as stored: its rows (a key's newest completed count, and any newer) and the table's bytes, indexes included. */
+async function keyedStateSize(stack: Stack) {
+  const { rows } = await stack.db.query<{ rows: string; bytes: string }>(
+    `select (select count(*) from ${STREAM_KEYED_STATE_TABLE} where job = $1) as rows, pg_total_relation_size('${STREAM_KEYED_STATE_TABLE}') as bytes`,
+    [JOB],
+  );
+  return { rows: Number(rows[0].rows), bytes: Number(rows[0].bytes) };
 }
 
 /** The bytes every stream bookkeeping table of the job's database takes now (tables, indexes, TOAST). */
@@ -155,7 +173,7 @@ async function bookkeepingBytes(stack: Stack): Promise<Record<string, number>> {
 }
 
 const aggregatesOf = (tasks: any[]) => tasks.filter((t) => t.counts.stateKeys !== undefined);
-const aggregateCounters = (t: any) => ({ restoreMs: t.counts.restoreMs, stateKeys: t.counts.stateKeys, snapshotMs: t.counts.snapshotMs });
+const aggregateCounters = (t: any) => ({ restoreMs: t.counts.restoreMs, keysLoaded: t.counts.keysLoaded, stateKeys: t.counts.stateKeys, snapshotMs: t.counts.snapshotMs });
 
 /** A case that failed: why, the job's replans (their reasons) and where the stack's last log lines are. */
 async function failureOf(stack: Stack, keys: number, error: unknown) {
@@ -233,7 +251,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
     }
     const steadyTo = Date.now();
     const steadyCheckpoint = (await jobs.lastCompletedCheckpoint(JOB))!.id;
-    const steadyWrites = await aggregateCheckpointWrites(stack, steadyCheckpoint);
+    const [steadyWrites, keyedState] = await Promise.all([aggregateCheckpointWrites(stack, steadyCheckpoint), keyedStateSize(stack)]);
 
     const rescale = async (parallelism: number) => {
       const started = await stack.api('POST', `/v1/jobs/${JOB}/operators/agg/rescale`, { body: { parallelism } });
@@ -289,7 +307,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
       exactlyOnce: { exact: audit.exact, keys: audit.keys, sourceRows: audit.sourceRows, sinkTotal: audit.sinkTotal, mismatchedKeys: audit.mismatchedKeys, extraKeys: audit.extraKeys },
       state: {
         keys: audit.keys, insertMs, catchUpMs, catchUpRecordsPerSec: round((keys * 1000) / Math.max(1, catchUpMs)),
-        bookkeepingBytesAtEnd: await bookkeepingBytes(stack),
+        keyedStateAtSteady: keyedState, bookkeepingBytesAtEnd: await bookkeepingBytes(stack),
       },
       steady: {
         ...steady, aggregateSnapshotMs: { max: Math.max(0, ...steadySnapshotMs), samples: steadySnapshotMs.length },

@@ -10,8 +10,11 @@
 // - scalegate_stream_subtasks: the directory of a generation: where each subtask listens for its
 //   inputs. Records never go through the database, only addresses.
 // - scalegate_stream_checkpoints: ids assigned by the job's coordinator, and which completed.
-// - scalegate_stream_snapshots: each subtask's state at a checkpoint (source offsets, keyed counts
-//   per key group), written before the subtask forwards that checkpoint's barrier.
+// - scalegate_stream_snapshots: each subtask's snapshot of a checkpoint, written before it forwards
+//   that checkpoint's barrier: a source's offsets; an aggregate's mark (its counts are below).
+// - scalegate_stream_keyed_state: the aggregates' counts, incrementally: a checkpoint writes a row
+//   for each key counted since the previous one. A key's count at checkpoint C is its newest row
+//   at or before C of a completed checkpoint; completing C deletes the older rows of its keys.
 // - scalegate_stream_precommits: each sink subtask's output for a checkpoint, applied to the sink
 //   table in the one transaction that completes the checkpoint (the two-phase-commit sink).
 import { quoteIdentifier, sourceTableDdl } from './consumer-tables';
@@ -22,6 +25,7 @@ export const STREAM_SUBTASKS_TABLE = 'scalegate_stream_subtasks';
 export const STREAM_CHECKPOINTS_TABLE = 'scalegate_stream_checkpoints';
 export const STREAM_SNAPSHOTS_TABLE = 'scalegate_stream_snapshots';
 export const STREAM_PRECOMMITS_TABLE = 'scalegate_stream_precommits';
+export const STREAM_KEYED_STATE_TABLE = 'scalegate_stream_keyed_state';
 
 /** Serialises `create table if not exists` across subtasks starting at once. */
 export const STREAM_DDL_LOCK_KEY = 727_274_106; // arbitrary, fixed: "scalegate stream tables"
@@ -78,6 +82,13 @@ export const STREAM_BOOKKEEPING_DDL: readonly string[] = [
     keys text[] not null,
     counts bigint[] not null,
     primary key (job, checkpoint, generation, subtask))`,
+  `create table if not exists ${STREAM_KEYED_STATE_TABLE} (
+    job text not null,
+    key text not null,
+    checkpoint bigint not null,
+    generation int not null,
+    count bigint not null,
+    primary key (job, key, checkpoint))`,
 ];
 
 /** Every statement that creates, if missing, the job's source table (null: it reads a Kafka topic), sink table and bookkeeping tables. */
@@ -85,6 +96,6 @@ export function streamTablesDdl(source: string | null, sink: string): string[] {
   const sourceTables = source === null ? [] : [source];
   return [
     ...sourceTables.map(sourceTableDdl), streamSinkTableDdl(sink), ...STREAM_BOOKKEEPING_DDL,
-    dataPlaneGrants([...sourceTables.map(quoteIdentifier), quoteIdentifier(sink), STREAM_JOBS_TABLE, STREAM_SUBTASKS_TABLE, STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE, STREAM_PRECOMMITS_TABLE]),
+    dataPlaneGrants([...sourceTables.map(quoteIdentifier), quoteIdentifier(sink), STREAM_JOBS_TABLE, STREAM_SUBTASKS_TABLE, STREAM_CHECKPOINTS_TABLE, STREAM_SNAPSHOTS_TABLE, STREAM_PRECOMMITS_TABLE, STREAM_KEYED_STATE_TABLE]),
   ];
 }

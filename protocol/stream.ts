@@ -32,12 +32,14 @@ export const STREAM_COUNTERS = {
   /** hot rescales this subtask took part in, and how long it held the rescaled edge (upstream) */
   cutovers: 'cutovers',
   heldMs: 'heldMs',
-  /** how long this incarnation took to load its restore point's state (sources: offsets; aggregates: their key groups) */
+  /** how long this incarnation waited for its restore point's state (sources: offsets; aggregates: counts of the keys they met, loaded as met) */
   restoreMs: 'restoreMs',
   /** how long the last checkpoint's snapshot held the barrier (sources and aggregates) */
   snapshotMs: 'snapshotMs',
-  /** aggregates: the keys this subtask holds counts for */
+  /** aggregates: the keys this subtask holds counts for (the keys it met in this incarnation) */
   stateKeys: 'stateKeys',
+  /** aggregates: keys whose count this incarnation loaded from its restore point */
+  keysLoaded: 'keysLoaded',
 } as const;
 
 /** POST /v1/tasks/:taskId/checkpoint-clock on the agent hosting a job's coordinator (its first sink subtask). */

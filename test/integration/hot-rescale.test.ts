@@ -3,8 +3,9 @@
 // source re-reads, every other subtask keeps its incarnation, the sink's commits go on), nothing
 // crosses the rescaled edge between barrier C and the release, a SIGKILL mid-window falls back to
 // the stop-the-world replan, and a non-integer factor goes to that replan directly, saying why.
-// Exactly-once is proved by counting every key against its source rows.
-import { runLoad } from '../../store/source-feed';
+// Exactly-once is proved by counting every key against its source rows. The job holds 20,000 keys
+// of state before its first rescale; a new aggregate loads only the counts of the keys it meets.
+import { createSourceFeed, runLoad } from '../../store/source-feed';
 import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
 import { OperationStatusSchema } from '../../protocol';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
@@ -16,12 +17,18 @@ const AGENTS = ['hr-a', 'hr-b', 'hr-c'];
 const PARTITIONS = 4;
 const JOB = 'hot';
 const TABLES = { source: 'hot_in', sink: 'hot_out' };
+/** distinct keys counted before any rescale; the load cycles through LOAD_KEYS others */
+const STATE_KEYS = 20_000;
+const LOAD_KEYS = 400;
 const CONTRACT = { ownership: 'partitioned', partitions: PARTITIONS, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' };
 
 let stack: Stack;
 
 beforeAll(async () => {
   stack = await startStack({ leaseTtlMs: 3000, agents: AGENTS.map((id) => ({ id, slots: 8 })) });
+  // Keyed state far beyond what the load touches: a new aggregate must not load it all to cut over.
+  await createSourceFeed(stack.db).ensureTables(TABLES.source);
+  await stack.db.query(`insert into ${TABLES.source} (partition, "offset", key) select i % $2, i / $2, 'state-' || i from generate_series(0, $1::int - 1) i`, [STATE_KEYS, PARTITIONS]);
   await defineWorkload(stack, JOB, {
     kind: 'stream', selector: {}, contract: CONTRACT,
     spec: {
@@ -57,7 +64,7 @@ async function expectExactlyOnce(): Promise<number> {
 
 /** Runs `during` with the load generator writing, and waits for the load to end. */
 async function underLoad<T>(during: () => Promise<T>, durationMs = 6_000): Promise<T> {
-  const loading = runLoad({ databaseUrl: stack.databaseUrl, source: TABLES.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs, keySpace: 400 });
+  const loading = runLoad({ databaseUrl: stack.databaseUrl, source: TABLES.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs, keySpace: LOAD_KEYS });
   try {
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // records are flowing when the rescale starts
     return await during();
@@ -105,6 +112,11 @@ describe('HotRescale', () => {
     expect(aggregates).toHaveLength(to);
     // Append-only identity: the new subtasks took fresh indices and restored from barrier C.
     expect(aggregates.every((s) => s.task.state === 'ready' && s.task.counts.restoredFrom === status.checkpoint)).toBe(true);
+    // ... loading the counts of the keys the load sent them since, not the state of their key groups (about STATE_KEYS / to each).
+    for (const { task } of aggregates) {
+      expect(task.counts.keysLoaded).toBeLessThanOrEqual(LOAD_KEYS);
+      expect(task.counts.stateKeys).toBeLessThanOrEqual(LOAD_KEYS);
+    }
     expect(aggregates.map((s) => s.taskId).sort()).toEqual([...status.added].sort());
     // On release the sources re-emitted their watermark into the new channels: downstream time resumed.
     expect(aggregates.every((s) => s.task.counts.watermark > 0)).toBe(true);

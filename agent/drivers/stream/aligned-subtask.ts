@@ -1,9 +1,9 @@
 // The stream subtasks with inputs (DESIGN.md §5 "stream"): a keyed aggregate and a sink. Each
 // takes messages from its upstream channels and aligns them on checkpoint barriers: when every
-// input is held at barrier N, the aggregate snapshots its counts and forwards N, the sink
-// pre-commits its epoch (the last sink subtask's pre-commit completes the checkpoint). A cutover
-// swaps the inputs at barrier C (downstream) or ends the subtask there (retiring).
-import { blockOf, keyGroupOf, keyGroupRange, ownerOfKeyGroup, subtaskCount } from '../../../domain/stream';
+// input is held at barrier N, the aggregate snapshots the counts it changed and forwards N, the
+// sink pre-commits its epoch (the last sink subtask's pre-commit completes the checkpoint). A
+// cutover swaps the inputs at barrier C (downstream) or ends the subtask there (retiring).
+import { blockOf, keyGroupOf, ownerOfKeyGroup, subtaskCount } from '../../../domain/stream';
 import { BARRIER, COUNT_UPDATES, KEYED_RECORDS, RECORD, WATERMARK, type CountUpdate, type KeyedRecord, type StreamRecord, type StreamSpec, type WireEdge } from '../../../protocol';
 import { CheckpointClock } from './checkpoint-clock';
 import type { InputServer } from './exchange';
@@ -25,10 +25,11 @@ abstract class AlignedSubtask<R extends StreamRecord> extends StreamSubtask {
   }
 
   /**
-   * Takes messages from every input not held at a barrier; when every input is held at the same
-   * barrier, calls `aligned` and releases them all. Watermarks: the minimum over the inputs.
+   * Takes messages from every input not held at a barrier, handing each round's records to
+   * `records` in their order; when every input is held at the same barrier, calls `aligned` and
+   * releases them all. Watermarks: the minimum over the inputs, passed on after the records.
    */
-  protected async runAligned(handlers: { record: (message: R) => void; aligned: (checkpoint: number) => Promise<void> }): Promise<void> {
+  protected async runAligned(handlers: { records: (batch: R[]) => void | Promise<void>; aligned: (checkpoint: number) => Promise<void> }): Promise<void> {
     const input = this.input;
     if (!input) throw new Error(`subtask ${this.identity.index} has no input server`);
     while (this.active) {
@@ -40,17 +41,20 @@ abstract class AlignedSubtask<R extends StreamRecord> extends StreamSubtask {
       }
       const channels = members.map((from) => input.channels.get(from));
       let taken = 0;
+      const batch: R[] = [];
       for (const channel of channels) {
         if (!channel) continue;
         for (let n = 0; n < 512; n++) {
           const message = channel.next();
           if (!message) break;
           taken++;
-          if (message[0] === RECORD) handlers.record(message);
+          if (message[0] === RECORD) batch.push(message);
           else if (message[0] === BARRIER) channel.hold(message[1]);
           else if (message[0] === WATERMARK) channel.watermark = message[1];
         }
       }
+      // Before the alignment check: a barrier held this round follows these records on its channel.
+      if (batch.length) await handlers.records(batch);
       const watermark = Math.min(...channels.map((c) => c?.watermark ?? 0));
       if (watermark > this.counters.watermark) {
         this.counters.watermark = watermark;
@@ -99,23 +103,30 @@ export class AggregateSubtask extends AlignedSubtask<KeyedRecord> {
 
   protected async process(restorePoint: CompletedCheckpoint | null): Promise<void> {
     const { maxParallelism } = this.spec;
-    const counts = new KeyedCounts(maxParallelism, keyGroupRange(this.identity.operatorIndex, this.identity.parallelism, maxParallelism));
-    const restoreStarted = Date.now();
-    if (restorePoint) counts.restore(await this.durably('load key groups', () => this.state.snapshotStates<{ groups: Record<string, Record<string, number>> }>(restorePoint, 'keyed-aggregate')));
-    this.counters.restoreMs = Date.now() - restoreStarted;
-    this.counters.stateKeys = counts.size;
+    const counts = new KeyedCounts(restorePoint !== null);
+    if (restorePoint) await this.durably('adopt whole keyed snapshots', () => this.state.adoptWholeKeyedSnapshots(restorePoint));
     const sink = blockOf(this.spec, 'sink');
     await this.runAligned({
-      record: ([, key, appendedAt]) => {
-        const target = sink.base + ownerOfKeyGroup(keyGroupOf(key, maxParallelism), sink.parallelism, maxParallelism);
-        this.outputs.get(target)!.push([RECORD, key, counts.increment(key), appendedAt]);
-        this.counters.recordsIn++;
-        this.counters.recordsOut++;
+      records: async (batch) => {
+        const unloaded = counts.unloaded(batch.map(([, key]) => key));
+        if (unloaded.length) {
+          // Only the keys this batch counts: a restore's cost follows the records, not the state.
+          const loadStarted = Date.now();
+          counts.load(unloaded, await this.durably('load restored counts', () => this.state.keyedCountsAt(restorePoint!, unloaded)));
+          this.counters.restoreMs += Date.now() - loadStarted;
+          this.counters.keysLoaded += unloaded.length;
+        }
+        for (const [, key, appendedAt] of batch) {
+          const target = sink.base + ownerOfKeyGroup(keyGroupOf(key, maxParallelism), sink.parallelism, maxParallelism);
+          this.outputs.get(target)!.push([RECORD, key, counts.increment(key), appendedAt]);
+        }
+        this.counters.recordsIn += batch.length;
+        this.counters.recordsOut += batch.length;
       },
       aligned: async (checkpoint) => {
         const snapshotStarted = Date.now();
-        const state = counts.snapshot();
-        await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshot({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, kind: 'keyed-aggregate', state }));
+        const changed = counts.takeChanged();
+        await this.durably(`snapshot checkpoint ${checkpoint}`, () => this.state.snapshotKeyedCounts({ checkpoint, generation: this.start.generation, subtask: this.identity.index, operator: this.identity.operator, changed }));
         this.counters.snapshotMs = Date.now() - snapshotStarted;
         this.counters.stateKeys = counts.size;
         this.broadcast([BARRIER, checkpoint]);
@@ -152,9 +163,9 @@ export class SinkSubtask extends AlignedSubtask<CountUpdate> {
     const epoch = new SinkEpoch();
     const sinkBlock = blockOf(this.spec, 'sink');
     await this.runAligned({
-      record: (update) => {
-        epoch.add(update);
-        this.counters.recordsIn++;
+      records: (batch) => {
+        for (const update of batch) epoch.add(update);
+        this.counters.recordsIn += batch.length;
       },
       aligned: async (checkpoint) => {
         const { keys, counts, oldestAt } = epoch.take();

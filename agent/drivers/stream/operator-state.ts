@@ -1,9 +1,9 @@
 // What each stream operator keeps between checkpoints, and how it snapshots and restores it: a
-// source's offsets per partition, a keyed aggregate's counts per key (by key group), a sink's
+// source's offsets per partition, a keyed aggregate's counts per key (incrementally), a sink's
 // epoch of updates since the last checkpoint. The subtask (subtask.ts) moves records and barriers;
 // these hold the state the barriers cut.
-import { keyGroupOf } from '../../../domain/stream';
 import type { CountUpdate } from '../../../protocol';
+import type { ChangedCounts } from './job-state';
 
 /** A source's read position: the last offset emitted per partition (-1: none). */
 export class SourceOffsets {
@@ -39,41 +39,52 @@ export class SourceOffsets {
   }
 }
 
-/** A keyed aggregate's counts, restored and snapshotted per key group. */
+/**
+ * A keyed aggregate's counts. Neither a checkpoint nor a restore costs more as the state grows: a
+ * snapshot takes only the keys counted since the previous one, and a restored subtask loads no
+ * state up front; a key's count at the restore point is loaded (batched) when its first record
+ * here arrives, so the subtask holds the keys it counted, not every key of its key groups.
+ */
 export class KeyedCounts {
   private readonly counts = new Map<string, number>();
+  private changed = new Set<string>();
 
-  constructor(
-    private readonly maxParallelism: number,
-    /** the key groups this subtask owns: [start, end) */
-    private readonly owned: { start: number; end: number },
-  ) {}
-
-  /** Loads the owned key groups' counts from a checkpoint's aggregate snapshots (whichever subtask wrote them). */
-  restore(snapshots: readonly { groups: Record<string, Record<string, number>> }[]): void {
-    for (const snapshot of snapshots) {
-      for (const [group, keys] of Object.entries(snapshot.groups)) {
-        if (Number(group) < this.owned.start || Number(group) >= this.owned.end) continue;
-        for (const [key, count] of Object.entries(keys)) this.counts.set(key, count);
-      }
-    }
-  }
+  /** restored false: the subtask started empty, so every key it has not counted counts 0 */
+  constructor(private readonly restored: boolean) {}
 
   get size(): number {
     return this.counts.size;
   }
 
+  /** The keys among `keys` whose count at the restore point this subtask has not loaded yet. */
+  unloaded(keys: Iterable<string>): string[] {
+    if (!this.restored) return [];
+    const missing = new Set<string>();
+    for (const key of keys) if (!this.counts.has(key)) missing.add(key);
+    return [...missing];
+  }
+
+  /** Takes the restore point's counts of `keys`; a key `found` lacks counted nothing up to it. */
+  load(keys: readonly string[], found: ReadonlyMap<string, number>): void {
+    for (const key of keys) if (!this.counts.has(key)) this.counts.set(key, found.get(key) ?? 0);
+  }
+
   /** Counts one more record of `key`; answers its new count. */
   increment(key: string): number {
-    const count = (this.counts.get(key) ?? 0) + 1;
+    const current = this.counts.get(key);
+    // Counting on a count the restore point holds but this subtask has not loaded would lose it.
+    if (current === undefined && this.restored) throw new Error(`key ${JSON.stringify(key)} was counted before its restored count was loaded`);
+    const count = (current ?? 0) + 1;
     this.counts.set(key, count);
+    this.changed.add(key);
     return count;
   }
 
-  snapshot(): { groups: Record<string, Record<string, number>> } {
-    const groups: Record<string, Record<string, number>> = {};
-    for (const [key, count] of this.counts) (groups[keyGroupOf(key, this.maxParallelism)] ??= {})[key] = count;
-    return { groups };
+  /** The keys counted since the previous snapshot, with their counts; the next epoch starts empty. */
+  takeChanged(): ChangedCounts {
+    const keys = [...this.changed];
+    this.changed = new Set();
+    return { keys, counts: keys.map((k) => this.counts.get(k)!) };
   }
 }
 

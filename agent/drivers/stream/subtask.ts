@@ -10,16 +10,16 @@
 // checkpointIntervalMs, one in flight at a time. A source injects barrier N between two batches:
 // it snapshots the offsets it has emitted, then sends N on every output. An aggregate or sink
 // holds each input at barrier N until every input delivered N (alignment); the aggregate then
-// snapshots its counts per key group and forwards N; the sink pre-commits its output for N, and
-// the last sink subtask to do so commits the checkpoint: sink rows and the completed mark in one
-// transaction. Because every subtask snapshots before it forwards a barrier, a sink aligned on N
-// knows every upstream snapshot of N is durable.
+// snapshots the counts it changed since N-1 and forwards N; the sink pre-commits its output for N,
+// and the last sink subtask to do so commits the checkpoint: sink rows and the completed mark in
+// one transaction. Because every subtask snapshots before it forwards a barrier, a sink aligned on
+// N knows every upstream snapshot of N is durable.
 //
 // Restore: every subtask of a generation starts from the newest completed checkpoint: sources seek
-// to its offsets, aggregates load the key groups they own now, sinks drop pre-commits of older
-// generations. A subtask cannot rejoin a dataflow that moved on without it: any failure (a peer's
-// channel closing, PostgreSQL refusing a snapshot) marks it failed, and the control plane replans
-// the job from the last completed checkpoint.
+// to its offsets, aggregates load each key's count at it when the key's first record arrives, sinks
+// drop pre-commits of older generations. A subtask cannot rejoin a dataflow that moved on without
+// it: any failure (a peer's channel closing, PostgreSQL refusing a snapshot) marks it failed, and
+// the control plane replans the job from the last completed checkpoint.
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
@@ -91,7 +91,7 @@ export abstract class StreamSubtask implements TaskHandle {
   protected readonly outputs = new Map<number, OutputChannel<StreamRecord>>();
   private secret = '';
 
-  protected readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0, readPosition: 0, restoreMs: 0, snapshotMs: 0, stateKeys: 0 };
+  protected readonly counters = { recordsIn: 0, recordsOut: 0, recordsRead: 0, lastCheckpoint: 0, checkpointsAcked: 0, restoredFrom: 0, watermark: 0, commits: 0, cutovers: 0, heldMs: 0, readPosition: 0, restoreMs: 0, snapshotMs: 0, stateKeys: 0, keysLoaded: 0 };
   /** upstream of a cutover: the barrier C this subtask holds the rescaled edge at, until the new peers listen */
   protected holding: number | null = null;
   protected readonly latency = new LatencyReservoir(LATENCY_SAMPLES);
@@ -401,11 +401,11 @@ export abstract class StreamSubtask implements TaskHandle {
 
   status(): TaskStatus {
     const latencyMs = this.latency.percentiles();
-    const { recordsRead, readPosition, stateKeys, ...common } = this.counters;
+    const { recordsRead, readPosition, stateKeys, keysLoaded, ...common } = this.counters;
     const counts: Record<string, number> = { ...common, generation: this.start.generation, subtask: this.identity.index, operatorIndex: this.identity.operatorIndex };
     // Reads are a source's, keys an aggregate's: other subtasks do not report them (a 0 would read as "none").
     if (this.identity.kind === 'source') Object.assign(counts, { recordsRead, readPosition });
-    if (this.identity.kind === 'keyed-aggregate') counts.stateKeys = stateKeys;
+    if (this.identity.kind === 'keyed-aggregate') Object.assign(counts, { stateKeys, keysLoaded });
     if (this.holding !== null) counts.holdingAt = this.holding;
     // Held window proof: a retired subtask's inputs carry nothing after barrier C (upstream held the edge).
     if (this.ended && this.input) counts.receivedAfterCutover = [...this.input.channels.values()].reduce((sum, c) => sum + c.queued, 0);
