@@ -8,6 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { LATENCY_PROBE_MS } from '../../agent/drivers/process';
+import { CPU_JUDGED_AFTER_SOAK_MS } from '../../domain/evidence';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
@@ -191,7 +193,11 @@ it('starts a scaleOut from the Start Workflow form with a runbook\'s JSON; the l
 it('links a scale-out\'s evidence report from its Web UI details; the page opens in the browser with the viewer token as the password and draws its charts', async () => {
   const name = 'e2e-report';
   await defineWorkload(stack, name, service(1), 1);
-  const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body: { replicas: 2, soakMs: 0, reason: 'e2e report' } });
+  // A soak past the agent's latency probe interval, so the after-evidence holds a latency sample
+  // however fast the operation was; short of CPU_JUDGED_AFTER_SOAK_MS, so CPU is shown, not judged.
+  const soakMs = LATENCY_PROBE_MS + 500;
+  expect(soakMs).toBeLessThan(CPU_JUDGED_AFTER_SOAK_MS);
+  const started = await stack.api('POST', `/v1/workloads/${name}/scale`, { body: { replicas: 2, soakMs, reason: 'e2e report' } });
   expect(started.status).toBe(202);
   const { workflowId, runId } = started.body;
   expect(await stack.temporal.workflow.getHandle(workflowId, runId).result()).toMatchObject({ outcome: 'completed' });
