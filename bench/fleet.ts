@@ -22,6 +22,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Pool } from 'pg';
+import { readStat, USER_HZ } from '../agent/drivers/proc';
 import { createPool } from '../store/db';
 import { startStack, type Stack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
@@ -48,29 +49,12 @@ function argument(name: string, fallback: string): string {
 // ---------------------------------------------------------------------------------------------
 // CPU of processes, from /proc
 
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
-
 /** utime + stime of `pid` in seconds (0 once it is gone). */
-function cpuSecondsOf(pid: number): number {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields[0] is field 3 (state)
-    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-}
+const cpuSecondsOf = (pid: number): number => (readStat(pid)?.cpuTicks ?? 0) / USER_HZ;
 
 /** `pid` and its children (PostgreSQL's backends are the postmaster's children). */
 function withChildren(pid: number): number[] {
-  const children = fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).filter((entry) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
-    } catch {
-      return false;
-    }
-  });
+  const children = fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).filter((entry) => readStat(Number(entry))?.ppid === pid);
   return [pid, ...children.map(Number)];
 }
 

@@ -4,15 +4,14 @@
 // - drain-first (scale-in): drain the removed ones with a deadline, fenced write, PUT every target
 //   task (survivors take the released partitions from the committed offsets), await the target.
 // Either way a removed task is stopped once and readiness is awaited once.
-import { ApplicationFailure, patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
 import type { ReplicaCount } from '../protocol';
-import { FEWER_ROUND_TRIPS, formatDuration, profiles, runtimesOf } from './operation';
+import { formatDuration, profiles, quickStore, runtimesOf } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
-const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 
 export const DEFAULT_CONVERGE_TIMEOUT_MS = 60_000;
 
@@ -63,8 +62,8 @@ const refs = (assignments: Plan['target']) => assignments.map((a) => ({ runtimeI
 
 
 /** The workload as the plan saw it (its basis revision), or the plan is stale: nothing is written. */
-async function loadPlannedWorkload(plan: Plan, quickStore: typeof store) {
-  const workload = await quickStore.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload} (revision ${plan.basis.registryRevision})` }, [plan.workload]);
+async function loadPlannedWorkload(plan: Plan, shortCalls: typeof store) {
+  const workload = await shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload} (revision ${plan.basis.registryRevision})` }, [plan.workload]);
   if (!workload) throw ApplicationFailure.create({ type: 'not-found', message: `workload ${plan.workload} vanished`, nonRetryable: true });
   if (workload.revision !== plan.basis.registryRevision) {
     throw ApplicationFailure.create({
@@ -104,9 +103,9 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
   // change wrote meanwhile reached tasks placed for the old one (chaos seed 11).
   const specOfBasis = patched('spec-of-the-basis');
   // The read and the fenced write (idempotent: a retry recognises its own plan) as local activities.
-  const quickStore = patched(FEWER_ROUND_TRIPS) ? localStore : store;
-  const planned = specOfBasis ? await loadPlannedWorkload(plan, quickStore) : null;
-  const placement = await quickStore.commitPlacement.executeWithOptions(
+  const shortCalls = quickStore();
+  const planned = specOfBasis ? await loadPlannedWorkload(plan, shortCalls) : null;
+  const placement = await shortCalls.commitPlacement.executeWithOptions(
     { summary: `write placement of ${plan.workload}: ${plan.target.length} task(s), fenced on ${plan.basis.placementFence}` },
     [{
       workload: plan.workload, basis: plan.basis, assignments: plan.target, generation: plan.generation,

@@ -12,8 +12,8 @@
 // continues as new after `decisionsPerRun` decisions or `maxHistoryEvents` events, once every
 // handler has finished.
 import {
-  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, isCancellation, log, ParentClosePolicy, patched, proxyActivities,
-  proxyLocalActivities, setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
+  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, isCancellation, log, ParentClosePolicy, proxyActivities,
+  setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
@@ -23,18 +23,14 @@ import {
 } from '../domain/autoscale';
 import type { LedgerOutcome } from '../protocol/ledger';
 import { TierName, TierPolicySchema, TierSignalSchema, type TierPolicy } from '../protocol/tiers';
-import { failureMessage, FEWER_ROUND_TRIPS, parseInput, profiles, trackOperation } from './operation';
+import { failureMessage, parseInput, profiles, quickStore, trackOperation } from './operation';
 import { rescaleOperator, type RescaleStatus } from './rescale-operator';
 import { scaleIn } from './scale-in';
 import { scaleOut } from './scale-out';
 import { chooseScale, isRefusal } from './scale-choice';
 import type { ScaleStatus } from './scale-operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 const observations = proxyActivities<Activities>(profiles.observation);
-/** A signal becomes a ledger row within one workflow task since FEWER_ROUND_TRIPS: the reads and the append are local. */
-const quickStore = (): typeof store => (patched(FEWER_ROUND_TRIPS) ? localStore : store);
 
 /** Observations kept (newest last); older ones only live on as recommendations in the domain state. */
 export const OBSERVATION_WINDOW = 50;

@@ -1,9 +1,11 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
 import {
-  ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, patched, setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
+  ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, patched, proxyActivities, proxyLocalActivities,
+  setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
+import type { Activities } from '../activities';
 import { ADMIT_BY_MEMO, describeIssues, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, statusOfOutcome, WORKLOAD_KEY, type OperationStatusWord } from '../protocol';
 
 export const phaseQuery = defineQuery<string>('phase');
@@ -76,6 +78,11 @@ export const profiles = {
  * activities, fewer workflow tasks. Runs recorded before it keep their commands.
  */
 export const FEWER_ROUND_TRIPS = 'fewer-round-trips';
+
+const serverStore = proxyActivities<Activities>(profiles.storeWrite);
+const localStore = proxyLocalActivities<Activities>(profiles.localStore);
+/** The store's short calls: local activities in runs since FEWER_ROUND_TRIPS, through the server in runs before it. */
+export const quickStore = (): typeof serverStore => (patched(FEWER_ROUND_TRIPS) ? localStore : serverStore);
 
 /**
  * A start the API answered 503 for must never run (DESIGN.md §4 "Unambiguous starts"): when Temporal

@@ -1,19 +1,16 @@
 // What scaleOut and scaleIn share: the status they expose (the `status` query, read by
 // GET /v1/operations/:id), the abort signal, ledger rows, and the compensation through the
 // stop-the-world replan.
-import { ApplicationFailure, defineQuery, patched, proxyActivities, proxyLocalActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import { ApplicationFailure, defineQuery, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
 import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
 import type { Workload, LedgerOutcome } from '../protocol';
-import { failureMessage, FEWER_ROUND_TRIPS, handleAborts, profiles, trackOperation } from './operation';
+import { failureMessage, FEWER_ROUND_TRIPS, handleAborts, quickStore, trackOperation } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 
 /**
  * How a scale operation ended (DESIGN.md §4 "Exits"): `refused` (a gate failed), `rejected` (a
@@ -89,9 +86,9 @@ export interface ScaleRequest {
 export async function beginScaleOperation(kind: ScaleStatus['kind'], input: ScaleRequest) {
   const { workflowId, runId } = workflowInfo();
   const fewerRoundTrips = patched(FEWER_ROUND_TRIPS);
-  const quickStore = fewerRoundTrips ? localStore : store;
-  const loadWorkload = () => quickStore.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]);
-  const loadPlacement = () => quickStore.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
+  const shortCalls = quickStore();
+  const loadWorkload = () => shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]);
+  const loadPlacement = () => shortCalls.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   // Side by side since FEWER_ROUND_TRIPS (a placement read for a missing workload is harmless).
   const [workload, preloadedPlacement] = fewerRoundTrips ? await Promise.all([loadWorkload(), loadPlacement()]) : [await loadWorkload(), undefined];
   if (!workload || workload.retired) {
@@ -122,7 +119,7 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   };
   // Ledger rows are part of the exit: a cancellation arriving meanwhile does not cut them.
   const ledger = (outcome: LedgerOutcome, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
-    quickStore.appendLedger.executeWithOptions({ summary: `ledger: ${kind} ${input.workload} ${from} → ${input.replicas} ${outcome}` }, [{
+    shortCalls.appendLedger.executeWithOptions({ summary: `ledger: ${kind} ${input.workload} ${from} → ${input.replicas} ${outcome}` }, [{
       kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
       reason, outcome, planId: status.plan?.id ?? null, workflowId, runId,
       inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...(status.tierRules ? { tierRules: status.tierRules } : {}), ...extra },
