@@ -85,18 +85,30 @@ const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 export const quickStore = (): typeof serverStore => (patched(FEWER_ROUND_TRIPS) ? localStore : serverStore);
 
 /**
+ * Runs that start after this patch judge their admission by the time Temporal recorded the start
+ * (`startTime`, the started event). Runs before it compared the first workflow task's time
+ * (`runStartTime`), which comes later whenever the workers are busy or away: a start Temporal took
+ * in time refused itself after the API had answered 202.
+ */
+export const ADMISSION_BY_RECORDED_START = 'admission-by-recorded-start';
+
+/**
  * A start the API answered 503 for must never run (DESIGN.md §4 "Unambiguous starts"): when Temporal
  * recorded this run after the admission deadline the API gave it, fail at once, before any command.
  * Starts without the memo (temporal workflow start, SDK starts, children) are not concerned.
  */
 export function refuseLateStart(workflowType: string): void {
-  const { memo, runStartTime } = workflowInfo();
+  const { memo, startTime, runStartTime } = workflowInfo();
   const admitBy = memo?.[ADMIT_BY_MEMO];
+  // The recorded start is never after the first workflow task: only where that task came after the
+  // deadline can the two disagree, so only there is the patch asked (no marker in the usual run).
   if (typeof admitBy !== 'string' || !(runStartTime.getTime() > Date.parse(admitBy))) return;
+  const recorded = patched(ADMISSION_BY_RECORDED_START) ? startTime : runStartTime;
+  if (!(recorded.getTime() > Date.parse(admitBy))) return;
   throw ApplicationFailure.create({
     type: 'start-expired',
     nonRetryable: true,
-    message: `${workflowType}: Temporal recorded this start at ${runStartTime.toISOString()}, after its admission deadline ${admitBy}; the API had answered 503 (nothing started), so it does not run`,
+    message: `${workflowType}: Temporal recorded this start at ${recorded.toISOString()}, after its admission deadline ${admitBy}; the API had answered 503 (nothing started), so it does not run`,
   });
 }
 

@@ -102,3 +102,19 @@ it('a start that reaches Temporal after its admission deadline refuses itself be
   expect(after.placement.fence).toBe(before.placement.fence);
   expect(after.replicas).toBe(1);
 });
+
+it('a start Temporal took in time runs even when no worker picks it up until after the admission deadline', async () => {
+  await defineWorkload(stack, 'awaited', body, 1);
+  // Every worker away (a deploy, or busy elsewhere): Temporal records the start, nobody runs it yet.
+  await stack.worker!.stop(5000);
+  const started = await stack.api('POST', '/v1/workloads/awaited/scale', { body: { replicas: 2, soakMs: 0 } });
+  expect(started.status).toBe(202);
+  const handle = stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId);
+  const admitBy = Date.parse((await handle.describe()).memo?.[ADMIT_BY_MEMO] as string);
+  await stack.waitFor('the admission deadline behind us', async () => Date.now() > admitBy + 200);
+  await stack.startWorker();
+  // The 202 stands: the run is judged by Temporal's record of the start, not by when a worker took it.
+  const status = await handle.result();
+  expect(status.outcome).toBe('completed');
+  expect((await stack.api('GET', '/v1/workloads/awaited', { role: 'viewer' })).body.replicas).toBe(2);
+});

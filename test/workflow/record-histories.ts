@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, WorkflowContinuedAsNewError, type WorkflowHandle } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, type Duration } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { WorkloadRecovery } from '../../domain/recovery';
-import { OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
+import { ADMIT_BY_MEMO, OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
@@ -422,6 +422,12 @@ async function scale(
   return { workflowId, status };
 }
 
+/** A scaleOut 2 → 4 started as the API starts it: with its admission deadline (optionally picked up only after a delay). */
+const scaleOutAdmittedBy = (ctx: ScenarioContext, admitBy: Date, startDelay?: Duration) => ctx.client.workflow.start(scaleOut, {
+  taskQueue: ctx.taskQueue, workflowId: `scale:${ctx.workload}`, args: [{ workload: ctx.workload, replicas: 4, soakMs: 0 }],
+  memo: { [ADMIT_BY_MEMO]: admitBy.toISOString() }, ...(startDelay ? { startDelay } : {}),
+});
+
 export const SCENARIOS: Scenario[] = [
   {
     name: 'apply-plan',
@@ -785,6 +791,31 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(ctx.fakes.count('commitPlacement'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:cancelled']);
       return { workflowId };
+    },
+  },
+  {
+    // Temporal took the API's start in time, but no worker picked it up until after the admission
+    // deadline (busy or away; here a start delay): the recorded start decides, so it runs.
+    name: 'scale-out-admitted-worker-late',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const handle = await scaleOutAdmittedBy(ctx, new Date(Date.now() + 1_000), '2 seconds');
+      const status = await handle.result();
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      return { workflowId: handle.workflowId };
+    },
+  },
+  {
+    // A start Temporal recorded after its admission deadline (the API answered 503): refused before any command.
+    name: 'scale-out-start-expired',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 2), 2),
+    async run(ctx) {
+      const handle = await scaleOutAdmittedBy(ctx, new Date(Date.now() - 1_000));
+      const failure = await handle.result().then(() => null, (error: Error) => error);
+      assert.match(String((failure?.cause as Error | undefined)?.message), /after its admission deadline/);
+      assert.deepEqual(ctx.fakes.calls, []);
+      return { workflowId: handle.workflowId };
     },
   },
   {
