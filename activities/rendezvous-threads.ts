@@ -5,7 +5,9 @@
 // The calling thread and the worker threads take chunks of the work from one shared counter until
 // none is left (a busy core simply takes fewer), each writing its keys into one shared buffer.
 // A worker that fails costs speed, never a result: the calling thread computes what it left.
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { chunkKeyWork, computeKeyWork, RendezvousKeyCache, type KeyWork } from '../domain/rendezvous';
 import { missingKeys, storeKeys, type PlacementPass, type PlacementWorkload } from '../domain/placement';
@@ -64,12 +66,18 @@ export interface RendezvousThreads {
   close(): Promise<void>;
 }
 
-/** The worker's entry, loaded through tsx when this file runs as TypeScript (tsx, jest). */
-function workerSource(): string {
-  const entry = require.resolve(`./rendezvous-thread${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
-  if (!entry.endsWith('.ts')) return `require(${JSON.stringify(entry)});`;
+/**
+ * The worker's entry: the compiled JavaScript beside this file, or else its TypeScript through tsx
+ * (npm start, jest, the test stacks' bundles). Found from `__dirname`, not `__filename`: a bundle
+ * keeps each source file's directory (test/support/entry-bundles.ts) but is itself another file.
+ */
+export function workerSource(dir = __dirname): string {
+  const compiled = path.join(dir, 'rendezvous-thread.js');
+  if (fs.existsSync(compiled)) return `require(${JSON.stringify(compiled)});`;
+  const entry = path.join(dir, 'rendezvous-thread.ts');
+  if (!fs.existsSync(entry)) throw new Error(`no rendezvous worker thread entry in ${dir}`);
   // The worker does not inherit the parent's loader; TSX_DISABLE_CACHE: it writes no cache files.
-  const tsx = require.resolve('tsx/cjs/api');
+  const tsx = require.resolve('tsx/cjs/api', { paths: [dir] });
   return `process.env.TSX_DISABLE_CACHE = '1'; require(${JSON.stringify(tsx)}).register(); require(${JSON.stringify(entry)});`;
 }
 
@@ -131,6 +139,8 @@ export function createRendezvousThreads(options: {
   minKeys?: number;
   /** whether the calling thread computes chunks too (default); without it its event loop stays free while the workers hash */
   callerComputes?: boolean;
+  /** the threads' script (default workerSource()) */
+  source?: () => string;
 } = {}): RendezvousThreads {
   const workerCount = Math.max(0, options.workers ?? os.availableParallelism() - 1);
   const minKeys = options.minKeys ?? DEFAULT_MIN_THREADED_KEYS;
@@ -140,14 +150,12 @@ export function createRendezvousThreads(options: {
 
   const start = (): Thread[] => {
     if (threads) return threads;
-    const source = workerSource();
     threads = [];
-    for (let i = 0; i < workerCount; i++) {
-      try {
-        threads.push(startThread(source));
-      } catch {
-        // No thread (resource limits): the calling thread computes its share.
-      }
+    try {
+      const source = (options.source ?? workerSource)();
+      for (let i = 0; i < workerCount; i++) threads.push(startThread(source));
+    } catch {
+      // No entry to load, or no thread (resource limits): the calling thread computes the rest.
     }
     return threads;
   };

@@ -33,24 +33,32 @@ const packagesFromRepository: Plugin = {
   },
 };
 
+/**
+ * Bundles one script for node as the stack's entries are bundled (`entryPoint` a file, or `stdin`
+ * source resolved from the repository root).
+ */
+export async function bundleForNode(options: { outfile: string; entryPoint?: string; stdin?: string }): Promise<void> {
+  await build({
+    ...(options.stdin !== undefined ? { stdin: { contents: options.stdin, resolveDir: ROOT, loader: 'ts' } } : { entryPoints: [options.entryPoint!] }),
+    outfile: options.outfile,
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    // a map beside the bundle for whoever debugs with --enable-source-maps; nothing loads it otherwise
+    sourcemap: 'linked',
+    plugins: [sourceDirname, packagesFromRepository],
+    logLevel: 'error',
+  });
+}
+
 /** Bundles every stack entry into `outDir`; answers entry → bundled script. */
 export async function bundleStackEntries(outDir: string): Promise<Record<string, string>> {
   fs.mkdirSync(outDir, { recursive: true });
   const scripts: Record<string, string> = {};
   await Promise.all(STACK_ENTRIES.map(async (entry) => {
     const outfile = path.join(outDir, `${entry.replace(/\.ts$/, '').replace(/\//g, '-')}.js`);
-    await build({
-      entryPoints: [path.join(ROOT, entry)],
-      outfile,
-      bundle: true,
-      platform: 'node',
-      target: 'node20',
-      format: 'cjs',
-      // a map beside the bundle for whoever debugs with --enable-source-maps; nothing loads it otherwise
-      sourcemap: 'linked',
-      plugins: [sourceDirname, packagesFromRepository],
-      logLevel: 'error',
-    });
+    await bundleForNode({ entryPoint: path.join(ROOT, entry), outfile });
     scripts[entry] = outfile;
   }));
   return scripts;

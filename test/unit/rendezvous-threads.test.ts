@@ -1,9 +1,15 @@
 // A cold placement pass on both cores (activities/rendezvous-threads.ts): worker threads compute
 // the rendezvous keys into the pass's cache, the pass itself stays sequential, and its result is
-// exactly the single-threaded pass's. In-process: worker threads, no process, port or file.
+// exactly the single-threaded pass's. In-process worker threads; one child process runs the threads
+// from a bundle, as the test stacks' worker does.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createRendezvousThreads } from '../../activities/rendezvous-threads';
 import { beginPlacementPass } from '../../domain/placement';
 import { rendezvousKey, RendezvousKeyCache } from '../../domain/rendezvous';
+import { bundleForNode } from '../support/entry-bundles';
 import { NOW, placeAll, seededWorkloads, zonedFleet } from '../support/placement-fleet';
 
 const runtimes = zonedFleet(90, 16);
@@ -58,6 +64,46 @@ describe('rendezvous keys on worker threads', () => {
       expect(await threads.fill(beginPlacementPass(runtimes, NOW), workloads)).toEqual({ keys: 0, threads: 0, offThread: 0 });
     } finally {
       await threads.close();
+    }
+  });
+
+  it('computes every key on the calling thread when the threads cannot start', async () => {
+    const threads = createRendezvousThreads({ workers: 1, minKeys: 0, source: () => { throw new Error('no entry'); } });
+    try {
+      const alone = await threadedPass(threads);
+      expect(alone.filled).toEqual({ keys: singleThreaded.digests, threads: 1, offThread: 0 });
+      expect(alone.results).toEqual(singleThreaded.results);
+    } finally {
+      await threads.close();
+    }
+  });
+
+  it('runs its threads from a bundle of the worker, as the test stacks and benches start it', async () => {
+    // The bundle is another file than the sources: the thread's entry must be found from the source's directory.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-rendezvous-bundle-'));
+    try {
+      const outfile = path.join(dir, 'fill.js');
+      await bundleForNode({
+        outfile,
+        stdin: `
+          import { createRendezvousThreads } from './activities/rendezvous-threads';
+          import { beginPlacementPass } from './domain/placement';
+          import { RendezvousKeyCache } from './domain/rendezvous';
+          import { NOW, seededWorkloads, zonedFleet } from './test/support/placement-fleet';
+          const threads = createRendezvousThreads({ workers: 1, minKeys: 0, callerComputes: false });
+          const runtimes = zonedFleet(20, 4);
+          threads.fill(beginPlacementPass(runtimes, NOW, { keys: new RendezvousKeyCache() }), seededWorkloads(50, 3))
+            .then((filled) => { console.log(JSON.stringify(filled)); return threads.close(); })
+            .catch((error) => { console.error(error); process.exit(1); });
+        `,
+      });
+      const run = spawnSync(process.execPath, [outfile], { encoding: 'utf8', timeout: 60_000 });
+      expect(run.stderr).toBe('');
+      const filled = JSON.parse(run.stdout);
+      expect(filled.keys).toBeGreaterThan(0);
+      expect(filled).toEqual({ keys: filled.keys, threads: 1, offThread: filled.keys });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
