@@ -137,6 +137,11 @@ export function buildPlan(input: {
   pass?: PlacementPass;
   /** the workload's record among `placements` (null: none), when the caller holds it already */
   placement?: Placement | null;
+  /**
+   * the other placements' replicas per runtime, when the caller counted them: `placements` then
+   * needs only the workload's own record and its colocation group's
+   */
+  usedSlots?: Readonly<Record<string, number>>;
 }): Plan {
   const { workload, replicas, runtimes, nowMs, decided, pass } = input;
   if (pass) requirePassOf(pass, runtimes, nowMs);
@@ -171,7 +176,7 @@ export function buildPlan(input: {
     : placeTarget({
         workload, replicas, runtimes, nowMs, generation, colocatedWith, wanted, pass,
         current: input.newGeneration ? [] : current?.assignments ?? [],
-        usedSlots: usedSlotsByOthers(workload.name, input.placements),
+        usedSlots: input.usedSlots ?? usedSlotsByOthers(workload.name, input.placements),
       });
   const { target, unplaced } = placed;
   warnings.push(...placed.warnings);

@@ -3,14 +3,14 @@
 // preparePlan activity) and the reconcile pass all plan through here.
 import { beginPlacementPass, type RendezvousKeyCache } from '../domain/placement';
 import { buildPlan, type DecidedTarget, type FleetSnapshot, type Plan } from '../domain/plan';
-import type { ReplicaCount, Workload } from '../protocol';
+import type { Placement, ReplicaCount, Workload } from '../protocol';
 import type { PlanStore, StoredPlan } from './plans';
 import type { RegistryStore } from './registry';
 import type { RuntimeStore } from './runtimes';
 
 export interface PlannerStores {
   runtimes: Pick<RuntimeStore, 'list'>;
-  registry: Pick<RegistryStore, 'listPlacements' | 'listWorkloads'>;
+  registry: Pick<RegistryStore, 'listPlacements' | 'listWorkloads' | 'getPlacement' | 'usedSlots'>;
   plans: Pick<PlanStore, 'save'>;
 }
 
@@ -19,6 +19,16 @@ export function createPlanner(stores: PlannerStores, now: () => number = Date.no
   async function snapshot(): Promise<FleetSnapshot> {
     const [runtimes, placements, workloads] = await Promise.all([stores.runtimes.list(), stores.registry.listPlacements(), stores.registry.listWorkloads()]);
     return { runtimes, placements, workloads };
+  }
+
+  /**
+   * What one workload's plan reads when it has no colocation group to find: the runtimes, its own
+   * placement and the others' replicas per runtime (counted by the database), not every placement
+   * and workload: an operation's cost then grows with the runtimes, not with the workloads.
+   */
+  async function snapshotFor(workload: string): Promise<FleetSnapshot & { placement: Placement | null; usedSlots: Record<string, number> }> {
+    const [runtimes, placement, usedSlots] = await Promise.all([stores.runtimes.list(), stores.registry.getPlacement(workload), stores.registry.usedSlots({ except: workload })]);
+    return { runtimes, placements: placement ? [placement] : [], workloads: [], placement, usedSlots };
   }
 
   return {
@@ -31,7 +41,7 @@ export function createPlanner(stores: PlannerStores, now: () => number = Date.no
      */
     async plan(workload: Workload, replicas: ReplicaCount, options: { newGeneration?: boolean; decided?: DecidedTarget; avoidRuntimes?: string[] } = {}): Promise<StoredPlan> {
       const { avoidRuntimes, ...planOptions } = options;
-      const fleet = await snapshot();
+      const fleet = workload.colocate ? await snapshot() : await snapshotFor(workload.name);
       // Runtimes that did not answer a moment ago (a stop-the-world found them unreachable) get nothing new.
       const runtimes = avoidRuntimes?.length ? fleet.runtimes.filter((r) => !avoidRuntimes.includes(r.id)) : fleet.runtimes;
       const nowMs = now();

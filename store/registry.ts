@@ -127,6 +127,21 @@ export function createRegistryStore(db: Pool) {
       return rows[0] ? toPlacement(rows[0]) : null;
     },
 
+    /**
+     * Replicas placed per runtime by every placement but `except`'s: what a plan or a gate for one
+     * workload needs of the others, counted where the placements are instead of reading them all.
+     */
+    async usedSlots(options: { except?: string } = {}): Promise<Record<string, number>> {
+      const { rows } = await db.query<{ runtime_id: string; used: number }>(
+        `select a->>'runtimeId' as runtime_id, count(*)::int as used
+           from placements p cross join lateral jsonb_array_elements(p.assignments) a
+          where p.workload is distinct from $1
+          group by 1`,
+        [options.except ?? null],
+      );
+      return Object.fromEntries(rows.map((row) => [row.runtime_id, row.used]));
+    },
+
     async listPlacements(): Promise<Placement[]> {
       const { rows } = await db.query<PlacementRow>('select * from placements order by workload');
       return rows.map(toPlacement);

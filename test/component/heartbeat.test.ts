@@ -19,7 +19,7 @@ import { createPlanStore } from '../../store/plans';
 import { createRegistryStore } from '../../store/registry';
 import { createRuntimeStore, HEARTBEAT_STATEMENT } from '../../store/runtimes';
 import { createStreamJobStore } from '../../store/stream-jobs';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase, observedPool } from '../support/database';
 
 const tokens = { operator: 'op-'.padEnd(30, 'o'), agent: 'ag-'.padEnd(30, 'a'), viewer: 'vw-'.padEnd(30, 'v') };
 const noTemporal: TemporalGateway = {
@@ -41,15 +41,7 @@ beforeAll(async () => {
   db = createPool(databaseUrl, { max: 4 });
   await migrate(db);
   // The API's pool, counting every query it is asked for.
-  const counted = new Proxy(db, {
-    get(target, member, receiver) {
-      if (member !== 'query') return Reflect.get(target, member, receiver);
-      return (...args: unknown[]) => {
-        statements++;
-        return (target.query as (...a: unknown[]) => unknown)(...args);
-      };
-    },
-  });
+  const counted = observedPool(db, { query: () => statements++ });
   const config = parseApiConfig({
     DATABASE_URL: databaseUrl, SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer,
     SCALEGATE_LOG_LEVEL: 'silent',

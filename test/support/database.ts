@@ -27,3 +27,21 @@ export async function testAgentDatabaseUrl(db: Pool, databaseUrl: string): Promi
   if (!(await enableDataPlaneLogin(db, TEST_DATA_PLANE_PASSWORD))) throw new Error('the data-plane role does not exist: did migration 009 run?');
   return dataPlaneDatabaseUrl(databaseUrl, TEST_DATA_PLANE_PASSWORD);
 }
+
+/**
+ * `db` with every query observed: `query` is told of each one as it is sent, `rows` of how many
+ * rows each answered (before its caller sees them). The queries themselves are unchanged.
+ */
+export function observedPool(db: Pool, observe: { query?: () => void; rows?: (count: number) => void }): Pool {
+  return new Proxy(db, {
+    get(target, member, receiver) {
+      if (member !== 'query') return Reflect.get(target, member, receiver);
+      return (...args: unknown[]) => {
+        observe.query?.();
+        const result = (target.query as (...a: unknown[]) => unknown)(...args);
+        if (observe.rows && result instanceof Promise) result.then((answer: { rows?: unknown[] }) => observe.rows!(answer?.rows?.length ?? 0), () => {});
+        return result;
+      };
+    },
+  });
+}

@@ -17,7 +17,7 @@ function depsWithProbes(probe: (endpoint: string) => Promise<unknown>, partition
   };
   return {
     stores: {
-      registry: { getWorkload: async () => workload, listPlacements: async () => [] },
+      registry: { getWorkload: async () => workload, usedSlots: async () => ({}), getPlacement: async () => null },
       runtimes: { list: async () => [], agentTarget: async (id: string) => ({ endpoint: `http://${id}`, credential: 'c' }) },
     },
     agents: { probe: (target: { endpoint: string }) => probe(target.endpoint) },
