@@ -1,4 +1,5 @@
-// The messages every scalegate process shares (DESIGN.md §1 protocol/): import them from here.
+// The messages every scalegate process shares (DESIGN.md §1 protocol/): import them from here. The
+// workflows alone import the few modules they validate with (protocol/names.ts says why).
 export * from './agent';
 export * from './api';
 export * from './errors';

@@ -1,7 +1,7 @@
 // Stream jobs across boundaries (DESIGN.md §5 "stream", §6): the counters a subtask reports, the
 // checkpoint-clock command of the agent protocol, and the job view of GET /v1/jobs/:job.
 import { z } from 'zod';
-import { WorkloadName } from './workload';
+import { WorkloadName } from './names';
 
 /**
  * The counters a stream subtask reports in its task report's `counts` (numbers only, so they

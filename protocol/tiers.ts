@@ -4,7 +4,7 @@
 // Cron expressions are checked here for shape only; the API parses them with cron-parser
 // (domain/change-windows.ts `cronProblem`) and answers 422 naming the field.
 import { z } from 'zod';
-import { LIMITS, StepsSchema, WorkloadName } from './workload';
+import { LIMITS, StepsSchema, WorkloadName } from './names';
 
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 export const TierName = z.string().min(1).max(63).regex(DNS_LABEL, 'tier names are DNS labels: lowercase letters, digits and inner dashes');

@@ -2,23 +2,10 @@
 // message, shared by the API, the workflows (which validate their own JSON input), the agents,
 // the CLI and the tests.
 import { z } from 'zod';
+import { DNS_LABEL, LIMITS, Replicas, StepsSchema, WorkloadName, type ReplicaCount } from './names';
 
-/** Every input is bounded before any work is done on it: these are the bounds. */
-export const LIMITS = {
-  /** the most replicas any request may name; the API may be configured lower (SCALEGATE_MAX_REPLICAS) */
-  replicas: 10_000,
-  labels: 64,
-  argv: 256,
-  argLength: 4096,
-  envEntries: 256,
-  envValueLength: 8192,
-  partitions: 4096,
-  /** endpoints one workload may require every replica to reach */
-  requirements: 16,
-} as const;
-
-/** Lowercase DNS label (RFC 1123): what workload names and runtime ids must be. */
-const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+// The names, bounds and counts the workflows validate with live in ./names (see there why).
+export { ACCEPTABLE_UNKNOWNS, LIMITS, Replicas, RuntimeId, StepsSchema, WorkloadName, type ReplicaCount } from './names';
 
 export const LabelsSchema = z
   .record(
@@ -28,25 +15,10 @@ export const LabelsSchema = z
   .refine((labels) => Object.keys(labels).length <= LIMITS.labels, { message: `at most ${LIMITS.labels} labels` });
 export type Labels = z.infer<typeof LabelsSchema>;
 
-export const RuntimeId = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(DNS_LABEL, 'runtime ids are DNS labels: lowercase letters, digits and inner dashes');
-
-export const WorkloadName = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(DNS_LABEL, 'workload names are DNS labels: lowercase letters, digits and inner dashes');
-
 const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
   z.enum([...values, 'unknown'] as unknown as [T[number] | 'unknown', ...(T[number] | 'unknown')[]]).default('unknown');
 
 export const WORKLOAD_KINDS = ['service', 'consumer', 'stream'] as const;
-
-/** The unknowns a scale-out request may accept rather than be refused for (`accept`), each a gate row's. */
-export const ACCEPTABLE_UNKNOWNS = ['downstream'] as const;
 
 export const ContractSchema = z
   .strictObject({
@@ -132,7 +104,6 @@ const WorkloadTable = z
 // A fresh object per use: zod's refine moves `message` into `error` on the object it is handed.
 const sourceIsNotSink = () => ({ message: 'source and sink must be different tables', path: ['sink'] });
 
-
 /** A Kafka topic where a source table can stand (DESIGN.md §5 "Kafka sources"): `{"kafka": {"topic": "orders"}}`. */
 export const KafkaSourceSchema = z.strictObject({ kafka: z.strictObject({ topic: KafkaTopic }) });
 export type KafkaSource = z.infer<typeof KafkaSourceSchema>;
@@ -213,16 +184,6 @@ export const StreamSpecSchema = z
   });
 export type StreamSpec = z.infer<typeof StreamSpecSchema>;
 
-export const Replicas = z.union([
-  z.literal('all'),
-  z
-    .int({ message: 'replicas must be an integer ≥ 1 or "all"' })
-    .refine((n) => n !== 0, { message: 'replicas 0 is refused: retire (DELETE) or delete the workload instead' })
-    .refine((n) => n >= 1, { message: 'replicas must be an integer ≥ 1 or "all"' })
-    .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` }),
-]);
-export type ReplicaCount = z.infer<typeof Replicas>;
-
 /** host:port of a TCP endpoint: a DNS name, an IPv4 address or a bracketed IPv6 one. */
 const TcpEndpoint = z
   .string()
@@ -240,16 +201,6 @@ export const RequirementSchema = z.union([
 ]);
 export type Requirement = z.infer<typeof RequirementSchema>;
 export const RequiresSchema = z.array(RequirementSchema).max(LIMITS.requirements);
-
-/**
- * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,
- * "rest" the target (implied last). On a scale request, a workload (its scale-outs' default) or a
- * tier policy (its autoscaler's scale-outs).
- */
-export const StepsSchema = z
-  .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
-  .min(1)
-  .max(10);
 
 const workloadBase = {
   replicas: Replicas,
@@ -306,7 +257,6 @@ export const AssignmentSchema = z.object({
   partitions: z.array(z.int()).optional(),
 });
 export type Assignment = z.infer<typeof AssignmentSchema>;
-
 
 export const PlacementSchema = z.object({
   workload: z.string(),

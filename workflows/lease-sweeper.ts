@@ -9,7 +9,7 @@
 import { continueAsNew, log, ParentClosePolicy, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, SweepPassResult } from '../activities';
-import { RuntimeId } from '../protocol';
+import { RuntimeId } from '../protocol/names';
 import { failureMessage, formatDuration, parseInput, profiles, trackOperation } from './operation';
 import { recoverRuntime } from './recover-runtime';
 

@@ -6,7 +6,10 @@ import {
 } from '@temporalio/workflow';
 import type { z } from 'zod';
 import type { Activities } from '../activities';
-import { ADMIT_BY_MEMO, describeIssues, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, statusOfOutcome, WORKLOAD_KEY, type OperationStatusWord } from '../protocol';
+// Values from protocol's own modules, not its index: see protocol/names.ts for why.
+import { describeIssues } from '../protocol/issues';
+import { statusOfOutcome, type OperationStatusWord } from '../protocol/ledger';
+import { ADMIT_BY_MEMO, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol/search-attributes';
 
 export const phaseQuery = defineQuery<string>('phase');
 /** POST /v1/operations/:id/abort: an operator's abort, taken by every operation that changes a placement. */

@@ -12,7 +12,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
 import type { WorkloadRecovery } from '../domain/recovery';
-import { RuntimeId, type ReplicaCount } from '../protocol';
+import { RuntimeId, type ReplicaCount } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, isStalePlan, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';

@@ -10,7 +10,8 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, defineQuery, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
-import { WorkloadName, type LedgerOutcome } from '../protocol';
+import type { LedgerOutcome } from '../protocol';
+import { WorkloadName } from '../protocol/names';
 import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
 

@@ -3,7 +3,7 @@
 import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { WorkloadName } from '../protocol';
+import { WorkloadName } from '../protocol/names';
 import { parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
 import type { Plan } from '../domain/plan';
-import { Replicas, WorkloadName } from '../protocol';
+import { Replicas, WorkloadName } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 

@@ -8,7 +8,8 @@
 import { condition, continueAsNew, defineSignal, ParentClosePolicy, proxyActivities, setHandler, sleep, startChild, WorkflowIdReusePolicy, allHandlersFinished } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { FailedSubtasksSchema, WorkloadName, type FailedSubtasks } from '../protocol';
+import { WorkloadName } from '../protocol/names';
+import { FailedSubtasksSchema, type FailedSubtasks } from '../protocol/stream';
 import { formatDuration, parseInput, profiles, trackOperation } from './operation';
 import { stopTheWorldReplan } from './stop-the-world-replan';
 

@@ -1,0 +1,58 @@
+// The names, bounds and replica counts every message is built from, apart from the messages
+// themselves (./workload.ts re-exports them). The workflows validate their input with these alone:
+// every workflow run evaluates the modules its bundle imports (the SDK's per-run module isolation),
+// and the full message schemas cost a scale-out more CPU than its own logic did
+// (test/unit/workflow-imports.test.ts keeps them out).
+import { z } from 'zod';
+
+/** Every input is bounded before any work is done on it: these are the bounds. */
+export const LIMITS = {
+  /** the most replicas any request may name; the API may be configured lower (SCALEGATE_MAX_REPLICAS) */
+  replicas: 10_000,
+  labels: 64,
+  argv: 256,
+  argLength: 4096,
+  envEntries: 256,
+  envValueLength: 8192,
+  partitions: 4096,
+  /** endpoints one workload may require every replica to reach */
+  requirements: 16,
+} as const;
+
+/** Lowercase DNS label (RFC 1123): what workload names and runtime ids must be. */
+export const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export const RuntimeId = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(DNS_LABEL, 'runtime ids are DNS labels: lowercase letters, digits and inner dashes');
+
+export const WorkloadName = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(DNS_LABEL, 'workload names are DNS labels: lowercase letters, digits and inner dashes');
+
+/** The unknowns a scale-out request may accept rather than be refused for (`accept`), each a gate row's. */
+export const ACCEPTABLE_UNKNOWNS = ['downstream'] as const;
+
+export const Replicas = z.union([
+  z.literal('all'),
+  z
+    .int({ message: 'replicas must be an integer ≥ 1 or "all"' })
+    .refine((n) => n !== 0, { message: 'replicas 0 is refused: retire (DELETE) or delete the workload instead' })
+    .refine((n) => n >= 1, { message: 'replicas must be an integer ≥ 1 or "all"' })
+    .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` }),
+]);
+export type ReplicaCount = z.infer<typeof Replicas>;
+
+/**
+ * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,
+ * "rest" the target (implied last). On a scale request, a workload (its scale-outs' default) or a
+ * tier policy (its autoscaler's scale-outs).
+ */
+export const StepsSchema = z
+  .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
+  .min(1)
+  .max(10);
