@@ -17,7 +17,7 @@
 //   3. Scale operations through the HTTP API (POST /v1/workloads/:name/scale, service 1 → 2, no
 //      soak), request → workflow result, on the smallest fleet: a few alone, in sequence (the
 //      reference), then `ops` at once on distinct workloads with one worker, then `ops` others
-//      with two worker processes, each batch run once.
+//      with two worker processes, each batch run once; and what the cores allow (cpuCeiling).
 import fs from 'node:fs';
 import os from 'node:os';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -26,6 +26,7 @@ import { readStat, USER_HZ } from '../agent/drivers/proc';
 import { createPool } from '../store/db';
 import { startStack, type Stack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
+import { millisOf } from './support/history';
 import { percentile, SimulatedFleet, type HeartbeatFigures } from './support/simulated-fleet';
 
 const LEASE_TTL_MS = 45_000;
@@ -81,9 +82,6 @@ interface ActivityRun {
   completedAt: number;
   result: unknown;
 }
-
-const millisOf = (time: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
-  Number(time?.seconds ?? 0) * 1000 + Math.floor((time?.nanos ?? 0) / 1e6);
 
 /** The completed runs of activity `type` in the current run of `workflowId`, scheduled at or after `fromMs`. */
 async function activityRuns(stack: Stack, workflowId: string, type: string, fromMs: number): Promise<ActivityRun[]> {
@@ -245,6 +243,28 @@ async function timeShares(stack: Stack, runs: Timed[]): Promise<Record<string, {
     .sort((a, b) => b[1].queuedMs + b[1].runningMs - (a[1].queuedMs + a[1].runningMs)));
 }
 
+/**
+ * What the machine's cores allow, counted from the one-worker batch: the CPU each process spent per
+ * operation, the shortest wall time `batch` operations at once could take if every core did nothing
+ * else (their CPU ÷ the cores), and how much more throughput any added worker could bring before the
+ * cores are full (cores ÷ the cores in use). PostgreSQL's share can read low (backends that exited
+ * during the batch take their ticks with them), which only lowers the floor.
+ */
+function cpuCeiling(figures: { operations: number; wallMs: number; cpuShareOfOneCore: Record<string, number> }, batch: number) {
+  const cores = os.cpus().length;
+  const shares = Object.entries(figures.cpuShareOfOneCore).map(([name, share]) => [name, Math.max(0, share)] as const);
+  const cpuMsPerOperation = Object.fromEntries(shares.map(([name, share]) => [name, round((share * figures.wallMs) / figures.operations)]));
+  // the bench's own share is the simulated fleet and the clients: load on these cores, not the control plane's work
+  const controlPlaneCpuMsPerOperation = round(shares.filter(([name]) => name !== 'bench').reduce((sum, [, share]) => sum + (share * figures.wallMs) / figures.operations, 0));
+  const coresInUse = shares.reduce((sum, [, share]) => sum + share, 0);
+  return {
+    cores, cpuMsPerOperation, controlPlaneCpuMsPerOperation,
+    wallMsFloorForTheBatch: Math.round((batch * controlPlaneCpuMsPerOperation) / cores),
+    coresInUse: round(coresInUse, 2),
+    throughputHeadroom: round(cores / coresInUse, 2),
+  };
+}
+
 async function batchFigures(stack: Stack, runs: Timed[], cpu: Record<string, number>) {
   const latencies = runs.map((r) => r.endedAt - r.startedAt);
   const wallMs = Math.max(...runs.map((r) => r.endedAt)) - Math.min(...runs.map((r) => r.startedAt));
@@ -317,11 +337,13 @@ async function scaleOperations(stack: Stack, fleet: SimulatedFleet, cpu: Record<
   const referenceFigures = await batchFigures(stack, alone.result, alone.cpu);
   const one = await batchFigures(stack, first.result, first.cpu);
   const two = await batchFigures(stack, both.result, both.cpu);
+  const ceiling = cpuCeiling(one, batch);
   return {
     what: `service 1 → 2 (soakMs 0) through POST /v1/workloads/:name/scale, request → workflow result; fleet of ${fleet.size} simulated runtimes heartbeating`,
     alone: referenceFigures,
     concurrentOneWorker: one,
     concurrentTwoWorkers: two,
+    cpuCeiling: ceiling,
     ratios: {
       oneWorkerP95ToAloneP50: round(one.p95Ms / referenceFigures.p50Ms, 2),
       twoWorkersP95ToAloneP50: round(two.p95Ms / referenceFigures.p50Ms, 2),
@@ -403,7 +425,10 @@ async function main() {
             && window.heartbeats.acknowledgedShareOfOffered >= 0.98 && window.cpuShareOfOneCore.api < 0.5,
         })),
         concurrentP95WithinThreeTimesAloneP50: operations ? operations.ratios.oneWorkerP95ToAloneP50 <= 3 : null,
+        // whether these cores allow it at all: the batch's CPU alone against 3 × one operation's p50
+        concurrentP95GoalWithinTheseCores: operations ? operations.cpuCeiling.wallMsFloorForTheBatch <= 3 * operations.alone.p50Ms : null,
         twoWorkersAtLeast1_6xThroughput: operations ? operations.ratios.twoWorkersToOneWorkerThroughput >= 1.6 : null,
+        twoWorkersGoalWithinTheseCores: operations ? operations.cpuCeiling.throughputHeadroom >= 1.6 : null,
       },
       totalBenchMs: 0,
     };

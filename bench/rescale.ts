@@ -35,6 +35,7 @@ import { startStack, type Stack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
 import { defineWorkload, tasksOf } from '../test/support/workloads';
 import type { RescaleStatus } from '../workflows/rescale-operator';
+import { eventMillis } from './support/history';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../workflows/stop-the-world-replan';
 
 const JOB = 'bench-rescale';
@@ -126,7 +127,7 @@ async function activityTimeline(stack: Stack, workflowId: string, runId: string 
   const scheduled = new Map<string, { activity: string; at: number }>();
   const timeline: { activity: string; atMs: number; ms: number }[] = [];
   for (const event of history.events ?? []) {
-    const at = Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6);
+    const at = eventMillis(event);
     const attributes = event.activityTaskScheduledEventAttributes;
     if (attributes) scheduled.set(String(event.eventId), { activity: attributes.activityType?.name ?? '?', at });
     const done = event.activityTaskCompletedEventAttributes;

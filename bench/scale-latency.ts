@@ -16,6 +16,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { freePort, stopChild } from '../embedded/processes';
 import { startStack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
+import { eventMillis } from './support/history';
 
 const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
 
@@ -64,7 +65,7 @@ function unionLength(intervals: [number, number][]): number {
 
 /** Sums each activity type's scheduled → completed time and every workflow task's scheduled → completed time. */
 function spansOf(events: HistoryEvent[], into: Spans): void {
-  const at = (event: HistoryEvent) => Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6);
+  const at = eventMillis;
   const scheduled: Record<string, { type: string; at: number }> = {};
   const intervals: [number, number][] = [];
   let workflowTaskScheduledAt: number | null = null;
