@@ -69,10 +69,16 @@ function agent(stateDir = newStateDir(), range: PortRange = block.slice(SLICE_SI
   return { stateDir, range, host, events };
 }
 
+/**
+ * This file's workload name, unique to the run: its tests find a task's processes among every
+ * process of the machine (SCALEGATE_TASK_ID), and the files running beside it start tasks of
+ * workloads named web too (a clean-clone run saw their web-1-g1 here).
+ */
+const WORKLOAD = `hardening-${randomUUID().slice(0, 8)}`;
 let taskCounter = 0;
 function serviceStart(spec: unknown, overrides: Partial<TaskStart> = {}): TaskStart {
   taskCounter++;
-  return { taskId: `web-${taskCounter}-g1`, workload: 'web', kind: 'service', index: taskCounter, generation: 1, placementFence: 1, spec, ...overrides };
+  return { taskId: `${WORKLOAD}-${taskCounter}-g1`, workload: WORKLOAD, kind: 'service', index: taskCounter, generation: 1, placementFence: 1, spec, ...overrides };
 }
 
 const httpServerSpec = (extra: Record<string, unknown> = {}) => ({ command: [process.execPath, HTTP_SERVER], readiness: { http: '/healthz' }, ...extra });
