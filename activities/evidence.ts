@@ -19,12 +19,11 @@ export function evidenceActivities(deps: ActivityDeps) {
     /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
     async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[]; broker?: BrokerPartitions }> {
       const workload = await requireWorkload(input.workload);
-      // The others' replicas counted by the database, and the workload's own: not every placement read.
-      const [all, others, own] = await Promise.all([runtimes.list(), registry.usedSlots({ except: workload.name }), registry.getPlacement(workload.name)]);
+      // Every placement's replicas counted by the database, and the workload's own: not every placement read.
+      const [all, used, own] = await Promise.all([runtimes.list(), registry.usedSlots(), registry.getPlacement(workload.name)]);
       const hosts = new Set((own?.assignments ?? []).map((a) => a.runtimeId));
-      const used = (runtimeId: string) => (others[runtimeId] ?? 0) + (own?.assignments ?? []).filter((a) => a.runtimeId === runtimeId).length;
       const eligible = eligibleRuntimes(all, workload, now()).map((r) => ({
-        id: r.id, freeSlots: Math.max(0, r.slots - used(r.id)), alreadyHostsWorkload: hosts.has(r.id),
+        id: r.id, freeSlots: Math.max(0, r.slots - (used[r.id] ?? 0)), alreadyHostsWorkload: hosts.has(r.id),
       }));
       // Every recipient is probed at once, and the broker read beside them: the gates wait for the
       // slowest fact, not for their sum (issue 23, round trips).
