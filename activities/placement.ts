@@ -3,7 +3,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { DecisionStaleError, type DecidedTarget } from '../domain/plan';
 import type { Assignment, Placement, ReplicaCount, Unplaced, Workload } from '../protocol';
-import { StalePlacementError } from '../store/registry';
+import { DuplicateTaskIdError, StalePlacementError } from '../store/registry';
 import { createPlanner } from '../store/planner';
 import { lookups, type ActivityDeps } from './ports';
 import { createRendezvous, type Rendezvous } from './rendezvous-threads';
@@ -13,6 +13,7 @@ function stalePlan(error: unknown): never {
   if (error instanceof StalePlacementError || error instanceof DecisionStaleError) {
     throw ApplicationFailure.create({ type: 'stale-plan', message: error.message, nonRetryable: true });
   }
+  if (error instanceof DuplicateTaskIdError) throw ApplicationFailure.create({ type: error.code, message: error.message, nonRetryable: true });
   throw error;
 }
 

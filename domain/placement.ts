@@ -38,6 +38,12 @@ export interface PlacementInput {
   partitions?: number;
   /** task generation used in new task ids (a stop-the-world replan starts a new one); default 1 */
   generation?: number;
+  /**
+   * The fence the placement write will carry, when the generation was placed before: new task ids
+   * then carry it (`-f<fence>`), so no new task takes an id a live or stopped task of the
+   * generation held (DESIGN.md §3 "Task identity"). Unset for a generation's first placement.
+   */
+  writtenFence?: number;
   /** shared per-pass view of the fleet (see beginPlacementPass); must be built from the same runtimes and nowMs */
   pass?: PlacementPass;
 }
@@ -249,8 +255,13 @@ export function storeKeys(pass: PlacementPass, work: KeyWork, targets: readonly 
 // ---------------------------------------------------------------------------------------------
 // Placement
 
-export function taskIdFor(name: string, index: number, generation: number): string {
-  return `${name}-${index}-g${generation}`;
+/**
+ * A new task's id. A generation's first placement names its tasks `<name>-<index>-g<generation>`;
+ * every later write of the generation suffixes the fence it writes (which only grows), so an id is
+ * never minted twice even when scale-ins re-index survivors onto lower indices.
+ */
+export function taskIdFor(name: string, index: number, generation: number, writtenFence?: number): string {
+  return `${name}-${index}-g${generation}${writtenFence === undefined ? '' : `-f${writtenFence}`}`;
 }
 
 function readSpecPartitions(spec: unknown): number | undefined {
@@ -309,12 +320,13 @@ export function computePlacement(input: PlacementInput): PlacementResult {
     warnings.push(`selector matches nothing: no fresh READY runtime carries ${JSON.stringify(workload.selector)}`);
   }
   const generation = input.generation ?? 1;
+  const mintTaskId = (index: number): string => taskIdFor(workload.name, index, generation, input.writtenFence);
   const usedSlots = input.usedSlots ?? {};
   const oneTaskPerRuntime = workload.kind !== 'stream';
 
   const placed = input.colocatedWith
-    ? followLeader(input, input.colocatedWith, eligible, usedSlots, generation, warnings)
-    : placeByRendezvous(input, eligible, usedSlots, generation, oneTaskPerRuntime);
+    ? followLeader(input, input.colocatedWith, eligible, usedSlots, mintTaskId, warnings)
+    : placeByRendezvous(input, eligible, usedSlots, mintTaskId, oneTaskPerRuntime);
 
   const assignments = placed.assignments.sort((a, b) => a.index - b.index);
   const partitions = consumerPartitions(input);
@@ -346,7 +358,7 @@ function placeByRendezvous(
   input: PlacementInput,
   eligible: EligibleSet,
   usedSlots: Readonly<Record<string, number>>,
-  generation: number,
+  mintTaskId: (index: number) => string,
   oneTaskPerRuntime: boolean,
 ): Placed {
   const { workload } = input;
@@ -383,7 +395,7 @@ function placeByRendezvous(
   for (const runtimeId in tasksOnRuntime) if (isCandidate(eligible.runtimes[eligible.positionOf.get(runtimeId)!])) candidatesWithOwnTasks++;
 
   const newAssignment = (runtime: Runtime, index: number): void => {
-    assignments.push({ runtimeId: runtime.id, index, taskId: taskIdFor(workload.name, index, generation) });
+    assignments.push({ runtimeId: runtime.id, index, taskId: mintTaskId(index) });
     tasksOnRuntime[runtime.id] = (tasksOnRuntime[runtime.id] ?? 0) + 1;
   };
 
@@ -420,7 +432,7 @@ function followLeader(
   leader: readonly Assignment[],
   eligible: EligibleSet,
   usedSlots: Readonly<Record<string, number>>,
-  generation: number,
+  mintTaskId: (index: number) => string,
   warnings: string[],
 ): Placed {
   const { workload } = input;
@@ -456,7 +468,7 @@ function followLeader(
       warnings.push(`colocation split: replica ${index} cannot follow group "${groupName}" onto runtime ${runtimeId}: it ${refusal}`);
       return;
     }
-    assignments.push(sticky ? keepAssignment(previous) : { runtimeId, index, taskId: taskIdFor(workload.name, index, generation) });
+    assignments.push(sticky ? keepAssignment(previous) : { runtimeId, index, taskId: mintTaskId(index) });
     tasksOnRuntime[runtimeId] = ownTasks + 1;
   });
   return { assignments, desired: leader.length, missing };

@@ -97,6 +97,7 @@ function placeTarget(input: {
   usedSlots: Record<string, number>;
   colocatedWith: Assignment[] | undefined;
   generation: number;
+  writtenFence: number | undefined;
   wanted: number;
   pass: PlacementPass | undefined;
 }): { target: Assignment[]; unplaced: Unplaced | null; warnings: string[] } {
@@ -110,6 +111,7 @@ function placeTarget(input: {
       usedSlots: input.usedSlots,
       colocatedWith: input.colocatedWith,
       generation: input.generation,
+      writtenFence: input.writtenFence,
       pass: input.pass,
     });
     const warnings = [...result.warnings];
@@ -147,7 +149,8 @@ export function buildPlan(input: {
   if (pass) requirePassOf(pass, runtimes, nowMs);
   const current = input.placement !== undefined ? input.placement : input.placements.find((p) => p.workload === workload.name) ?? null;
   if (decided && decided.onFence !== (current?.fence ?? 0)) throw new DecisionStaleError(workload.name, decided.onFence, current?.fence ?? 0);
-  const generation = (current?.generation ?? 0) + (input.newGeneration || !current ? 1 : 0);
+  const firstOfGeneration = input.newGeneration || !current;
+  const generation = (current?.generation ?? 0) + (firstOfGeneration ? 1 : 0);
   const warnings: string[] = [];
   const eligible = pass ? eligibleInPass(pass, workload.selector) : eligibleRuntimes(runtimes, workload, nowMs);
   if (eligible.length === 0) warnings.push(`selector ${JSON.stringify(workload.selector)} matches no fresh READY runtime`);
@@ -175,6 +178,8 @@ export function buildPlan(input: {
     ? { target: decided.assignments, unplaced: null, warnings: decided.warnings ?? [] }
     : placeTarget({
         workload, replicas, runtimes, nowMs, generation, colocatedWith, wanted, pass,
+        // the write is compare-and-set on the current fence, so it carries the next one
+        writtenFence: firstOfGeneration || !current ? undefined : current.fence + 1,
         current: input.newGeneration ? [] : current?.assignments ?? [],
         usedSlots: input.usedSlots ?? usedSlotsByOthers(workload.name, input.placements),
       });

@@ -3,6 +3,7 @@
 // survivors with room under the per-instance limit, all-or-nothing per victim), and the survivors'
 // assignments afterwards. Pure: the scaleIn workflow runs it on evidence its activities captured.
 import { planConsolidation, UnitMove } from './consolidation';
+import { duplicateTaskIds } from './task-identity';
 import type { Assignment } from '../protocol';
 import { chooseVictims, ReplicaLoad } from './victims';
 
@@ -27,6 +28,13 @@ export function planScaleIn(input: {
   minReplicas?: number;
 }): ScaleInDecision {
   const { current, target } = input;
+  // Victims and survivors are told apart by task id: a repeated id would stop both of its tasks,
+  // so such a placement is refused whole (placement writes refuse it too; this guards older records).
+  const repeated = duplicateTaskIds(current);
+  if (repeated.length > 0) {
+    const reason = `task id ${repeated.join(', ')} names more than one replica: victims cannot be told apart`;
+    return { victims: [], survivors: current, moves: [], reasons: {}, stoppedAbove: { target, actual: current.length, reason } };
+  }
   const partitionCount = current.reduce((n, a) => n + (a.partitions?.length ?? 0), 0);
   const capacity = input.perInstanceLimit ?? Math.max(1, Math.ceil(partitionCount / Math.max(1, target)));
   const choice = chooseVictims({ replicas: input.loads, removeCount: Math.max(0, current.length - target), minReplicas: input.minReplicas });

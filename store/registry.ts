@@ -3,6 +3,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Assignment, PortPair, ReplicaCount, WorkloadDefinition } from '../protocol';
 import type { Placement, Unplaced, Workload } from '../protocol';
+import { duplicateTaskIds } from '../domain/task-identity';
 import { inTransaction } from './db';
 
 type Queryable = Pool | PoolClient;
@@ -14,6 +15,21 @@ export class StalePlacementError extends Error {
     readonly expectedFence: number,
   ) {
     super(`placement of ${workload} moved past fence ${expectedFence}: a newer decision exists, nothing was written`);
+  }
+}
+
+/** A placement that names one task id twice: two replicas could never be told apart, so it is never written. */
+export class DuplicateTaskIdError extends Error {
+  readonly code = 'duplicate-task-id';
+  constructor(
+    readonly workload: string,
+    readonly duplicates: Assignment[],
+  ) {
+    super(
+      `placement of ${workload} refused: task id ${duplicates[0].taskId} is held by ${duplicates
+        .map((a) => `index ${a.index} on ${a.runtimeId}`)
+        .join(' and ')}; every replica needs an id of its own`,
+    );
   }
 }
 
@@ -71,6 +87,8 @@ export function createRegistryStore(db: Pool) {
     options: { generation?: number; writer?: string; planId?: string } = {},
     q: Queryable = db,
   ): Promise<Placement> {
+    const [repeated] = duplicateTaskIds(assignments);
+    if (repeated !== undefined) throw new DuplicateTaskIdError(workload, assignments.filter((a) => a.taskId === repeated));
     const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null, options.planId ?? null];
     const { rows } =
       expectedFence === 0

@@ -12,7 +12,7 @@ import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createPlanner } from '../../store/planner';
 import { createPlanStore } from '../../store/plans';
-import { createRegistryStore } from '../../store/registry';
+import { createRegistryStore, DuplicateTaskIdError } from '../../store/registry';
 import { createRuntimeStore } from '../../store/runtimes';
 import { createTestDatabase, observedPool } from '../support/database';
 
@@ -87,4 +87,17 @@ it('gathers a scale-out\'s gate facts from the same counts', async () => {
   expect(facts.eligible).toEqual(Array.from({ length: RUNTIMES }, (_, i) => `rt-${i}`).sort().map((id) => ({
     id, freeSlots: 200 - (used[id] ?? 0), alreadyHostsWorkload: own.includes(id),
   })));
+});
+
+it('refuses a placement write that names one task id twice, naming both replicas, and writes nothing', async () => {
+  const before = await stores.registry.getPlacement('wl-003');
+  const twice = [
+    { runtimeId: 'rt-1', index: 0, taskId: 'wl-003-0-g1' },
+    { runtimeId: 'rt-2', index: 1, taskId: 'wl-003-2-g1' },
+    { runtimeId: 'rt-3', index: 2, taskId: 'wl-003-2-g1' },
+  ];
+  const write = stores.registry.writePlacement('wl-003', before!.fence, twice, { writer: 'test' });
+  await expect(write).rejects.toBeInstanceOf(DuplicateTaskIdError);
+  await expect(write).rejects.toThrow('task id wl-003-2-g1 is held by index 1 on rt-2 and index 2 on rt-3');
+  expect(await stores.registry.getPlacement('wl-003')).toEqual(before);
 });
