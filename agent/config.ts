@@ -28,6 +28,8 @@ export const AgentConfigSchema = z.object({
   databaseUrl: z.string().optional(),
   /** the Kafka brokers Kafka sources are read from (SCALEGATE_KAFKA_BROKERS, "host:port,...") */
   kafkaBrokers: z.string().max(4096).optional(),
+  /** the container engine's API socket (SCALEGATE_DOCKER_HOST, else DOCKER_HOST: unix:///path); without one, container workloads are refused here */
+  dockerSocket: z.string().min(1).max(4096).optional(),
   /** how far back a task's errors count as its current error rate (the scale-out baseline gate) */
   errorWindowMs: z.coerce.number().int().min(1_000).max(86_400_000).default(DEFAULT_ERROR_WINDOW_MS),
   /**
@@ -38,6 +40,13 @@ export const AgentConfigSchema = z.object({
   testBreak: z.enum(['drain-skips-commit']).optional(),
 });
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
+
+/** The socket path of a `unix:///path` engine address (only unix sockets are supported); undefined when unset. */
+export function socketPathOf(address: string | undefined): string | undefined {
+  if (!address) return undefined;
+  if (!address.startsWith('unix://')) throw new Error(`the container engine is reached on a unix socket (unix:///path), got ${address}`);
+  return address.slice('unix://'.length);
+}
 
 export function parseLabels(text: string | undefined): Record<string, string> {
   if (!text) return {};
@@ -76,6 +85,7 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
     portQuarantineMs: env.SCALEGATE_AGENT_PORT_QUARANTINE_MS,
     databaseUrl: env.DATABASE_URL,
     kafkaBrokers: env.SCALEGATE_KAFKA_BROKERS || undefined,
+    dockerSocket: socketPathOf(env.SCALEGATE_DOCKER_HOST || env.DOCKER_HOST),
     errorWindowMs: env.SCALEGATE_ERROR_WINDOW_MS,
     testBreak: env.SCALEGATE_TEST_BREAK || undefined,
   });

@@ -314,6 +314,15 @@ export class TaskHost {
         this.log('task restore failed', { taskId: start.taskId, error: messageOf(error) });
       }
     }
+    // What the drivers left that no task names now (a start in flight counts as hosted).
+    const isHosted = (taskId: string) => this.tasks.has(taskId) || this.pending.has(taskId);
+    for (const driver of new Set(Object.values(this.drivers))) {
+      if (!driver?.sweep) continue;
+      await driver.sweep(isHosted).then(
+        (removed) => removed.length > 0 && this.log('strays removed', { kind: driver.kind, tasks: removed }),
+        (error: unknown) => this.log('stray sweep failed', { kind: driver.kind, error: messageOf(error) }),
+      );
+    }
   }
 
   private driverFor(kind: WorkloadKind): TaskDriver {

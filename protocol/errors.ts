@@ -39,6 +39,8 @@ export const ERROR_CODES = {
   /** a new task's recipient cannot reach an endpoint its workload requires: nothing was started */
   'requirement-unreachable': { status: 503, retryable: true },
   'release-timeout': { status: 504, retryable: true },
+  /** the runtime's container engine cannot pull the workload's pinned image (or has no engine): nothing was started */
+  'image-unavailable': { status: 503, retryable: false },
   /** the agent's state folder refused a record (read-only, immutable, full): nothing changed; retry */
   'state-unwritable': { status: 503, retryable: true },
   'drain-deadline': { status: 504, retryable: false },

@@ -76,13 +76,44 @@ export const ServiceKafkaSchema = z.strictObject({
 });
 export type ServiceKafka = z.infer<typeof ServiceKafkaSchema>;
 
-export const ServiceSpecSchema = z.strictObject({
-  command: z.array(z.string().min(1).max(LIMITS.argLength)).min(1).max(LIMITS.argv),
-  env: EnvSchema.default({}),
-  readiness: z.union([z.strictObject({ http: UrlPath }), z.strictObject({ tcp: z.literal(true) })]).optional(),
-  graceMs: z.int().min(0).max(600000).default(5000),
-  kafka: ServiceKafkaSchema.optional(),
+/**
+ * A container image: `repository[:tag][@sha256:<digest>]`, the repository optionally behind a
+ * registry host (`127.0.0.1:5000/orders`). A tag is resolved to its digest when the workload is
+ * defined, so every node runs exactly one image (DESIGN.md §5 "container").
+ */
+export const ImageRefSchema = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(
+    /^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/,
+    'an image is repository[:tag][@sha256:<64 hex>], lowercase, optionally behind a registry host',
+  );
+/** The digest an image reference pins (`sha256:…`), or null when it names only a tag. */
+export const imageDigestOf = (image: string): string | null => /@(sha256:[a-f0-9]{64})$/.exec(image)?.[1] ?? null;
+
+/** A container's limits, enforced by its engine. */
+export const ContainerLimitsSchema = z.strictObject({
+  cpus: z.number().min(0.01).max(256).optional(),
+  memoryMiB: z.int().min(6).max(1_048_576).optional(),
 });
+
+export const ServiceSpecSchema = z
+  .strictObject({
+    /** the process to run; for a container, the image's command unless given */
+    command: z.array(z.string().min(1).max(LIMITS.argLength)).min(1).max(LIMITS.argv).optional(),
+    /** run each replica as a container of this image on the runtime's engine (the container driver) */
+    image: ImageRefSchema.optional(),
+    limits: ContainerLimitsSchema.optional(),
+    env: EnvSchema.default({}),
+    readiness: z.union([z.strictObject({ http: UrlPath }), z.strictObject({ tcp: z.literal(true) })]).optional(),
+    graceMs: z.int().min(0).max(600000).default(5000),
+    kafka: ServiceKafkaSchema.optional(),
+  })
+  .refine((spec) => spec.command !== undefined || spec.image !== undefined, { message: 'a service runs a command or an image: give one', path: ['command'] })
+  .refine((spec) => spec.limits === undefined || spec.image !== undefined, { message: 'limits are a container engine\'s: they need an image', path: ['limits'] });
+/** A service spec that runs a container. */
+export const isContainerSpec = (spec: ServiceSpec): spec is ServiceSpec & { image: string } => spec.image !== undefined;
 export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
 
 /**

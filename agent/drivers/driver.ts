@@ -39,9 +39,20 @@ export interface TaskDriver {
   start(task: TaskStart): Promise<TaskHandle>;
   /** Can this runtime reach the workload's source and destination? (scale-out connectivity gate) */
   probe?(spec: unknown): Promise<ProbeAnswer>;
+  /**
+   * After a restart's restore: remove what this driver left running that no hosted task names (a
+   * container of a task the control plane stopped while the agent was down). Answers their task ids.
+   */
+  sweep?(isHosted: (taskId: string) => boolean): Promise<string[]>;
   /** Release everything the driver holds (agent shutdown). */
   close?(): Promise<void>;
 }
+
+/** A service's probe answer: it declares no source or destination for the connectivity gate to reach. */
+export const serviceHasNoEndpoints = (): ProbeAnswer => ({
+  source: { ok: true, detail: 'a service declares no source to reach' },
+  destination: { ok: true, detail: 'a service declares no destination to reach' },
+});
 
 /** A driver refused a start for a reason the control plane should see (e.g. placement-unavailable). */
 export class DriverError extends CodedError {

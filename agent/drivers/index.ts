@@ -3,9 +3,29 @@ import type { WorkloadKind } from '../../protocol';
 import type { AgentConfig } from '../config';
 import { PortAllocator } from '../ports';
 import type { DriverContext, TaskDriver } from './driver';
+import { ServiceSpecSchema } from '../../protocol';
 import { createConsumerDriver } from './consumer';
+import { createContainerDriver } from './container';
+import { createEngine } from './engine';
 import { createProcessDriver } from './process';
 import { createStreamDriver } from './stream';
+
+/**
+ * A service runs as a process, or as a container when its spec names an image: one driver for the
+ * host, which sends each start to the one that runs it (drains go to the handle either returned).
+ */
+function routeServices(processes: TaskDriver, containers: TaskDriver): TaskDriver {
+  const runsContainer = (spec: unknown): boolean => ServiceSpecSchema.safeParse(spec).data?.image !== undefined;
+  return {
+    kind: 'service',
+    start: (task) => (runsContainer(task.spec) ? containers : processes).start(task),
+    probe: (spec) => (runsContainer(spec) ? containers : processes).probe!(spec),
+    sweep: (isHosted) => containers.sweep!(isHosted),
+    close: async () => {
+      await Promise.all([processes.close?.(), containers.close?.()]);
+    },
+  };
+}
 
 export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Partial<Record<WorkloadKind, TaskDriver>> {
   // Stream data listeners bind where the agent's HTTP server does and are reached at its endpoint's host.
@@ -17,5 +37,7 @@ export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Pa
     rangeEnd: config.portRangeEnd,
     quarantineMs: config.portQuarantineMs,
   });
-  return { service: createProcessDriver(context, ports), consumer: createConsumerDriver(context, { drainSkipsCommit: config.testBreak === 'drain-skips-commit' }), stream: createStreamDriver(context) };
+  const engine = config.dockerSocket ? createEngine(config.dockerSocket) : null;
+  const service = routeServices(createProcessDriver(context, ports), createContainerDriver(context, engine, ports, { bindHost: config.host }));
+  return { service, consumer: createConsumerDriver(context, { drainSkipsCommit: config.testBreak === 'drain-skips-commit' }), stream: createStreamDriver(context) };
 }

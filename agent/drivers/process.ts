@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
+import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
@@ -27,6 +27,7 @@ import { canIdentifyProcesses, CpuSampler, residentBytes, environmentVariable, g
 import { z } from 'zod';
 import {
   DriverError,
+  serviceHasNoEndpoints,
   type DrainReceipt,
   type DriverContext,
   type TaskDriver,
@@ -205,7 +206,7 @@ function signalGroup(pid: number, signal: NodeJS.Signals): string | undefined {
   }
 }
 
-interface ProbeOutcome {
+export interface ProbeOutcome {
   ready: boolean;
   /** why not, for status().detail while starting */
   detail: string;
@@ -213,7 +214,7 @@ interface ProbeOutcome {
   broken?: boolean;
 }
 
-function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
+export function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
   const target = `GET http://${LOOPBACK}:${port}${pathname}`;
   return new Promise((resolve) => {
     let request: http.ClientRequest;
@@ -235,7 +236,7 @@ function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
   });
 }
 
-async function probeTcp(port: number): Promise<ProbeOutcome> {
+export async function probeTcp(port: number): Promise<ProbeOutcome> {
   const target = `TCP ${LOOPBACK}:${port}`;
   const attempt = await connectTcp(LOOPBACK, port, PROBE_TIMEOUT_MS);
   if (attempt.ok) return { ready: true, detail: `readiness ${target} connected` };
@@ -772,11 +773,6 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     forget();
     return null;
   }
-
-  const serviceHasNoEndpoints = (): ProbeAnswer => ({
-    source: { ok: true, detail: 'a service declares no source to reach' },
-    destination: { ok: true, detail: 'a service declares no destination to reach' },
-  });
 
   return {
     kind: 'service',

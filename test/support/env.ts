@@ -14,6 +14,10 @@ export interface TestEnv {
   kafkaBrokers: string | null;
   /** why there is no shared broker (e.g. "no Java 17"), null when there is one */
   kafkaOff: string | null;
+  /** the shared Docker engine (DOCKER_HOST), its registry (host:port) and the test image pinned by digest; null when none could run */
+  containers: { dockerHost: string; registry: string; image: string } | null;
+  /** why there is no engine (e.g. "dockerd is not installed"), null when there is one */
+  containersOff: string | null;
   workflowBundlePath: string;
   /** the stack entries bundled to JavaScript (test/support/entry-bundles.ts): entry → script */
   entryScripts: Record<string, string>;

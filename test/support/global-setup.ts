@@ -4,6 +4,6 @@
 import { startSharedServers } from './shared-servers';
 
 export default async function setup(): Promise<void> {
-  const servers = await startSharedServers({ prefix: 'scalegate-test', kafka: true, log: (line) => process.stderr.write(`[global-setup] ${line}\n`) });
+  const servers = await startSharedServers({ prefix: 'scalegate-test', kafka: true, containers: true, log: (line) => process.stderr.write(`[global-setup] ${line}\n`) });
   (globalThis as Record<string, unknown>).__scalegateStop = servers.stop;
 }

@@ -5,6 +5,7 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { buildBusyboxImage, containerSupportMissing, startContainerEngine, startImageRegistry, type RunningEngine, type RunningRegistry } from '../../embedded/container-engine';
 import { startKafkaIfAvailable, type RunningKafka } from '../../embedded/kafka';
 import { startEmbeddedPostgres } from '../../embedded/postgres';
 import { freePort } from '../../embedded/processes';
@@ -18,14 +19,43 @@ export interface SharedServers {
   temporal: RunningTemporal;
   /** the Kafka broker, when one was asked for and can run here */
   kafka: RunningKafka | null;
+  /** the Docker engine and image registry, when asked for and they can run here */
+  containers: RunningContainers | null;
   /** stops the servers and removes their folders */
   stop(): Promise<void>;
+}
+
+interface RunningContainers {
+  engine: RunningEngine;
+  registry: RunningRegistry;
+  /** the test image, pinned: a busybox root that serves /www over httpd */
+  image: string;
+  stop(): Promise<void>;
+}
+
+/** One Docker engine, one registry and the test image for the whole run (or why there are none). */
+async function startContainers(dir: string, log?: (line: string) => void): Promise<{ containers: RunningContainers | null; off: string | null }> {
+  const missing = containerSupportMissing();
+  if (missing) return { containers: null, off: missing };
+  const [engine, registry] = await Promise.all([
+    startContainerEngine({ dir: path.join(dir, 'engine'), log }),
+    startImageRegistry({ dir: path.join(dir, 'registry'), log }),
+  ]);
+  try {
+    const image = buildBusyboxImage({ engine, registry: registry.address, repository: 'scalegate/web', tag: 'v1', workDir: dir, files: { 'www/index.html': 'v1\n' } });
+    return { containers: { engine, registry, image, stop: async () => { await Promise.all([engine.stop(), registry.stop()]); } }, off: null };
+  } catch (error) {
+    await Promise.all([engine.stop(), registry.stop()]);
+    throw error;
+  }
 }
 
 export async function startSharedServers(options: {
   prefix: string;
   /** also a Kafka broker (the jest global setup asks for one; it needs Java 17) */
   kafka?: boolean;
+  /** also a Docker engine and an image registry (the container driver's tests) */
+  containers?: boolean;
   log?: (line: string) => void;
 }): Promise<SharedServers> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.prefix}-`));
@@ -44,6 +74,9 @@ export async function startSharedServers(options: {
       ? freePort().then((port) => startKafkaIfAvailable({ port, dataDir: path.join(tmpDir, 'kafka'), logFile: path.join(tmpDir, 'kafka.log'), log: options.log }))
         .then((result) => ({ kafka: keep(result.kafka) ?? null, off: result.off ?? null }))
       : Promise.resolve({ kafka: null, off: 'not asked for' }),
+    options.containers
+      ? startContainers(path.join(tmpDir, 'containers'), options.log).then((result) => ({ containers: keep(result.containers ?? undefined) ?? null, off: result.off }))
+      : Promise.resolve({ containers: null, off: 'not asked for' }),
     bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') }),
     bundleStackEntries(path.join(tmpDir, 'entries')),
   ] as const;
@@ -53,13 +86,16 @@ export async function startSharedServers(options: {
     fs.rmSync(tmpDir, { recursive: true, force: true });
     throw failed.reason;
   }
-  const [temporal, postgres, { kafka, off: kafkaOff }, bundle, entryScripts] = await Promise.all(parts);
+  const [temporal, postgres, { kafka, off: kafkaOff }, { containers, off: containersOff }, bundle, entryScripts] = await Promise.all(parts);
   if (options.kafka && kafkaOff) options.log?.(`no Kafka broker: ${kafkaOff}`);
+  if (options.containers && containersOff) options.log?.(`no container engine: ${containersOff}`);
   const workflowBundlePath = path.join(tmpDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
   const env: TestEnv = {
     temporalAddress: temporal.address, temporalUiUrl: temporal.uiUrl, postgresAdminUrl: postgres.url, postgresPid: postgres.pid,
     kafkaBrokers: kafka?.brokers ?? null, kafkaOff, workflowBundlePath, entryScripts, tmpDir,
+    containers: containers ? { dockerHost: containers.engine.address, registry: containers.registry.address, image: containers.image } : null,
+    containersOff,
   };
   const envFile = path.join(tmpDir, 'env.json');
   fs.writeFileSync(envFile, JSON.stringify(env));
@@ -68,8 +104,9 @@ export async function startSharedServers(options: {
     env,
     temporal,
     kafka,
+    containers,
     async stop() {
-      await Promise.all([temporal.stop(), postgres.stop(), kafka?.stop()]);
+      await Promise.all([temporal.stop(), postgres.stop(), kafka?.stop(), containers?.stop()]);
       fs.rmSync(tmpDir, { recursive: true, force: true });
       fs.rmSync(postgres.dataDir, { recursive: true, force: true }); // may live outside tmpDir (see embedded/postgres.ts)
     },

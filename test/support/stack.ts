@@ -132,6 +132,8 @@ export async function startStack(options: {
     SCALEGATE_RECONCILE_INTERVAL_MS: '500',
     // the shared broker, for workloads that read a Kafka topic (control plane and agents alike)
     ...(env.kafkaBrokers ? { SCALEGATE_KAFKA_BROKERS: env.kafkaBrokers } : {}),
+    // the shared Docker engine, for container workloads
+    ...(env.containers ? { SCALEGATE_DOCKER_HOST: env.containers.dockerHost } : {}),
     ...options.env,
   };
   const processes: ServiceProcess[] = [];

@@ -1,0 +1,301 @@
+// The container driver (DESIGN.md §5 "container"): a service replica as a container of the Docker
+// engine beside the agent, with the process driver's contract. The image is pinned by digest (the
+// API resolved any tag when the workload was defined) and ensured on this engine before anything
+// is created: a node that cannot pull refuses the start (503 image-unavailable) with nothing
+// started. Limits are the engine's; the task's port pair is published on the runtime's bind
+// address; every workload container sits on one bridge network with inter-container traffic off.
+// Containers carry labels (runtime, workload, task id, incarnation, spec fingerprint), by which a
+// restarted agent adopts its own and removes the ones no hosted task names. The containers outlive
+// the agent (static stability): only a drain, a replacement or a stray sweep removes one.
+import { randomUUID } from 'node:crypto';
+import { ContainerLimitsSchema, describeIssues, imageDigestOf, ServiceSpecSchema, type ServiceSpec } from '../../protocol';
+import { doublingDelays } from '../../lib/backoff';
+import type { PortAllocator } from '../ports';
+import { DriverError, serviceHasNoEndpoints, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart, type TaskStatus } from './driver';
+import { EngineError, type ContainerInspect, type Engine } from './engine';
+import { portKeyFor, probeHttp, probeTcp, specFingerprint, type ProbeOutcome } from './process';
+import type { DrainOptions, DrainReceipt } from '../../protocol';
+import type { z } from 'zod';
+
+/** The bridge network every workload container joins (created on demand, inter-container communication off). */
+export const WORKLOAD_NETWORK = 'scalegate-workloads';
+/** Where a container listens: PORT and INTERNAL_PORT inside it, published on the runtime's pair. */
+export const CONTAINER_PORTS = { public: 8080, internal: 8081 } as const;
+export const LABEL = {
+  runtime: 'io.scalegate.runtime',
+  workload: 'io.scalegate.workload',
+  task: 'io.scalegate.task',
+  incarnation: 'io.scalegate.incarnation',
+  generation: 'io.scalegate.generation',
+  spec: 'io.scalegate.spec',
+} as const;
+/** How often a running container's state is read (an exit is seen within it). */
+const WATCH_MS = 1_000;
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+
+/** The engine's create parameters of a limits spec: NanoCpus and bytes. */
+export function engineLimits(limits: z.infer<typeof ContainerLimitsSchema> | undefined): { nanoCpus?: number; memoryBytes?: number } {
+  return {
+    ...(limits?.cpus !== undefined ? { nanoCpus: Math.round(limits.cpus * 1e9) } : {}),
+    ...(limits?.memoryMiB !== undefined ? { memoryBytes: limits.memoryMiB * 1024 * 1024 } : {}),
+  };
+}
+
+/** A container name unique on an engine that several agents share. */
+export const containerNameFor = (runtimeId: string, taskId: string): string => `scalegate-${runtimeId}-${taskId}`.replace(/[^A-Za-z0-9_.-]/g, '_');
+
+class ContainerTask implements TaskHandle {
+  private state: TaskStatus['state'] = 'starting';
+  private detail: string | undefined;
+  private stopping = false;
+  private cpuSample: { total: number; system: number } | null = null;
+  private usage: { cpuPercent?: number; memoryBytes?: number } = {};
+
+  constructor(
+    private readonly ctx: DriverContext,
+    private readonly engine: Engine,
+    private readonly ports: PortAllocator,
+    readonly start: TaskStart,
+    private readonly spec: ServiceSpec,
+    readonly pair: { public: number; internal: number },
+    readonly containerId: string,
+    readonly incarnation: string,
+    readonly adopted: boolean,
+  ) {}
+
+  get taskId(): string {
+    return this.start.taskId;
+  }
+
+  get isLive(): boolean {
+    return this.state === 'starting' || this.state === 'ready';
+  }
+
+  /** Readiness, then a watch of the container's state and usage until it ends or is stopped. */
+  run(): void {
+    void this.supervise().catch((error: unknown) => this.fail(`watching container ${this.containerId}: ${messageOf(error)}`));
+  }
+
+  private async supervise(): Promise<void> {
+    const began = Date.now();
+    const nextDelay = doublingDelays(20, 250);
+    while (this.state === 'starting' && !this.stopping) {
+      if (await this.ended()) return;
+      const readiness = this.spec.readiness;
+      let outcome: ProbeOutcome;
+      if (readiness === undefined) outcome = { ready: Date.now() - began >= 200, detail: 'no readiness probe: ready once running for 200 ms' };
+      else if ('http' in readiness) outcome = await probeHttp(this.pair.public, readiness.http);
+      else outcome = await probeTcp(this.pair.public);
+      if (this.stopping) return;
+      if (outcome.broken) return this.fail(outcome.detail);
+      if (outcome.ready) {
+        this.state = 'ready';
+        this.detail = undefined;
+        this.ctx.log('task-ready', { taskId: this.taskId, incarnation: this.incarnation, container: this.containerId });
+        break;
+      }
+      this.detail = outcome.detail;
+      await delay(nextDelay());
+    }
+    while (this.state === 'ready' && !this.stopping) {
+      if (await this.ended()) return;
+      await this.sampleUsage();
+      await delay(WATCH_MS);
+    }
+  }
+
+  /** True (and the task failed, with the engine's reason) when the container is no longer running. */
+  private async ended(): Promise<boolean> {
+    const inspected = await this.engine.inspect(this.containerId);
+    if (this.stopping) return true;
+    if (inspected?.State.Running) return false;
+    this.fail(inspected ? exitDetail(inspected) : `container ${this.containerId} was removed outside scalegate`);
+    return true;
+  }
+
+  private async sampleUsage(): Promise<void> {
+    const stats = await this.engine.stats(this.containerId).catch(() => null);
+    if (!stats) return;
+    const total = stats.cpu_stats.cpu_usage.total_usage;
+    const system = stats.cpu_stats.system_cpu_usage ?? 0;
+    const cpus = stats.cpu_stats.online_cpus ?? 1;
+    if (this.cpuSample && system > this.cpuSample.system) {
+      this.usage.cpuPercent = Math.round(((total - this.cpuSample.total) / (system - this.cpuSample.system)) * cpus * 1000) / 10;
+    }
+    this.cpuSample = { total, system };
+    if (stats.memory_stats.usage !== undefined) this.usage.memoryBytes = stats.memory_stats.usage;
+  }
+
+  private fail(detail: string): void {
+    if (!this.isLive) return;
+    this.state = 'failed';
+    this.detail = detail;
+    this.ctx.log('task-failed', { taskId: this.taskId, incarnation: this.incarnation, container: this.containerId, detail });
+  }
+
+  status(): TaskStatus {
+    const counts: Record<string, number> = { restarts: 0 };
+    if (this.usage.cpuPercent !== undefined) counts.cpuPercent = this.usage.cpuPercent;
+    // the container's memory as its engine counts it: the evidence's resident bytes
+    if (this.usage.memoryBytes !== undefined) counts.rssBytes = this.usage.memoryBytes;
+    if (this.adopted) counts.adopted = 1;
+    return {
+      taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, state: this.state, counts, errors: 0,
+      ports: this.pair, generation: this.start.generation,
+      detail: this.detail ?? `container ${this.containerId.slice(0, 12)} of ${this.spec.image}`,
+    };
+  }
+
+  /** The engine's stop with the task's grace, then remove; the port pair goes back to the allocator. */
+  async drain(options: DrainOptions): Promise<DrainReceipt> {
+    const began = Date.now();
+    this.stopping = true;
+    this.state = 'draining';
+    const graceMs = options.graceMs ?? this.spec.graceMs;
+    const before = await this.engine.inspect(this.containerId);
+    await this.engine.stop(this.containerId, graceMs / 1000);
+    const after = await this.engine.inspect(this.containerId);
+    // SIGKILL after the grace shows as exit code 137 on a container that was running
+    const forced = Boolean(before?.State.Running && after && after.State.ExitCode === 137);
+    await this.engine.remove(this.containerId);
+    await this.ports.release(portKeyFor(this.start), this.pair);
+    this.state = 'stopped';
+    this.ctx.log('task-stopped', { taskId: this.taskId, incarnation: this.incarnation, container: this.containerId, forced });
+    return { taskId: this.taskId, incarnation: this.incarnation, inFlight: 0, forced, durationMs: Date.now() - began };
+  }
+}
+
+function exitDetail(inspected: ContainerInspect): string {
+  const state = inspected.State;
+  const why = state.OOMKilled ? ' (killed: over its memory limit)' : state.Error ? ` (${state.Error})` : '';
+  return `container ${inspected.Id.slice(0, 12)} ${state.Status}, exit code ${state.ExitCode}${why}`;
+}
+
+export interface ContainerDriverOptions {
+  /** the address published ports bind to (the runtime's bind address) */
+  bindHost: string;
+}
+
+export function createContainerDriver(ctx: DriverContext, engine: Engine | null, ports: PortAllocator, options: ContainerDriverOptions): TaskDriver {
+  const tasks = new Map<string, ContainerTask>();
+  const ownLabels = { [LABEL.runtime]: ctx.runtimeId };
+
+  async function ensureImage(image: string): Promise<void> {
+    if (!engine) throw new DriverError('image-unavailable', `runtime ${ctx.runtimeId} has no container engine (set SCALEGATE_DOCKER_HOST): cannot run ${image}`);
+    try {
+      if ((await engine.imageId(image)) !== null) return;
+      await engine.pull(image);
+      if ((await engine.imageId(image)) === null) throw new Error('the engine reports no such image after the pull');
+    } catch (error) {
+      throw new DriverError('image-unavailable', `runtime ${ctx.runtimeId} cannot pull ${image}: ${messageOf(error)}; nothing was started`);
+    }
+  }
+
+  /** The container an earlier agent left for this task: adopted when it runs this generation and spec, else removed. */
+  async function takeOver(task: TaskStart, spec: ServiceSpec, fingerprint: string): Promise<ContainerTask | null> {
+    const left = await engine!.list({ ...ownLabels, [LABEL.task]: task.taskId });
+    let adopted: ContainerTask | null = null;
+    for (const summary of left) {
+      const labels = summary.Labels;
+      const recordedPair = await ports.recorded(portKeyFor(task));
+      const reusable = adopted === null && summary.State === 'running' && labels[LABEL.generation] === String(task.generation)
+        && labels[LABEL.spec] === fingerprint && recordedPair !== undefined && (await ports.claim(portKeyFor(task), recordedPair));
+      if (reusable) {
+        adopted = new ContainerTask(ctx, engine!, ports, task, spec, recordedPair, summary.Id, labels[LABEL.incarnation] ?? randomUUID(), true);
+        ctx.log('task-container-adopted', { taskId: task.taskId, container: summary.Id });
+        continue;
+      }
+      await engine!.remove(summary.Id);
+      ctx.log('task-container-replaced', { taskId: task.taskId, container: summary.Id, state: summary.State });
+    }
+    return adopted;
+  }
+
+  const start = async (task: TaskStart): Promise<TaskHandle> => {
+    if (task.kind !== 'service') throw new DriverError('invalid-spec', `the container driver runs service tasks, not ${task.kind}`);
+    const parsed = ServiceSpecSchema.safeParse(task.spec);
+    if (!parsed.success) throw new DriverError('invalid-spec', `service spec for ${task.workload}: ${describeIssues(parsed.error)}`);
+    const spec = parsed.data;
+    const image = spec.image;
+    if (!image || !imageDigestOf(image)) {
+      throw new DriverError('invalid-spec', `service ${task.workload}: image ${image ?? '(none)'} is not pinned by digest (define the workload through the API, which resolves tags)`);
+    }
+    const running = tasks.get(task.taskId);
+    if (running?.isLive) return running; // the same start retried
+
+    await ensureImage(image);
+    const fingerprint = specFingerprint(spec);
+    const adopted = await takeOver(task, spec, fingerprint);
+    if (adopted) {
+      tasks.set(task.taskId, adopted);
+      adopted.run();
+      return adopted;
+    }
+    const acquisition = await ports.acquire(portKeyFor(task)).catch((error: unknown) => {
+      if (error instanceof DriverError) throw error;
+      throw new DriverError('placement-unavailable', `no port pair for ${task.workload}/${task.index}: ${messageOf(error)}`);
+    });
+    const incarnation = randomUUID();
+    try {
+      await engine!.ensureNetwork(WORKLOAD_NETWORK);
+      const id = await engine!.create({
+        name: containerNameFor(ctx.runtimeId, task.taskId),
+        image,
+        command: spec.command,
+        env: { ...spec.env, PORT: String(CONTAINER_PORTS.public), INTERNAL_PORT: String(CONTAINER_PORTS.internal), SCALEGATE_TASK_ID: task.taskId },
+        labels: {
+          ...ownLabels, [LABEL.workload]: task.workload, [LABEL.task]: task.taskId, [LABEL.incarnation]: incarnation,
+          [LABEL.generation]: String(task.generation), [LABEL.spec]: fingerprint,
+        },
+        publish: {
+          [`${CONTAINER_PORTS.public}/tcp`]: { hostIp: options.bindHost, hostPort: acquisition.ports.public },
+          [`${CONTAINER_PORTS.internal}/tcp`]: { hostIp: options.bindHost, hostPort: acquisition.ports.internal },
+        },
+        network: WORKLOAD_NETWORK,
+        ...engineLimits(spec.limits),
+      });
+      const handle = new ContainerTask(ctx, engine!, ports, task, spec, acquisition.ports, id, incarnation, false);
+      tasks.set(task.taskId, handle);
+      try {
+        await engine!.start(id);
+      } catch (error) {
+        // created but not started: nothing may be left half-started
+        await engine!.remove(id).catch(() => undefined);
+        tasks.delete(task.taskId);
+        throw error;
+      }
+      ctx.log('task-container-started', { taskId: task.taskId, incarnation, container: id, image });
+      handle.run();
+      return handle;
+    } catch (error) {
+      await ports.release(portKeyFor(task), acquisition.ports).catch(() => undefined);
+      if (error instanceof DriverError) throw error;
+      const code = error instanceof EngineError && error.status === 404 ? 'image-unavailable' : 'spawn-failed';
+      throw new DriverError(code, `runtime ${ctx.runtimeId} could not start a container of ${image} for ${task.taskId}: ${messageOf(error)}`);
+    }
+  };
+
+  return {
+    kind: 'service',
+    start,
+    probe: async () => serviceHasNoEndpoints(),
+    async sweep(isHosted) {
+      if (!engine) return [];
+      const removed: string[] = [];
+      for (const summary of await engine.list(ownLabels)) {
+        const taskId = summary.Labels[LABEL.task];
+        if (taskId !== undefined && (isHosted(taskId) || tasks.has(taskId))) continue;
+        await engine.remove(summary.Id);
+        removed.push(taskId ?? summary.Id);
+        ctx.log('task-container-stray-removed', { taskId, container: summary.Id });
+      }
+      return removed;
+    },
+    // The containers run on without the agent (static stability); a restarted agent adopts them.
+    close: async () => {
+      tasks.clear();
+    },
+  };
+}

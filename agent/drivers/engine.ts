@@ -1,0 +1,212 @@
+// The Docker Engine API (v1.41: Debian's dockerd 20.10, and podman's compatible socket) over its
+// unix socket, through node:http: the dozen calls the container driver makes, typed, each bounded
+// in time. No client library: dockerode would add docker-modem and ssh2 (with an optional native
+// build) for calls that are one HTTP request each; see docs/architecture.md.
+import http from 'node:http';
+
+export const ENGINE_API_VERSION = 'v1.41';
+const CALL_TIMEOUT_MS = 30_000;
+/** A pull may take longer than a call: layers come over the network. */
+const PULL_TIMEOUT_MS = 300_000;
+
+/** An answer of the engine outside 2xx, with its status and the engine's message. */
+export class EngineError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EngineError';
+  }
+}
+
+export interface ContainerSummary {
+  Id: string;
+  Names: string[];
+  Labels: Record<string, string>;
+  State: string;
+}
+
+export interface ContainerInspect {
+  Id: string;
+  Image: string;
+  Config: { Labels: Record<string, string>; Image: string };
+  State: { Status: string; Running: boolean; ExitCode: number; StartedAt: string; FinishedAt: string; OOMKilled: boolean; Error: string };
+  HostConfig: { Memory: number; NanoCpus: number };
+  RestartCount: number;
+}
+
+export interface ContainerStats {
+  cpu_stats: { cpu_usage: { total_usage: number }; system_cpu_usage?: number; online_cpus?: number };
+  memory_stats: { usage?: number; limit?: number };
+}
+
+export interface ContainerCreate {
+  name: string;
+  image: string;
+  command?: string[];
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  /** container port (e.g. "8080/tcp") → host address and port it is published on */
+  publish: Record<string, { hostIp: string; hostPort: number }>;
+  memoryBytes?: number;
+  nanoCpus?: number;
+  network: string;
+}
+
+export interface Engine {
+  readonly socketPath: string;
+  ping(): Promise<void>;
+  /** the image's id when the engine holds `ref`, else null */
+  imageId(ref: string): Promise<string | null>;
+  /** pulls `ref` (a repository@digest or repository:tag); throws EngineError with the registry's word when it cannot */
+  pull(ref: string): Promise<void>;
+  /** creates a bridge network unless it exists; inter-container communication off */
+  ensureNetwork(name: string): Promise<void>;
+  /** removes the networks ensureNetwork created (with their bridge interfaces) */
+  removeNetworks(): Promise<void>;
+  create(spec: ContainerCreate): Promise<string>;
+  start(id: string): Promise<void>;
+  /** the engine's stop: SIGTERM, then SIGKILL after `graceSeconds` */
+  stop(id: string, graceSeconds: number): Promise<void>;
+  remove(id: string): Promise<void>;
+  /** null when no such container exists */
+  inspect(id: string): Promise<ContainerInspect | null>;
+  /** every container (running or not) that carries all of `labels` */
+  list(labels: Record<string, string>): Promise<ContainerSummary[]>;
+  stats(id: string): Promise<ContainerStats | null>;
+}
+
+interface Answer {
+  status: number;
+  body: string;
+}
+
+function request(socketPath: string, method: string, path: string, body: unknown, timeoutMs: number): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      {
+        socketPath, method, path: `/${ENGINE_API_VERSION}${path}`, timeout: timeoutMs,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`the engine at ${socketPath} did not answer ${method} ${path} within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** The engine's own message of an error answer ({"message": ...}), else the raw body. */
+function messageOf(answer: Answer): string {
+  try {
+    const parsed = JSON.parse(answer.body) as { message?: unknown };
+    if (typeof parsed.message === 'string') return parsed.message;
+  } catch {
+    // not JSON: the body as it is
+  }
+  return answer.body.trim().slice(0, 500) || `HTTP ${answer.status}`;
+}
+
+export function createEngine(socketPath: string): Engine {
+  const call = async (method: string, path: string, body?: unknown, options: { allow?: number[]; timeoutMs?: number } = {}): Promise<Answer> => {
+    const answer = await request(socketPath, method, path, body, options.timeoutMs ?? CALL_TIMEOUT_MS);
+    if ((answer.status < 200 || answer.status >= 300) && !(options.allow ?? []).includes(answer.status)) {
+      throw new EngineError(answer.status, `${method} ${path.split('?')[0]}: ${messageOf(answer)}`);
+    }
+    return answer;
+  };
+  const json = <T>(answer: Answer): T => JSON.parse(answer.body) as T;
+
+  return {
+    socketPath,
+    async ping() {
+      await call('GET', '/_ping');
+    },
+    async imageId(ref) {
+      const answer = await call('GET', `/images/${encodeURIComponent(ref)}/json`, undefined, { allow: [404] });
+      return answer.status === 404 ? null : json<{ Id: string }>(answer).Id;
+    },
+    async pull(ref) {
+      const answer = await call('POST', `/images/create?fromImage=${encodeURIComponent(ref)}`, undefined, { timeoutMs: PULL_TIMEOUT_MS });
+      // A failure after the answer began comes as a progress line {"error": ...}.
+      for (const line of answer.body.split('\n')) {
+        if (!line.trim()) continue;
+        let parsed: { error?: unknown };
+        try {
+          parsed = JSON.parse(line) as { error?: unknown };
+        } catch {
+          continue;
+        }
+        if (typeof parsed.error === 'string') throw new EngineError(answer.status, `pull ${ref}: ${parsed.error}`);
+      }
+    },
+    async ensureNetwork(name) {
+      const existing = await call('GET', `/networks/${encodeURIComponent(name)}`, undefined, { allow: [404] });
+      if (existing.status !== 404) return;
+      await call('POST', '/networks/create', {
+        Name: name, Driver: 'bridge', CheckDuplicate: true,
+        Options: { 'com.docker.network.bridge.enable_icc': 'false' },
+        Labels: { 'io.scalegate.network': 'workloads' },
+      }, { allow: [409] }); // another agent on this engine created it meanwhile
+    },
+    async removeNetworks() {
+      const filters = encodeURIComponent(JSON.stringify({ label: ['io.scalegate.network=workloads'] }));
+      const networks = json<{ Id: string }[]>(await call('GET', `/networks?filters=${filters}`));
+      for (const network of networks) await call('DELETE', `/networks/${network.Id}`, undefined, { allow: [404] });
+    },
+    async create(spec) {
+      const exposed: Record<string, object> = {};
+      const bindings: Record<string, { HostIp: string; HostPort: string }[]> = {};
+      for (const [containerPort, host] of Object.entries(spec.publish)) {
+        exposed[containerPort] = {};
+        bindings[containerPort] = [{ HostIp: host.hostIp, HostPort: String(host.hostPort) }];
+      }
+      const answer = await call('POST', `/containers/create?name=${encodeURIComponent(spec.name)}`, {
+        Image: spec.image,
+        ...(spec.command ? { Cmd: spec.command } : {}),
+        Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
+        Labels: spec.labels,
+        ExposedPorts: exposed,
+        HostConfig: {
+          PortBindings: bindings,
+          NetworkMode: spec.network,
+          ...(spec.memoryBytes ? { Memory: spec.memoryBytes, MemorySwap: spec.memoryBytes } : {}),
+          ...(spec.nanoCpus ? { NanoCpus: spec.nanoCpus } : {}),
+          // the agent supervises restarts (DESIGN.md §3 "Supervision"), not the engine
+          RestartPolicy: { Name: 'no' },
+        },
+      });
+      return json<{ Id: string }>(answer).Id;
+    },
+    async start(id) {
+      await call('POST', `/containers/${encodeURIComponent(id)}/start`, undefined, { allow: [304] });
+    },
+    async stop(id, graceSeconds) {
+      await call('POST', `/containers/${encodeURIComponent(id)}/stop?t=${Math.max(0, Math.ceil(graceSeconds))}`, undefined, {
+        allow: [304, 404], timeoutMs: CALL_TIMEOUT_MS + graceSeconds * 1000,
+      });
+    },
+    async remove(id) {
+      await call('DELETE', `/containers/${encodeURIComponent(id)}?force=true&v=true`, undefined, { allow: [404] });
+    },
+    async inspect(id) {
+      const answer = await call('GET', `/containers/${encodeURIComponent(id)}/json`, undefined, { allow: [404] });
+      return answer.status === 404 ? null : json<ContainerInspect>(answer);
+    },
+    async list(labels) {
+      const filters = JSON.stringify({ label: Object.entries(labels).map(([key, value]) => `${key}=${value}`) });
+      return json<ContainerSummary[]>(await call('GET', `/containers/json?all=true&filters=${encodeURIComponent(filters)}`));
+    },
+    async stats(id) {
+      const answer = await call('GET', `/containers/${encodeURIComponent(id)}/stats?stream=false`, undefined, { allow: [404, 409] });
+      return answer.status === 200 ? json<ContainerStats>(answer) : null;
+    },
+  };
+}

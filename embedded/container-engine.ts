@@ -1,0 +1,144 @@
+// A Docker engine and an image registry of our own, for the container driver (DESIGN.md §2, §5):
+// Debian's `dockerd` (docker.io) with its data, exec root and API socket in a folder of the run,
+// no default bridge and no iptables rules on the host, and Debian's `docker-registry` (the
+// distribution registry) on loopback, so images are pushed and pulled by digest for real. Nothing
+// comes from a public registry: the test image is a root folder of Debian's busybox-static,
+// imported and pushed here (reference/runtimes.md).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createEngine, type Engine } from '../agent/drivers/engine';
+import { freePort, stopChild } from './processes';
+import { onPath } from './temporal-cli';
+
+const ENGINE_READY_MS = 60_000;
+const BUSYBOX = '/bin/busybox';
+/** The applets the test image links to busybox. */
+const APPLETS = ['sh', 'httpd', 'nc', 'sleep', 'echo', 'cat', 'ls', 'kill', 'true', 'false', 'wget'];
+
+/** Why containers cannot run here (a missing program), or null when they can. */
+export function containerSupportMissing(): string | null {
+  for (const program of ['dockerd', 'docker', 'docker-registry']) {
+    if (!onPath(program)) return `${program} is not installed (apt-get install docker.io docker-registry busybox-static)`;
+  }
+  if (!fs.existsSync(BUSYBOX)) return `${BUSYBOX} is missing (apt-get install busybox-static)`;
+  return null;
+}
+
+export interface RunningEngine {
+  socketPath: string;
+  /** DOCKER_HOST / SCALEGATE_DOCKER_HOST */
+  address: string;
+  engine: Engine;
+  /** removes every container and network this engine holds, then stops it */
+  stop(): Promise<void>;
+}
+
+async function waitUntil(what: string, timeoutMs: number, ready: () => Promise<boolean>, alive: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let pause = 20; ; pause = Math.min(500, pause * 2)) {
+    if (await ready().catch(() => false)) return;
+    if (!alive()) throw new Error(`${what} exited before it answered`);
+    if (Date.now() > deadline) throw new Error(`${what} did not answer within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+}
+
+function logTo(file: string): fs.WriteStream {
+  return fs.createWriteStream(file, { flags: 'a' });
+}
+
+/** Starts dockerd with everything under `dir`; resolves once its API answers. */
+export async function startContainerEngine(options: { dir: string; log?: (line: string) => void }): Promise<RunningEngine> {
+  const dir = path.resolve(options.dir);
+  fs.mkdirSync(dir, { recursive: true });
+  // unix socket paths are short (108 bytes): the socket gets a short name in the folder
+  const socketPath = path.join(dir, 'd.sock');
+  const child: ChildProcess = spawn('dockerd', [
+    '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--pidfile', path.join(dir, 'dockerd.pid'),
+    '-H', `unix://${socketPath}`, '--bridge=none', '--iptables=false', '--ip6tables=false', '--ip-masq=false',
+  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = logTo(path.join(dir, 'dockerd.log'));
+  child.stdout?.pipe(out);
+  child.stderr?.pipe(out);
+  let exited = false;
+  child.on('exit', () => { exited = true; });
+  const engine = createEngine(socketPath);
+  const started = Date.now();
+  await waitUntil('dockerd', ENGINE_READY_MS, async () => { await engine.ping(); return true; }, () => !exited);
+  options.log?.(`docker engine ready in ${Date.now() - started} ms on unix://${socketPath}`);
+  return {
+    socketPath, address: `unix://${socketPath}`, engine,
+    async stop() {
+      if (!exited) {
+        // Containers first (the engine would give each its 10 s stop timeout), then the networks,
+        // so no bridge interface outlives the engine.
+        const containers = await engine.list({}).catch(() => []);
+        await Promise.all(containers.map((c) => engine.remove(c.Id).catch(() => undefined)));
+        await engine.removeNetworks().catch(() => undefined);
+      }
+      await stopChild(child, 15_000);
+      out.end();
+    },
+  };
+}
+
+export interface RunningRegistry {
+  /** host:port, as image references name it */
+  address: string;
+  stop(): Promise<void>;
+}
+
+/** Starts Debian's docker-registry on a free loopback port, storing under `dir`. */
+export async function startImageRegistry(options: { dir: string; port?: number; log?: (line: string) => void }): Promise<RunningRegistry> {
+  const dir = path.resolve(options.dir);
+  fs.mkdirSync(dir, { recursive: true });
+  const port = options.port ?? (await freePort());
+  const config = path.join(dir, 'registry.yml');
+  fs.writeFileSync(config, [
+    'version: 0.1', 'log:', '  level: warn', 'storage:', '  filesystem:', `    rootdirectory: ${path.join(dir, 'storage')}`,
+    '  delete:', '    enabled: true', 'http:', `  addr: 127.0.0.1:${port}`, '',
+  ].join('\n'));
+  const child = spawn('docker-registry', ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = logTo(path.join(dir, 'registry.log'));
+  child.stdout?.pipe(out);
+  child.stderr?.pipe(out);
+  let exited = false;
+  child.on('exit', () => { exited = true; });
+  const address = `127.0.0.1:${port}`;
+  await waitUntil('docker-registry', 30_000, async () => (await fetch(`http://${address}/v2/`)).ok, () => !exited);
+  options.log?.(`image registry ready on ${address}`);
+  return { address, stop: async () => { await stopChild(child, 5_000); out.end(); } };
+}
+
+/**
+ * Builds the busybox test image (`<registry>/<repository>:<tag>`) from a root folder of
+ * busybox-static, pushes it, and answers its pinned reference `<registry>/<repository>@sha256:…`.
+ * `files` are written into the root first (e.g. an index page).
+ */
+export function buildBusyboxImage(options: { engine: RunningEngine; registry: string; repository: string; tag: string; workDir: string; files?: Record<string, string> }): string {
+  const root = path.join(options.workDir, `${options.repository.replace(/\W/g, '_')}-${options.tag}-root`);
+  fs.rmSync(root, { recursive: true, force: true });
+  fs.mkdirSync(path.join(root, 'bin'), { recursive: true });
+  fs.copyFileSync(BUSYBOX, path.join(root, 'bin', 'busybox'));
+  fs.chmodSync(path.join(root, 'bin', 'busybox'), 0o755);
+  for (const applet of APPLETS) fs.symlinkSync('busybox', path.join(root, 'bin', applet));
+  for (const [file, content] of Object.entries(options.files ?? {})) {
+    fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
+    fs.writeFileSync(path.join(root, file), content);
+  }
+  const tagged = `${options.registry}/${options.repository}:${options.tag}`;
+  const env = { ...process.env, DOCKER_HOST: options.engine.address };
+  const docker = (args: string[], input?: Buffer): string => {
+    const result = spawnSync('docker', args, { env, input, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    if (result.status !== 0) throw new Error(`docker ${args.join(' ')}: ${result.stderr || result.stdout}`);
+    return result.stdout;
+  };
+  const tar = spawnSync('tar', ['-C', root, '-c', '.'], { maxBuffer: 64 * 1024 * 1024 });
+  if (tar.status !== 0) throw new Error(`tar of ${root}: ${tar.stderr.toString()}`);
+  docker(['import', '--change', 'ENV PATH=/bin', '-', tagged], tar.stdout);
+  const pushed = docker(['push', tagged]);
+  const digest = /digest: (sha256:[a-f0-9]{64})/.exec(pushed)?.[1];
+  if (!digest) throw new Error(`docker push ${tagged} printed no digest: ${pushed}`);
+  return `${options.registry}/${options.repository}@${digest}`;
+}
