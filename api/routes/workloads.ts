@@ -8,6 +8,7 @@ import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { retireWorkload } from '../../workflows/retire-workload';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
+import { ImageResolveError, pinImage } from '../../lib/image-registry';
 import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
@@ -29,6 +30,16 @@ async function checkBrokerPartitions(deps: ApiDeps, topic: string | null, declar
   }
 }
 
+/** A container service's image pinned by digest (a tag resolved at its registry), so every node runs one image. */
+async function pinnedSpec<T extends { image?: string }>(spec: T): Promise<T> {
+  if (spec.image === undefined) return spec;
+  const image = await pinImage(spec.image).catch((error: unknown) => {
+    if (error instanceof ImageResolveError && error.reason === 'missing') throw new ApiError('invalid-spec', `${error.message}; nothing was defined`);
+    throw new ApiError('image-unavailable', `${(error as Error).message}; nothing was defined, retry`);
+  });
+  return { ...spec, image };
+}
+
 export function workloadRoutes(deps: ApiDeps) {
   const requireWorkload = async (name: string) => {
     const workload = await deps.registry.getWorkload(name);
@@ -46,7 +57,8 @@ export function workloadRoutes(deps: ApiDeps) {
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, sourceTopicOf(body.spec), body.spec.partitions, 'spec.partitions');
         if (body.kind === 'service' && body.spec.kafka) await checkBrokerPartitions(deps, body.spec.kafka.topic, body.contract.partitions, 'contract.partitions');
-        const workload = await deps.registry.putWorkload(params.name, body);
+        const definition = body.kind === 'service' ? { ...body, spec: await pinnedSpec(body.spec) } : body;
+        const workload = await deps.registry.putWorkload(params.name, definition);
         return ok(workload, existed ? 200 : 201);
       },
     }),

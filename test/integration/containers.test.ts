@@ -1,0 +1,73 @@
+// Container services on the real stack, its agents on the run's real Docker engine and registry
+// (issue 34): a tag is pinned to its digest when the workload is defined, every replica runs that
+// digest with the engine's limits, and a scale-in leaves no container of a removed replica.
+import { LABEL } from '../../agent/drivers/container';
+import { createEngine, type Engine } from '../../agent/drivers/engine';
+import { testEnv } from '../support/env';
+import { startStack, type Stack } from '../support/stack';
+import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
+
+const env = testEnv();
+const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
+let stack: Stack;
+let engine: Engine;
+const AGENTS = ['a', 'b', 'c'].map((zone) => ({ id: `box-${zone}-${process.pid}`, labels: { zone } }));
+
+beforeAll(async () => {
+  if (!env.containers) throw new Error(`no container engine for this run: ${env.containersOff}`);
+  engine = createEngine(env.containers.dockerHost.slice('unix://'.length));
+  stack = await startStack({ agents: AGENTS });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const tagged = () => `${env.containers!.registry}/scalegate/web:v1`;
+const webService = (image: string, replicas: number) => ({
+  kind: 'service', replicas, contract: SERVICE_CONTRACT,
+  spec: { image, command: ['httpd', '-f', '-p', '8080', '-h', '/www'], readiness: { http: '/index.html' }, limits: { cpus: 0.25, memoryMiB: 32 }, graceMs: 1000 },
+});
+/** The containers the stack's agents run for `workload`, as the engine lists them. */
+async function containersOf(workload: string) {
+  const all = await Promise.all(AGENTS.map((agent) => engine.list({ [LABEL.runtime]: agent.id, [LABEL.workload]: workload })));
+  return all.flat();
+}
+
+describe('a container service', () => {
+  it('is defined with its tag pinned to the digest the registry serves', async () => {
+    const put = await stack.api('PUT', '/v1/workloads/pinned', { body: webService(tagged(), 1) });
+    expect(put.status).toBe(201);
+    expect(put.body.spec.image).toBe(env.containers!.image);
+  });
+
+  it('is refused when its registry has no such tag, with nothing defined', async () => {
+    const put = await stack.api('PUT', '/v1/workloads/untagged', { body: webService(`${env.containers!.registry}/scalegate/web:no-such-tag`, 1) });
+    expect(put).toMatchObject({ status: 422, body: { error: 'invalid-spec', message: expect.stringContaining('has no scalegate/web:no-such-tag') } });
+    expect((await stack.api('GET', '/v1/workloads/untagged', { role: 'viewer' })).status).toBe(404);
+  });
+
+  it('scales 1 → 3 → 1: every replica runs the pinned digest with its limits and answers on its port; the removed leave no container', async () => {
+    await defineWorkload(stack, 'boxes', webService(tagged(), 1), 1);
+    const out = await scaleAndWait(stack, 'boxes', { replicas: 3, soakMs: 0 }, 'scaleOut');
+    expect(out.status).toBe('completed');
+    const ready = await stack.waitFor('3 ready replicas', async () => {
+      const tasks = (await tasksOf(stack, 'boxes')).filter((t) => t.state === 'ready');
+      return tasks.length === 3 ? tasks : null;
+    });
+    const running = await containersOf('boxes');
+    expect(running.map((c) => c.Labels[LABEL.task]).sort()).toEqual(ready.map((t) => t.taskId).sort());
+    for (const container of running) {
+      const inspected = (await engine.inspect(container.Id))!;
+      expect(inspected.Config.Image).toBe(env.containers!.image);
+      expect(inspected.HostConfig).toMatchObject({ NanoCpus: 250_000_000, Memory: 32 * 1024 * 1024 });
+    }
+    for (const task of ready) expect(await (await fetch(`http://127.0.0.1:${task.ports.public}/index.html`)).text()).toBe('v1\n');
+
+    const inOperation = await scaleAndWait(stack, 'boxes', { replicas: 1 }, 'scaleIn');
+    expect(inOperation.status).toBe('completed');
+    const removed = inOperation.scaleIn.victims.map((v: { taskId: string }) => v.taskId).sort();
+    expect(removed).toHaveLength(2);
+    const left = await containersOf('boxes');
+    expect(left.map((c) => c.Labels[LABEL.task])).toEqual([ready.map((t) => t.taskId).find((id) => !removed.includes(id))]);
+  });
+});
