@@ -16,7 +16,8 @@ const AGENTS = ['a', 'b', 'c'].map((zone) => ({ id: `box-${zone}-${process.pid}`
 beforeAll(async () => {
   if (!env.containers) throw new Error(`no container engine for this run: ${env.containersOff}`);
   engine = createEngine(env.containers.dockerHost.slice('unix://'.length));
-  stack = await startStack({ agents: AGENTS });
+  // A lease longer than an agent restart: the agent killed below comes back before anyone declares it LOST.
+  stack = await startStack({ agents: AGENTS, leaseTtlMs: 60_000 });
 });
 afterAll(async () => {
   await stack?.stop();
@@ -69,5 +70,36 @@ describe('a container service', () => {
     expect(removed).toHaveLength(2);
     const left = await containersOf('boxes');
     expect(left.map((c) => c.Labels[LABEL.task])).toEqual([ready.map((t) => t.taskId).find((id) => !removed.includes(id))]);
+  });
+
+  it('survives its agent: SIGKILLed and back, the agent adopts its containers (same ids), replaces the one removed by hand, and removes the one no placement names', async () => {
+    for (const name of ['kept', 'lost']) await defineWorkload(stack, name, webService(env.containers!.image, 3), 3);
+    const host = AGENTS[0].id;
+    // (the host also runs the earlier tests' replicas: only these two workloads' containers are looked at)
+    const before = new Map((await engine.list({ [LABEL.runtime]: host })).map((c) => [c.Labels[LABEL.workload], c.Id]));
+    const agent = stack.agents[host];
+    agent.process.kill('SIGKILL');
+    await agent.process.exited;
+    // While it is away: one of its containers goes, and one appears that no placement names.
+    await engine.remove(before.get('lost')!);
+    const stray = await engine.create({
+      name: `stray-${process.pid}`, image: env.containers!.image, command: ['sleep', '600'], env: {}, publish: {}, network: 'bridge',
+      labels: { [LABEL.runtime]: host, [LABEL.workload]: 'kept', [LABEL.task]: 'kept-9-g1' },
+    });
+    await engine.start(stray);
+
+    await stack.startAgent(AGENTS[0]);
+    const settled = await stack.waitFor('the agent adopted, replaced and swept', async () => {
+      const now = (await engine.list({ [LABEL.runtime]: host })).filter((c) => ['kept', 'lost'].includes(c.Labels[LABEL.workload]));
+      const tasks = (await tasksOf(stack, 'lost')).filter((t) => t.runtimeId === host && t.state === 'ready');
+      return now.length === 2 && tasks.length === 1 ? now : null;
+    });
+    const after = new Map(settled.map((c) => [c.Labels[LABEL.workload], c.Id]));
+    expect(after.get('kept')).toBe(before.get('kept'));
+    expect(after.get('lost')).not.toBe(before.get('lost'));
+    expect(await engine.inspect(stray)).toBeNull();
+    const placed = await Promise.all(['kept', 'lost'].map(async (name) => (await stack.api('GET', `/v1/workloads/${name}`, { role: 'viewer' })).body.placement.assignments));
+    const placedHere = placed.flat().filter((a: { runtimeId: string }) => a.runtimeId === host).map((a: { taskId: string }) => a.taskId).sort();
+    expect(settled.map((c) => c.Labels[LABEL.task]).sort()).toEqual(placedHere);
   });
 });
