@@ -317,8 +317,8 @@ function summarize(value: unknown): Cell {
 /** `operations list`: one row per run, newest first. */
 export function renderOperationList(operations: any[]): string {
   if (!operations.length) return '(no operations)';
-  return table(['workflow', 'run', 'kind', 'status', 'started', 'closed'],
-    operations.map((o: any) => [o.workflowId, o.runId, o.kind, o.status, o.startedAt, o.closedAt ?? '-']));
+  // the run id whole (a long workflow id is cut first): it is what `operations show --run` takes
+  return table(['workflow', 'run', 'kind', 'status', 'started'], operations.map((o: any) => [o.workflowId, o.runId, o.kind, o.status, o.startedAt]));
 }
 
 function renderLedger(events: any[]): string {
