@@ -48,9 +48,12 @@ export async function listOperations(deps: ApiDeps, query: OperationListQuery) {
 
 /** The run an API start made, by the start id its Web UI link carries (memo scalegateStartId); 404 when none of the id's runs is it. */
 export async function runOfStart(deps: ApiDeps, workflowId: string, startId: string): Promise<string> {
-  const client = await deps.temporal.client();
-  for await (const run of client.workflow.list({ query: `WorkflowId = ${literal(workflowId)}`, pageSize: 100 })) {
-    if (run.memo?.[START_ID_MEMO] === startId) return run.runId;
+  // The API starts only `<target>:<DNS label>` ids: any other id has no such run (and is never put in a query).
+  if (/^[a-z]+:[a-z0-9-]+$/.test(workflowId)) {
+    const client = await deps.temporal.client();
+    for await (const run of client.workflow.list({ query: `WorkflowId = ${literal(workflowId)}`, pageSize: 100 })) {
+      if (run.memo?.[START_ID_MEMO] === startId) return run.runId;
+    }
   }
   throw new ApiError('not-found', `no run of operation ${workflowId} was started as ${startId}`);
 }

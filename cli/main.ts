@@ -41,7 +41,7 @@ export const USAGE = `usage: scalegate <command> [options]
                                              kind, status, start time (a start whose answer was lost shows)
   operations show <workflowId> [--run R]     status, phase, gates, plan, evidence, compensation (--run:
                                              that run of the id; default the newest)
-  operations watch <workflowId>              follow it to its end (as --wait does)
+  operations watch <workflowId> [--run R]    follow it (that run) to its end (as --wait does)
   operations report <workflowId> [--run R] [--out FILE]  save its evidence page (charts and verdicts,
                                              HTML with no external assets; default FILE
                                              scalegate-report-<workflowId>.html)
@@ -433,8 +433,9 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
   const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
   // A start is followed to its end with --wait, and by default on a terminal (not with --json).
   const wait = values['no-wait'] ? false : values.wait ?? (Boolean(process.stdout.isTTY) && !values.json);
-  const follow = async (workflowId: string) => {
+  const follow = async (workflowId: string, runId?: string) => {
     const ended = await followOperation(workflowId, {
+      runId,
       get: (urlPath) => call('GET', urlPath, 'viewer'),
       // With --json only the final view is printed.
       write: values.json ? () => {} : (text) => process.stdout.isTTY ? process.stdout.write(text) : out(text.replace(/\n$/, '')),
@@ -447,7 +448,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     if (!answer?.workflowId) return show(answer, (s) => JSON.stringify(s, null, 2));
     if (!wait) return show(answer, (s) => renderStarted(what, s, api));
     if (!values.json) out(`${what} ${answer.kind} ${answer.workflowId} (web ui: ${answer.uiUrl})`);
-    return follow(answer.workflowId);
+    return follow(answer.workflowId, answer.runId);
   };
   /** --workload, --kind and --limit, checked by a list route's query schema, as a query string */
   const filterQuery = (schema: z.ZodType<Record<string, unknown>>) => {
@@ -509,17 +510,19 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     case 'operations': {
       if (sub === 'list') return show(await call('GET', `/v1/operations?${filterQuery(OperationListQuerySchema)}`, 'viewer'), (answer: any) => renderOperationList(answer.operations));
       const id = enc(need(a, 'the workflow id, e.g. scale:orders'));
-      const run = values.run === undefined ? '' : `?${new URLSearchParams(body(OperationReadQuerySchema, { runId: values.run }) as Record<string, string>)}`;
+      // --run: that run of the id (checked as the API checks it), else the newest
+      const runId = values.run === undefined ? undefined : body(OperationReadQuerySchema, { runId: values.run }).runId;
+      const run = runId ? `?runId=${encodeURIComponent(runId)}` : '';
       if (sub === 'show') return show(await call('GET', `/v1/operations/${id}${run}`, 'viewer'), (o) => renderOperation(o, api));
       if (sub === 'report') {
         // the run is named (the newest when --run is not given), and so is the link printed
-        const runId = (await call('GET', `/v1/operations/${id}${run}`, 'viewer')).runId as string;
-        const html = String(await call('GET', `/v1/operations/${id}/report?runId=${encodeURIComponent(runId)}`, 'viewer'));
+        const shown = (await call('GET', `/v1/operations/${id}${run}`, 'viewer')).runId as string;
+        const html = String(await call('GET', `/v1/operations/${id}/report?runId=${encodeURIComponent(shown)}`, 'viewer'));
         const file = values.out ?? `scalegate-report-${need(a, 'the workflow id').replace(/[^A-Za-z0-9._-]+/g, '_')}.html`;
         fs.writeFileSync(file, html);
-        return out(`report of ${a} (run ${runId}) written to ${file} (${Buffer.byteLength(html)} bytes); served at ${reportUrl(api, need(a, 'the workflow id'), runId)}`);
+        return out(`report of ${a} (run ${shown}) written to ${file} (${Buffer.byteLength(html)} bytes); served at ${reportUrl(api, need(a, 'the workflow id'), shown)}`);
       }
-      if (sub === 'watch') return follow(need(a, 'the workflow id'));
+      if (sub === 'watch') return follow(need(a, 'the workflow id'), runId);
       if (sub === 'approve') {
         return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
       }

@@ -125,6 +125,18 @@ describe('operations show renders every kind', () => {
   });
 });
 
+describe('followOperation of a started run', () => {
+  it('reads that run (?runId=), not the newest of the id', async () => {
+    const asked: string[] = [];
+    const ended = await followOperation('scale:web', {
+      runId: 'r-1', tty: false, write: () => {}, sleep: async () => {},
+      get: async (path) => { asked.push(path); return { ...running({ phase: 'done' }), status: 'completed' }; },
+    });
+    expect(ended.status).toBe('completed');
+    expect(asked).toEqual(['/v1/operations/scale%3Aweb?runId=r-1']);
+  });
+});
+
 describe('operations list', () => {
   it('prints one row per run, its run id whole however long the workflow id', () => {
     const runId = '0a1b2c3d-0000-4000-8000-000000000003';
