@@ -6,6 +6,7 @@ import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
 import { apiUrlOf } from './config';
 import { canonicalSha256 } from '../lib/canonical-json';
+import { workloadOfWorkflowId } from '../lib/log';
 
 import { ADMIT_BY_MEMO, IDEMPOTENCY_KEY, START_ID_MEMO, type StartedOperation, type Workload } from '../protocol';
 import type { RecordedStart } from '../store/operation-starts';
@@ -57,8 +58,16 @@ export async function earlierStart(deps: ApiDeps, request: StartRequest, body: u
   const earlier = await deps.operationStarts.get(ask.key);
   if (!earlier) return null;
   const started = sameRequest(earlier, ask);
-  request.log?.info({ workflow: started.workflowId, run: started.runId, kind: started.kind, idempotencyKey: ask.key, request: ask.request }, 'operation start answered again: the Idempotency-Key started it');
+  logStart(request, started, ask.key, 'operation start answered again: the Idempotency-Key started it');
   return started;
+}
+
+/** The API's line for a start it accepted (or answered again), scoped like its request lines; the key is no secret, no token is in it. */
+function logStart(request: StartRequest, started: StartedOperation, key: string | undefined, message: string): void {
+  request.log?.info({
+    workflow: started.workflowId, run: started.runId, kind: started.kind, workload: workloadOfWorkflowId(started.workflowId),
+    idempotencyKey: key ?? null, request: requestLineOf(request),
+  }, message);
 }
 
 /** How long before the request deadline a start must have reached Temporal: its answer needs time to come back. */
@@ -118,7 +127,7 @@ export async function startOperation(
     const started: StartedOperation = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
     // Every start accepted is in the log with its key, so a start whose answer its client never
     // read (it gave up, or the line broke) is recognisable; `GET /v1/operations` lists it too.
-    options.request?.log?.info({ workflow: started.workflowId, run: started.runId, kind: started.kind, idempotencyKey: key ?? null, request: options.request ? requestLineOf(options.request) : null }, 'operation started');
+    if (options.request) logStart(options.request, started, key, 'operation started');
     if (!ask) return started;
     return sameRequest(await deps.operationStarts.record(ask.key, { ...started, request: ask.request, bodySha256: ask.bodySha256 }), ask);
   } catch (error) {
