@@ -1,11 +1,14 @@
 // Starting operations: one workflow per target at a time (the workflow id is the target), so a
 // second request for a busy target is refused with the running workflow's id.
+import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
 import { apiUrlOf } from './config';
+import { canonicalSha256 } from '../lib/canonical-json';
+import { workloadOfWorkflowId } from '../lib/log';
 
-import { ADMIT_BY_MEMO, IDEMPOTENCY_KEY, type StartedOperation, type Workload } from '../protocol';
+import { ADMIT_BY_MEMO, IDEMPOTENCY_KEY, START_ID_MEMO, type StartedOperation, type Workload } from '../protocol';
 import type { RecordedStart } from '../store/operation-starts';
 export type { StartedOperation };
 
@@ -26,15 +29,45 @@ export function idempotencyKeyOf(headers: Record<string, string | string[] | und
   return raw;
 }
 
-type StartRequest = { headers: Record<string, string | string[] | undefined>; method: string; url: string };
+/** What a start route's handler passes on of its request: the headers (its Idempotency-Key), method, path and logger. */
+export type StartRequest = {
+  headers: Record<string, string | string[] | undefined>; method: string; url: string;
+  log?: { info(fields: object, message: string): void };
+};
 const requestLineOf = (request: StartRequest) => `${request.method} ${request.url.split('?')[0]}`;
 
-/** The operation this request's Idempotency-Key already started (null: none, or no key). */
-export async function earlierStart(deps: ApiDeps, request: StartRequest): Promise<StartedOperation | null> {
+/**
+ * What a request with an Idempotency-Key asks, as the key is bound to it: the method and path, and
+ * the sha256 of its validated body's canonical JSON (so the order of its fields, white space or a
+ * default spelled out change nothing; another value does). Null: no key.
+ */
+export interface KeyedAsk { key: string; request: string; bodySha256: string }
+export function keyedAskOf(request: StartRequest, body: unknown): KeyedAsk | null {
   const key = idempotencyKeyOf(request.headers);
-  if (!key) return null;
-  const earlier = await deps.operationStarts.get(key);
-  return earlier ? sameRequest(key, earlier, requestLineOf(request)) : null;
+  return key ? { key, request: requestLineOf(request), bodySha256: canonicalSha256(body) } : null;
+}
+
+/**
+ * The operation this request's Idempotency-Key already started (null: none, or no key); the key
+ * used for another method, path or body is a 422 idempotency-key-reused naming that operation.
+ * @param body the request's validated body (undefined for a route without one)
+ */
+export async function earlierStart(deps: ApiDeps, request: StartRequest, body: unknown): Promise<StartedOperation | null> {
+  const ask = keyedAskOf(request, body);
+  if (!ask) return null;
+  const earlier = await deps.operationStarts.get(ask.key);
+  if (!earlier) return null;
+  const started = sameRequest(earlier, ask);
+  logStart(request, started, ask.key, 'operation start answered again: the Idempotency-Key started it');
+  return started;
+}
+
+/** The API's line for a start it accepted (or answered again), scoped like its request lines; the key is no secret, no token is in it. */
+function logStart(request: StartRequest, started: StartedOperation, key: string | undefined, message: string): void {
+  request.log?.info({
+    workflow: started.workflowId, run: started.runId, kind: started.kind, workload: workloadOfWorkflowId(started.workflowId),
+    idempotencyKey: key ?? null, request: requestLineOf(request),
+  }, message);
 }
 
 /** How long before the request deadline a start must have reached Temporal: its answer needs time to come back. */
@@ -54,9 +87,12 @@ export async function startOperation(
     workflow: (input: any) => Promise<unknown>; workflowId: string; input: unknown; summary: string;
     /** the request's headers (its Idempotency-Key) and what it was, e.g. "POST /v1/workloads/web/scale" */
     request?: StartRequest;
+    /** the request's validated body, which an Idempotency-Key is bound to (the route's `body`; none: undefined) */
+    body?: unknown;
   },
 ): Promise<StartedOperation> {
-  const key = options.request ? idempotencyKeyOf(options.request.headers) : undefined;
+  const ask = options.request ? keyedAskOf(options.request, options.body) : null;
+  const key = ask?.key;
   const admitWithinMs = Math.max(1_000, deps.config.SCALEGATE_REQUEST_DEADLINE_MS - ADMISSION_MARGIN_MS);
   const admitBy = new Date(Date.now() + admitWithinMs);
   const unavailable = () => new ApiError('unavailable', `Temporal did not take the start of ${options.workflowId} within ${admitWithinMs} ms; nothing was started (a start that arrives later is refused). Try again${key ? ' with the same Idempotency-Key' : ''}`);
@@ -64,15 +100,16 @@ export async function startOperation(
     throw unavailable();
   });
   let timer: NodeJS.Timeout | undefined;
+  const startId = randomUUID();
   try {
     const start = client.workflow.start(options.workflow, {
       taskQueue: deps.config.SCALEGATE_TASK_QUEUE,
       workflowId: options.workflowId,
       args: [options.input],
       staticSummary: options.summary,
-      // the Web UI shows this under the workflow's details: a link to its evidence page
-      staticDetails: reportDetails(deps, options.workflowId),
-      memo: { [ADMIT_BY_MEMO]: admitBy.toISOString() },
+      // the Web UI shows this under the workflow's details: a link to this run's evidence page
+      staticDetails: reportDetails(deps, options.workflowId, startId),
+      memo: { [ADMIT_BY_MEMO]: admitBy.toISOString(), [START_ID_MEMO]: startId },
     });
     // Armed on the deadline itself, not admitWithinMs from now: awaiting the client took time.
     const late = new Promise<never>((_, reject) => {
@@ -86,15 +123,17 @@ export async function startOperation(
       const recorded = await client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe().catch(() => null);
       if (recorded && recorded.startTime.getTime() > admitBy.getTime()) throw unavailable();
     }
-    const uiUrl = `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(handle.workflowId)}/${handle.firstExecutionRunId}`;
+    const uiUrl = uiUrlOf(deps, handle.workflowId, handle.firstExecutionRunId);
     const started: StartedOperation = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, kind: options.workflow.name, uiUrl };
-    if (!key || !options.request) return started;
-    const requestLine = requestLineOf(options.request);
-    return sameRequest(key, await deps.operationStarts.record(key, { ...started, request: requestLine }), requestLine);
+    // Every start accepted is in the log with its key, so a start whose answer its client never
+    // read (it gave up, or the line broke) is recognisable; `GET /v1/operations` lists it too.
+    if (options.request) logStart(options.request, started, key, 'operation started');
+    if (!ask) return started;
+    return sameRequest(await deps.operationStarts.record(ask.key, { ...started, request: ask.request, bodySha256: ask.bodySha256 }), ask);
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) {
       // A retry of a start that went through, racing its own first attempt's record.
-      const earlier = options.request ? await earlierStart(deps, options.request) : null;
+      const earlier = options.request ? await earlierStart(deps, options.request, options.body) : null;
       if (earlier) return earlier;
       throw new ApiError('operation-in-progress', `an operation on ${options.workflowId} is already running`, {
         workflowId: options.workflowId,
@@ -106,17 +145,35 @@ export async function startOperation(
   }
 }
 
-/** Where an operation's evidence report is (GET /v1/operations/:workflowId/report). */
-export const reportUrlOf = (deps: ApiDeps, workflowId: string): string => `${apiUrlOf(deps.config)}/v1/operations/${encodeURIComponent(workflowId)}/report`;
+/** The run in the Temporal Web UI. */
+export const uiUrlOf = (deps: ApiDeps, workflowId: string, runId: string): string =>
+  `${deps.config.SCALEGATE_UI_URL}/namespaces/${deps.config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(workflowId)}/${runId}`;
 
-/** The workflow's static details (Temporal markdown): the report's link, and how a browser signs in to it. */
-const reportDetails = (deps: ApiDeps, workflowId: string): string =>
-  `[Evidence report](${reportUrlOf(deps, workflowId)}): charts and verdicts. Your browser asks for a sign-in: any user name, your viewer token as the password.`;
+/**
+ * Where a run's evidence report is (GET /v1/operations/:workflowId/report?runId=): every link names
+ * its run, so an older run's link opens that run, never the newest of the id. A start's own link is
+ * written before Temporal names the run: it names it by the start's id (memo scalegateStartId).
+ */
+export const reportUrlOf = (deps: ApiDeps, workflowId: string, run: { runId: string } | { start: string }): string =>
+  `${apiUrlOf(deps.config)}/v1/operations/${encodeURIComponent(workflowId)}/report?${new URLSearchParams(run)}`;
 
-function sameRequest(key: string, start: RecordedStart, requestLine: string): StartedOperation {
-  if (requestLine && start.request !== requestLine) {
-    throw new ApiError('conflict', `Idempotency-Key ${key} was used for ${start.request}; use a new key for ${requestLine}`, { workflowId: start.workflowId });
+/** The workflow's static details (Temporal markdown): the run's report link, and how a browser signs in to it. */
+const reportDetails = (deps: ApiDeps, workflowId: string, startId: string): string =>
+  `[Evidence report](${reportUrlOf(deps, workflowId, { start: startId })}): charts and verdicts of this run. Your browser asks for a sign-in: any user name, your viewer token as the password.`;
+
+/**
+ * The operation a key's first request started, if `ask` is that request again: the same method,
+ * path and body (a start recorded before bodies were, migration 011, is bound to its method and
+ * path only). Else 422 idempotency-key-reused, naming the first operation: a key means one request.
+ */
+export function sameRequest(start: RecordedStart, ask: KeyedAsk): StartedOperation {
+  const { request, bodySha256, ...started } = start;
+  const otherBody = bodySha256 !== null && bodySha256 !== ask.bodySha256;
+  if (request !== ask.request || otherBody) {
+    const what = request !== ask.request ? `${request}, not ${ask.request}` : `${request} with another body`;
+    throw new ApiError('idempotency-key-reused',
+      `Idempotency-Key ${ask.key} already started ${started.kind} ${started.workflowId} (run ${started.runId}) for ${what}; nothing was started. Use a new key for a new request`,
+      { workflowId: started.workflowId, runId: started.runId, kind: started.kind });
   }
-  const { request: _request, ...started } = start;
   return started;
 }

@@ -9,6 +9,9 @@ import type { GateReport } from '../domain/gates';
 /** What the report reads of GET /v1/operations/:workflowId's answer. */
 export interface ReportedOperation {
   workflowId: string;
+  /** the run shown, and this page's own link to it (which names the run: it keeps showing this run) */
+  runId?: string;
+  reportUrl?: string;
   kind: string;
   status: string;
   phase: unknown;
@@ -184,6 +187,7 @@ export function renderOperationReport(operation: ReportedOperation): string {
   const result = operation.result === undefined ? '' : `<h2>Status</h2><pre>${escapeHtml(JSON.stringify(operation.result, null, 2) ?? 'null')}</pre>`;
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}: evidence</title><style>${STYLE}</style></head><body>`
     + `<h1>${escapeHtml(title)}</h1>`
+    + (operation.runId ? `<p class="meta">run ${operation.reportUrl ? `<a class="run" href="${escapeHtml(operation.reportUrl)}">${escapeHtml(operation.runId)}</a> (this page's link: it keeps showing this run)` : escapeHtml(operation.runId)}</p>` : '')
     + `<p class="meta">status <b class="status">${escapeHtml(operation.status)}</b>, phase <b>${escapeHtml(String(operation.phase ?? '—'))}</b>; started ${escapeHtml(operation.startedAt)}${operation.closedAt ? `, closed ${escapeHtml(operation.closedAt)}` : ', still running'}</p>`
     + (operation.failure ? `<p class="fail">failure: ${escapeHtml(operation.failure)}</p>` : '')
     + `<h2>Evidence</h2>${when ? `<p class="meta">${escapeHtml(when)}</p>` : ''}${charts}`

@@ -176,6 +176,6 @@ export function buildServer(deps: ApiDeps) {
     operator: deps.config.SCALEGATE_OPERATOR_TOKEN,
     agent: deps.config.SCALEGATE_AGENT_TOKEN,
     viewer: deps.config.SCALEGATE_VIEWER_TOKEN,
-  }, { deadlineMs: deps.config.SCALEGATE_REQUEST_DEADLINE_MS, earlierStart: (request) => earlierStart(deps, request) });
+  }, { deadlineMs: deps.config.SCALEGATE_REQUEST_DEADLINE_MS, earlierStart: (request, body) => earlierStart(deps, request, body) });
   return app;
 }

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import type { z } from 'zod';
-import { describeIssues, LedgerQuerySchema, PlanRequestSchema, RescaleRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
+import { describeIssues, LedgerQuerySchema, OperationListQuerySchema, OperationReadQuerySchema, PlanRequestSchema, RescaleRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
 import { fields, labels, relative, runtimesOf, section, table, type Cell } from './format';
 import { exitCodeOf, followOperation } from './watch';
@@ -36,10 +36,14 @@ export const USAGE = `usage: scalegate <command> [options]
                                              instead of being refused; the gate row and ledger say so)
   recover <runtime> [--wait]                 start the recovery of a runtime
   cordon <runtime> | uncordon <runtime>      take a runtime out of (or back into) placement
-  operations show <workflowId>               status, phase, gates, plan, evidence, compensation
-  operations watch <workflowId>              follow it to its end (as --wait does)
-  operations report <workflowId> [--out FILE]  save its evidence page (charts and verdicts, HTML
-                                             with no external assets; default FILE
+  operations list [--workload W] [--kind K] [--limit N]
+                                             past and running runs, newest first: workflow id, run id,
+                                             kind, status, start time (a start whose answer was lost shows)
+  operations show <workflowId> [--run R]     status, phase, gates, plan, evidence, compensation (--run:
+                                             that run of the id; default the newest)
+  operations watch <workflowId> [--run R]    follow it (that run) to its end (as --wait does)
+  operations report <workflowId> [--run R] [--out FILE]  save its evidence page (charts and verdicts,
+                                             HTML with no external assets; default FILE
                                              scalegate-report-<workflowId>.html)
   operations approve <workflowId>            approve a scale-out waiting for manual approval
   operations abort <workflowId>              abort (after a change, the replan compensates)
@@ -229,18 +233,19 @@ function renderPlan(p: any): string {
   ].join('\n\n');
 }
 
-/** Where an operation's evidence page is (GET /v1/operations/:workflowId/report; `operations report` saves it). */
-export const reportUrl = (api: string, workflowId: string): string => `${api}/v1/operations/${encodeURIComponent(workflowId)}/report`;
+/** Where a run's evidence page is (GET /v1/operations/:workflowId/report?runId=; `operations report` saves it): the link names its run. */
+export const reportUrl = (api: string, workflowId: string, runId: string): string =>
+  `${api}/v1/operations/${encodeURIComponent(workflowId)}/report?runId=${encodeURIComponent(runId)}`;
 
 function renderStarted(what: string, s: any, api: string): string {
-  return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl], ['report', reportUrl(api, s.workflowId)]]) +
+  return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl], ['report', reportUrl(api, s.workflowId, s.runId)]]) +
     `\nfollow it with: scalegate operations watch ${s.workflowId}`;
 }
 
 export function renderOperation(o: any, api?: string): string {
   const parts = [fields([
     ['workflow', o.workflowId], ['run', o.runId], ['kind', o.kind], ['status', o.status], ['phase', o.phase],
-    ['started', o.startedAt], ['closed', o.closedAt], ['report', api ? reportUrl(api, o.workflowId) : undefined],
+    ['started', o.startedAt], ['closed', o.closedAt], ['report', api ? reportUrl(api, o.workflowId, o.runId) : undefined],
     ['approval', o.approval ? `${o.approval.mode}${o.approval.decision ? ` (${o.approval.decision} by ${o.approval.by})` : ''}` : undefined],
     ['failure', o.failure ?? undefined],
   ])];
@@ -307,6 +312,13 @@ function summarize(value: unknown): Cell {
   if (Array.isArray(value) && value.every((v) => ['string', 'number'].includes(typeof v))) return list(value, 10) ?? '(none)';
   const json = JSON.stringify(value);
   return json.length > 100 ? `${json.slice(0, 99)}…` : json;
+}
+
+/** `operations list`: one row per run, newest first. */
+export function renderOperationList(operations: any[]): string {
+  if (!operations.length) return '(no operations)';
+  // the run id whole (a long workflow id is cut first): it is what `operations show --run` takes
+  return table(['workflow', 'run', 'kind', 'status', 'started'], operations.map((o: any) => [o.workflowId, o.runId, o.kind, o.status, o.startedAt]));
 }
 
 function renderLedger(events: any[]): string {
@@ -405,7 +417,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     allowPositionals: true,
     options: {
       api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
-      limit: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      limit: { type: 'string' }, run: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       json: { type: 'boolean' }, wait: { type: 'boolean' }, 'no-wait': { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
       'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true }, steps: { type: 'string' },
       qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
@@ -421,8 +433,9 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
   const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
   // A start is followed to its end with --wait, and by default on a terminal (not with --json).
   const wait = values['no-wait'] ? false : values.wait ?? (Boolean(process.stdout.isTTY) && !values.json);
-  const follow = async (workflowId: string) => {
+  const follow = async (workflowId: string, runId?: string) => {
     const ended = await followOperation(workflowId, {
+      runId,
       get: (urlPath) => call('GET', urlPath, 'viewer'),
       // With --json only the final view is printed.
       write: values.json ? () => {} : (text) => process.stdout.isTTY ? process.stdout.write(text) : out(text.replace(/\n$/, '')),
@@ -435,7 +448,12 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     if (!answer?.workflowId) return show(answer, (s) => JSON.stringify(s, null, 2));
     if (!wait) return show(answer, (s) => renderStarted(what, s, api));
     if (!values.json) out(`${what} ${answer.kind} ${answer.workflowId} (web ui: ${answer.uiUrl})`);
-    return follow(answer.workflowId);
+    return follow(answer.workflowId, answer.runId);
+  };
+  /** --workload, --kind and --limit, checked by a list route's query schema, as a query string */
+  const filterQuery = (schema: z.ZodType<Record<string, unknown>>) => {
+    const filter = body(schema, { workload: values.workload, kind: values.kind, limit: values.limit });
+    return new URLSearchParams(Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)] as [string, string]));
   };
   let [command, sub, a] = positionals;
 
@@ -449,11 +467,8 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
   switch (command) {
     case 'state':
       return show(await call('GET', '/v1/state', 'viewer'), renderState);
-    case 'ledger': {
-      const filter = body(LedgerQuerySchema, { workload: values.workload, kind: values.kind, limit: values.limit });
-      const query = new URLSearchParams(Object.entries(filter).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)] as [string, string]));
-      return show(await call('GET', `/v1/ledger?${query}`, 'viewer'), (answer: any) => renderLedger(answer.events));
-    }
+    case 'ledger':
+      return show(await call('GET', `/v1/ledger?${filterQuery(LedgerQuerySchema)}`, 'viewer'), (answer: any) => renderLedger(answer.events));
     case 'workloads':
       switch (sub) {
         case 'list':
@@ -493,15 +508,21 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));
     }
     case 'operations': {
+      if (sub === 'list') return show(await call('GET', `/v1/operations?${filterQuery(OperationListQuerySchema)}`, 'viewer'), (answer: any) => renderOperationList(answer.operations));
       const id = enc(need(a, 'the workflow id, e.g. scale:orders'));
-      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}`, 'viewer'), (o) => renderOperation(o, api));
+      // --run: that run of the id (checked as the API checks it), else the newest
+      const runId = values.run === undefined ? undefined : body(OperationReadQuerySchema, { runId: values.run }).runId;
+      const run = runId ? `?runId=${encodeURIComponent(runId)}` : '';
+      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}${run}`, 'viewer'), (o) => renderOperation(o, api));
       if (sub === 'report') {
-        const html = String(await call('GET', `/v1/operations/${id}/report`, 'viewer'));
+        // the run is named (the newest when --run is not given), and so is the link printed
+        const shown = (await call('GET', `/v1/operations/${id}${run}`, 'viewer')).runId as string;
+        const html = String(await call('GET', `/v1/operations/${id}/report?runId=${encodeURIComponent(shown)}`, 'viewer'));
         const file = values.out ?? `scalegate-report-${need(a, 'the workflow id').replace(/[^A-Za-z0-9._-]+/g, '_')}.html`;
         fs.writeFileSync(file, html);
-        return out(`report of ${a} written to ${file} (${Buffer.byteLength(html)} bytes); served at ${reportUrl(api, need(a, 'the workflow id'))}`);
+        return out(`report of ${a} (run ${shown}) written to ${file} (${Buffer.byteLength(html)} bytes); served at ${reportUrl(api, need(a, 'the workflow id'), shown)}`);
       }
-      if (sub === 'watch') return follow(need(a, 'the workflow id'));
+      if (sub === 'watch') return follow(need(a, 'the workflow id'), runId);
       if (sub === 'approve') {
         return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
       }

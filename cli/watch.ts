@@ -73,6 +73,8 @@ export interface FollowOptions {
   write(text: string): void;
   /** a terminal: update the current line in place */
   tty: boolean;
+  /** the run to follow (the one a start answered): another run of the id started later is not it */
+  runId?: string;
   intervalMs?: number;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -106,7 +108,7 @@ export async function followOperation(workflowId: string, options: FollowOptions
   for (;;) {
     let op: any;
     try {
-      op = await options.get(`/v1/operations/${encodeURIComponent(workflowId)}`);
+      op = await options.get(`/v1/operations/${encodeURIComponent(workflowId)}${options.runId ? `?runId=${encodeURIComponent(options.runId)}` : ''}`);
       unreachable = false;
     } catch (error) {
       // An API restart or a Temporal hiccup is not the operation's end: say so once, keep following.

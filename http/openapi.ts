@@ -34,9 +34,9 @@ const ERROR_RESPONSES: Record<number, { name: string; description: string }> = {
   401: { name: 'Unauthorized', description: 'No token, an unknown token, or not the credential of the runtime named.' },
   403: { name: 'Forbidden', description: 'A valid token of a role this route does not take.' },
   404: { name: 'NotFound', description: 'What the path names does not exist.' },
-  409: { name: 'Conflict', description: 'A conflict with what is there now: an operation already runs on the target, a stale plan or fence, an Idempotency-Key used for another request.' },
+  409: { name: 'Conflict', description: 'A conflict with what is there now: an operation already runs on the target, a stale plan or fence, a PUT that changes a live workload\'s kind.' },
   415: { name: 'UnsupportedMediaType', description: 'The body is not application/json.' },
-  422: { name: 'ValidationFailed', description: 'The input is well-formed but invalid; validation-failed lists every bad field in `issues`.' },
+  422: { name: 'ValidationFailed', description: 'The input is well-formed but invalid; validation-failed lists every bad field in `issues`; idempotency-key-reused: the Idempotency-Key already started an operation for another method, path or body (its `workflowId` and `runId` are in the answer).' },
   503: { name: 'Unavailable', description: 'PostgreSQL or Temporal did not answer in time; nothing was started. Retry (with the same Idempotency-Key).' },
 };
 
@@ -50,8 +50,8 @@ export function errorStatusesOf(route: RouteSpec): number[] {
   if (route.access !== 'none') [401, 403, 503].forEach((s) => statuses.add(s));
   if (route.params || route.query || route.body) statuses.add(422);
   if (route.body) [400, 415].forEach((s) => statuses.add(s));
-  // A malformed Idempotency-Key (400); a target that is busy, or a key used for another request (409).
-  if (route.startsOperation) [400, 409].forEach((s) => statuses.add(s));
+  // A malformed Idempotency-Key (400); a target that is busy (409); a key used for another request (422).
+  if (route.startsOperation) [400, 409, 422].forEach((s) => statuses.add(s));
   return [...statuses].sort((a, b) => a - b);
 }
 

@@ -83,7 +83,9 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown, S extends z.Zo
   deadlineMs?: number;
   /**
    * The route starts an operation: a request whose Idempotency-Key already started one is answered
-   * that operation (202) before anything else is looked at (DESIGN.md §4 "Unambiguous starts").
+   * that operation (202) once its input is validated, before anything else is looked at, and the
+   * key with another method, path or body is refused (DESIGN.md §4 "Unambiguous starts"). Its
+   * handler passes its validated `body` to startOperation: the key is bound to it.
    */
   startsOperation?: boolean;
   /**
@@ -158,7 +160,7 @@ async function authenticate(route: RouteSpec, tokens: RoleTokens, request: Fasti
  */
 export function registerRoutes(
   app: FastifyInstance, routes: RouteSpec[], tokens: RoleTokens,
-  options: { deadlineMs?: number; earlierStart?: (request: FastifyRequest) => Promise<unknown | null> } = {},
+  options: { deadlineMs?: number; earlierStart?: (request: FastifyRequest, body: unknown) => Promise<unknown | null> } = {},
 ): void {
   for (const route of routes) {
     if ((route.access === 'runtime' || route.access === 'agent-or-runtime') && !route.runtime) {
@@ -170,14 +172,15 @@ export function registerRoutes(
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const handle = async (): Promise<Reply> => {
           const { role, runtime } = await authenticate(route, tokens, request);
-          if (route.startsOperation && options.earlierStart) {
-            const earlier = await options.earlierStart(request);
-            if (earlier) return ok(earlier, 202);
-          }
           const params = parseWith(route.params, request.params, 'params');
           const query = parseWith(route.query, request.query, 'query');
           if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
           const body = parseWith(route.body, request.body, 'body', route.bodyName);
+          // Validation is the schema's alone (no state), so a retry is validated as its first request was.
+          if (route.startsOperation && options.earlierStart) {
+            const earlier = await options.earlierStart(request, body);
+            if (earlier) return ok(earlier, 202);
+          }
           return route.handler({ params, query, body, role, runtime, request });
         };
         const deadlineMs = route.deadlineMs ?? options.deadlineMs;

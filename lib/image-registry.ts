@@ -3,7 +3,9 @@
 // registry is asked over the Distribution API (HEAD /v2/<repository>/manifests/<tag>, its
 // Docker-Content-Digest header); a registry on loopback is spoken to over plain HTTP, as the
 // Docker engine itself does, any other over HTTPS.
-import { imageDigestOf } from '../protocol';
+
+/** An image pinned by digest (protocol's imageDigestOf says the same; lib/ imports no project folder). */
+const PINNED = /@sha256:[a-f0-9]{64}$/;
 
 const MANIFEST_TYPES = [
   'application/vnd.oci.image.index.v1+json',
@@ -22,7 +24,7 @@ export interface ImageName {
 
 /** `host:port/path/name:tag` → its parts; an image without a registry host is Docker Hub's (library/ for one-part names). */
 export function parseImageName(image: string): ImageName {
-  const withoutDigest = image.replace(/@sha256:[a-f0-9]{64}$/, '');
+  const withoutDigest = image.replace(PINNED, '');
   const slash = withoutDigest.indexOf('/');
   const first = slash === -1 ? '' : withoutDigest.slice(0, slash);
   const hasRegistry = first.includes('.') || first.includes(':') || first === 'localhost';
@@ -51,7 +53,7 @@ export class ImageResolveError extends Error {
  * its registry to `<registry>/<repository>@sha256:…`.
  */
 export async function pinImage(image: string, options: { timeoutMs?: number } = {}): Promise<string> {
-  if (imageDigestOf(image)) return image;
+  if (PINNED.test(image)) return image;
   const name = parseImageName(image);
   const url = `${isLoopback(name.registry) ? 'http' : 'https'}://${name.registry}/v2/${name.repository}/manifests/${encodeURIComponent(name.tag)}`;
   let response: Response;

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema } from './runtime';
+import { OPERATION_STATUSES } from './ledger';
 import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
@@ -11,6 +12,52 @@ export const PlanParamsSchema = z.object({ id: z.string().min(1).max(100).regex(
 export const OperationParamsSchema = z.object({
   workflowId: z.string().min(1).max(300).regex(/^[^\u0000-\u001f\u007f]+$/, 'workflow ids have no control characters'),
 });
+
+/** A Temporal run id (a UUID): names one run of an operation's workflow id. */
+export const RunId = z.string().regex(/^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/, 'a run id is a UUID, e.g. the runId a start answered');
+
+/** GET /v1/operations/:workflowId: without runId, the newest run of the id. */
+export const OperationReadQuerySchema = z.object({
+  /** read exactly this run (404 when it is not a run of the workflow id) */
+  runId: RunId.optional(),
+});
+
+/** GET /v1/operations/:workflowId/report */
+export const OperationReportQuerySchema = OperationReadQuerySchema.extend({
+  /** the run an API start made (its memo `scalegateStartId`): the Web UI's link names its run so, as the run id does not exist before the start */
+  start: z.uuid().optional(),
+});
+
+/** GET /v1/operations */
+export const OperationListQuerySchema = z.object({
+  /** operations on this workload: scale:<W>, replan:<W>, rescale:<W>, and any whose ScalegateWorkload is W */
+  workload: WorkloadName.optional(),
+  /** the workflow type, e.g. scaleOut, scaleIn, applyPlan, stopTheWorldReplan, rescaleOperator, recoverRuntime, retireWorkload */
+  kind: z.string().regex(/^[A-Za-z]{1,63}$/, 'a kind is a workflow type, e.g. scaleOut').optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+});
+export type OperationListQuery = z.infer<typeof OperationListQuerySchema>;
+
+/** One run in GET /v1/operations. */
+export const OperationSummarySchema = z
+  .object({
+    workflowId: z.string(),
+    runId: z.string(),
+    kind: z.string(),
+    status: z.enum(OPERATION_STATUSES),
+    /** the workload it is about (ScalegateWorkload, else the target of its workflow id), null for none */
+    workload: z.string().nullable(),
+    startedAt: z.string(),
+    closedAt: z.string().nullable(),
+    /** this run's evidence page (it carries the run id) */
+    reportUrl: z.string(),
+    /** this run in the Temporal Web UI */
+    uiUrl: z.string(),
+  })
+  .meta({ title: 'OperationSummary' });
+
+/** GET /v1/operations: past and running runs, newest first. */
+export const OperationListSchema = z.object({ operations: z.array(OperationSummarySchema) }).meta({ title: 'OperationList' });
 
 /** POST /v1/workloads/:name/plan */
 export const PlanRequestSchema = z.strictObject({ replicas: Replicas });
@@ -146,6 +193,8 @@ export const OperationViewSchema = z
     runId: z.string(),
     kind: z.string(),
     status: z.string().describe('running, completed, refused (gates failed, nothing changed), compensated (aborted and replanned), failed or cancelled'),
+    /** this run's evidence page: it carries the run id, so it opens this run however many follow */
+    reportUrl: z.string(),
     temporalStatus: z.string(),
     phase: z.unknown().describe('the phase it is in or ended in (null when it reports none)'),
     startedAt: z.string(),

@@ -24,6 +24,10 @@ export const ERROR_CODES = {
   conflict: { status: 409, retryable: false },
   /** the agent token may not re-register a live runtime: present the runtime's own credential */
   'runtime-live': { status: 409, retryable: false },
+  /** a PUT would change a live workload's kind (its running replicas are of the old one): retire it first */
+  'kind-change': { status: 409, retryable: false },
+  /** an Idempotency-Key already started an operation for another request (method, path or body): names that operation */
+  'idempotency-key-reused': { status: 422, retryable: false },
   // what an agent's drivers refuse
   'placement-unavailable': { status: 422, retryable: false },
   'invalid-spec': { status: 422, retryable: false },
@@ -50,6 +54,8 @@ export const ERROR_CODES = {
   'task-failed': { status: 422, retryable: false },
   'converge-deadline': { status: 504, retryable: false },
   'still-owned': { status: 409, retryable: false },
+  /** a placement that names one task id twice is never written (DESIGN.md §3 "Task identity") */
+  'duplicate-task-id': { status: 409, retryable: false },
   // the server side
   unavailable: { status: 503, retryable: true },
   /** PostgreSQL or Temporal did not answer: the request changed nothing it could not finish; retry */

@@ -49,6 +49,19 @@ export function statusOfOutcome(outcome: string): OperationStatusWord {
   return Object.hasOwn(STATUS_OF_OUTCOME, outcome) ? STATUS_OF_OUTCOME[outcome] : 'completed';
 }
 
+/**
+ * An operation's status word from what Temporal's visibility lists of a run (GET /v1/operations):
+ * its execution status and its ScalegateOutcome search attribute (set at its end; null before, or
+ * for a run that ended without setting it). A closed run's outcome decides, so a start that refused
+ * itself (FAILED, outcome refused) is `refused`; a cancellation or termination is `cancelled`.
+ */
+export function listedStatusOf(temporalStatus: string, outcome: string | null | undefined): OperationStatusWord {
+  if (temporalStatus === 'RUNNING') return 'running';
+  if (temporalStatus === 'CANCELLED' || temporalStatus === 'TERMINATED') return 'cancelled';
+  if (outcome) return statusOfOutcome(outcome);
+  return temporalStatus === 'COMPLETED' ? 'completed' : 'failed';
+}
+
 /** One ledger row as read back (GET /v1/ledger): every column, null when unset. */
 export const LedgerEventSchema = z.object({
   id: z.int(),

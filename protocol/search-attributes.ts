@@ -15,3 +15,10 @@ export const SEARCH_ATTRIBUTE_KEYS = [WORKLOAD_KEY, OPERATION_KEY, PHASE_KEY, OU
  * records after it was answered 503 by the API, and the workflow refuses to run it.
  */
 export const ADMIT_BY_MEMO = 'scalegateAdmitBy';
+
+/**
+ * Memo key of the id the API gives each start (a UUID): the Web UI's link to the run's evidence
+ * report (its static details, written before Temporal names the run) carries it, and the report
+ * route finds the run by it (GET /v1/operations/:workflowId/report?start=).
+ */
+export const START_ID_MEMO = 'scalegateStartId';

@@ -4,6 +4,7 @@ import type { Pool, PoolClient } from 'pg';
 import type { Assignment, PortPair, ReplicaCount, WorkloadDefinition } from '../protocol';
 import type { Placement, Unplaced, Workload } from '../protocol';
 import { duplicateTaskIds } from '../domain/task-identity';
+import { CodedError } from '../protocol/errors';
 import { inTransaction } from './db';
 
 type Queryable = Pool | PoolClient;
@@ -30,6 +31,16 @@ export class DuplicateTaskIdError extends Error {
         .map((a) => `index ${a.index} on ${a.runtimeId}`)
         .join(' and ')}; every replica needs an id of its own`,
     );
+  }
+}
+
+/**
+ * A PUT would change a live workload's kind: its running replicas are of the old kind, and nothing
+ * of one kind becomes another in place (DESIGN.md §3 "Versions and rollouts"). Nothing was written.
+ */
+export class KindChangeError extends CodedError {
+  constructor(workload: string, from: Workload['kind'], to: Workload['kind']) {
+    super('kind-change', `workload ${workload} is a live ${from}; a PUT cannot make it a ${to}. Retire it first (DELETE /v1/workloads/${workload}), then define it again`, { workload, kind: from, requested: to });
   }
 }
 
@@ -109,15 +120,24 @@ export function createRegistryStore(db: Pool) {
   }
 
   return {
-    /** Creates or replaces a workload definition; un-retires it. Returns it with its new revision. */
+    /**
+     * Creates or replaces a workload definition; un-retires it. Returns it with its new revision.
+     * A live (not retired) workload keeps its kind: another is KindChangeError, nothing written
+     * (judged by the same statement that writes, so a concurrent PUT cannot slip between).
+     */
     async putWorkload(name: string, definition: WorkloadDefinition): Promise<Workload> {
       const { rows } = await db.query<WorkloadRow>(
         `insert into workloads (name, kind, definition) values ($1, $2, $3)
          on conflict (name) do update set kind = excluded.kind, definition = excluded.definition,
            revision = nextval('registry_revision'), retired = false, updated_at = now()
+           where workloads.retired or workloads.kind = excluded.kind
          returning *`,
         [name, definition.kind, JSON.stringify(definition)],
       );
+      if (!rows[0]) {
+        const live = await this.getWorkload(name);
+        throw new KindChangeError(name, live?.kind ?? definition.kind, definition.kind);
+      }
       return toWorkload(rows[0]);
     },
 

@@ -125,7 +125,7 @@ export function jobRoutes(deps: ApiDeps) {
         // One operation per job: a replan or a scale running on it refuses the rescale too.
         const running = await runningOperationOf(deps, params.job, { failClosed: true });
         if (running) throw new ApiError('operation-in-progress', `${running.workflowId} is running on ${params.job}`, { workflowId: running.workflowId });
-        const started = await startOperation(deps, { request,
+        const started = await startOperation(deps, { request, body,
           workflow: rescaleOperator, workflowId: `rescale:${params.job}`,
           input: { job: params.job, operator: params.op, parallelism: body.parallelism, reason: body.reason ?? 'requested via API' },
           summary: `rescale ${params.job}/${params.op} ${operator.parallelism} → ${body.parallelism}`,

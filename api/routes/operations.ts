@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { statusOfOutcome, AbortAnswerSchema, OperationParamsSchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
+import { statusOfOutcome, AbortAnswerSchema, OperationListQuerySchema, OperationListSchema, OperationParamsSchema, OperationReadQuerySchema, OperationReportQuerySchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut } from '../../workflows/scale-out';
 import { statusQueryOf, type OperationStatus } from '../../workflows/status';
 import type { ScaleStatus } from '../../workflows/scale-operation';
@@ -11,7 +11,8 @@ import { stopTheWorldReplan } from '../../workflows/stop-the-world-replan';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
-import { requireActiveWorkload, startOperation } from '../operations';
+import { reportUrlOf, requireActiveWorkload, startOperation } from '../operations';
+import { listOperations, runOfStart } from '../operation-list';
 import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { defineRoute, ok } from '../../http/route';
 import { renderOperationReport, REPORT_CONTENT_SECURITY_POLICY } from '../report';
@@ -28,16 +29,19 @@ function rootCauseMessage(error: Error): string {
 }
 
 export function operationRoutes(deps: ApiDeps) {
-  const handleOf = async (workflowId: string) => (await deps.temporal.client()).workflow.getHandle(workflowId);
+  const handleOf = async (workflowId: string, runId?: string) => (await deps.temporal.client()).workflow.getHandle(workflowId, runId);
 
-  /** GET /v1/operations/:workflowId's answer: what the report page shows too. */
-  const describeOperation = async (workflowId: string): Promise<z.output<typeof OperationViewSchema>> => {
-    const handle = await handleOf(workflowId);
+  /**
+   * GET /v1/operations/:workflowId's answer: what the report page shows too. With a run id, exactly
+   * that run (404 when it is not a run of the workflow id); without, the newest run of the id.
+   */
+  const describeOperation = async (workflowId: string, runId?: string): Promise<z.output<typeof OperationViewSchema>> => {
+    const handle = await handleOf(workflowId, runId);
     let description;
     try {
       description = await handle.describe();
     } catch (error) {
-      if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', `no operation ${workflowId}`);
+      if (error instanceof WorkflowNotFoundError) throw new ApiError('not-found', runId ? `no run ${runId} of operation ${workflowId}` : `no operation ${workflowId}`);
       throw error;
     }
     const temporalStatus = description.status.name;
@@ -58,6 +62,7 @@ export function operationRoutes(deps: ApiDeps) {
     if (status === 'failed') failure = await handle.result().then(() => null, rootCauseMessage);
     return {
       workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
+      reportUrl: reportUrlOf(deps, description.workflowId, { runId: description.runId }),
       phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
       // The scale operations' status (by the workflow type, not the shape) is spread out; every other kind's is `result`.
       ...(scale ? {
@@ -84,12 +89,12 @@ export function operationRoutes(deps: ApiDeps) {
         if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message, { current });
         const { replicas, approval, reason, ...options } = body;
         const started = choice.workflow === 'stopTheWorldReplan'
-          ? await startOperation(deps, { request,
+          ? await startOperation(deps, { request, body,
             workflow: stopTheWorldReplan, workflowId: choice.workflowId,
             input: { workload: params.name, replicas, reason: reason ?? 'scale requested via API' },
             summary: `scale stream job ${params.name} ${current} → ${replicas} subtasks (stop-the-world replan)`,
           })
-          : await startOperation(deps, { request,
+          : await startOperation(deps, { request, body,
             workflow: choice.workflow === 'scaleOut' ? scaleOut : scaleIn, workflowId: choice.workflowId,
             input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(choice.workflow === 'scaleOut' ? { approval } : {}), ...options },
             summary: `scale ${params.name} ${current} → ${replicas}`,
@@ -98,19 +103,28 @@ export function operationRoutes(deps: ApiDeps) {
       },
     }),
     defineRoute({
+      method: 'GET', path: '/v1/operations', access: 'viewer', operationId: 'listOperations',
+      summary: 'past and running operations (one entry per run), newest first, each with its workflow id, run id, kind, status, start time and its run\'s report link',
+      query: OperationListQuerySchema, response: { schema: OperationListSchema, status: { 200: 'the newest runs that match, newest first' } },
+      handler: async ({ query }) => ok({ operations: await listOperations(deps, query) }),
+    }),
+    defineRoute({
       method: 'GET', path: '/v1/operations/:workflowId', access: 'viewer',
-      summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation', operationId: 'getOperation',
-      params: OperationParamsSchema, response: { schema: OperationViewSchema, status: { 200: 'the operation' } }, errors: [404],
-      handler: async ({ params }) => ok(await describeOperation(params.workflowId)),
+      summary: 'one operation: kind, status, phase, gates, plan, evidence, compensation; ?runId= reads that run (else the newest run of the id)', operationId: 'getOperation',
+      params: OperationParamsSchema, query: OperationReadQuerySchema, response: { schema: OperationViewSchema, status: { 200: 'the operation' } }, errors: [404],
+      handler: async ({ params, query }) => ok(await describeOperation(params.workflowId, query.runId)),
     }),
     defineRoute({
       method: 'GET', path: '/v1/operations/:workflowId/report', access: 'viewer', browser: true, operationId: 'getOperationReport',
-      summary: 'the operation\'s evidence as an HTML page (no external assets): charts of throughput, backlog, latency and errors at the baseline and after, then the verdict table. A browser may sign in with HTTP Basic, the viewer token as the password',
-      params: OperationParamsSchema, response: { schema: z.string(), contentType: 'text/html', status: { 200: 'the report page' } }, errors: [404],
-      handler: async ({ params }) => ({
-        status: 200, contentType: 'text/html; charset=utf-8', body: renderOperationReport(await describeOperation(params.workflowId)),
-        headers: { 'content-security-policy': REPORT_CONTENT_SECURITY_POLICY, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
-      }),
+      summary: 'the operation\'s evidence as an HTML page (no external assets): charts of throughput, backlog, latency and errors at the baseline and after, then the verdict table; ?runId= (or ?start=, the Web UI link\'s start id) shows that run, else the newest. A browser may sign in with HTTP Basic, the viewer token as the password',
+      params: OperationParamsSchema, query: OperationReportQuerySchema, response: { schema: z.string(), contentType: 'text/html', status: { 200: 'the report page' } }, errors: [404],
+      handler: async ({ params, query }) => {
+        const runId = query.runId ?? (query.start ? await runOfStart(deps, params.workflowId, query.start) : undefined);
+        return {
+          status: 200, contentType: 'text/html; charset=utf-8', body: renderOperationReport(await describeOperation(params.workflowId, runId)),
+          headers: { 'content-security-policy': REPORT_CONTENT_SECURITY_POLICY, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
+        };
+      },
     }),
     defineRoute({
       method: 'POST', path: '/v1/operations/:workflowId/approve', access: 'operator', summary: 'approve a change waiting for manual approval', operationId: 'approveOperation',

@@ -12,6 +12,7 @@ import { ImageResolveError, pinImage } from '../../lib/image-registry';
 import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
+import { KindChangeError } from '../../store/registry';
 
 /**
  * A workload reading a Kafka topic (a consumer's or stream job's source, a service's own consumer
@@ -49,11 +50,13 @@ export function workloadRoutes(deps: ApiDeps) {
 
   return [
     defineRoute({
-      method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload', operationId: 'putWorkload',
+      method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload; a live workload\'s kind cannot change (409 kind-change: retire it first)', operationId: 'putWorkload',
       params: WorkloadParamsSchema, body: WorkloadDefinitionSchema, bodyName: 'workload',
-      response: { schema: WorkloadSchema, status: { 201: 'defined', 200: 'replaced (a new revision)' } },
+      response: { schema: WorkloadSchema, status: { 201: 'defined', 200: 'replaced (a new revision)' } }, errors: [409],
       handler: async ({ params, body }) => {
         const existed = await deps.registry.getWorkload(params.name);
+        // Before the broker is asked: a kind change is refused whatever the new definition says (the store judges it again as it writes).
+        if (existed && !existed.retired && existed.kind !== body.kind) throw new KindChangeError(params.name, existed.kind, body.kind);
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, sourceTopicOf(body.spec), body.spec.partitions, 'spec.partitions');
         if (body.kind === 'service' && body.spec.kafka) await checkBrokerPartitions(deps, body.spec.kafka.topic, body.contract.partitions, 'contract.partitions');

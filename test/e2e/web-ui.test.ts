@@ -201,13 +201,15 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
   expect(started.status).toBe(202);
   const { workflowId, runId } = started.body;
   expect(await stack.temporal.workflow.getHandle(workflowId, runId).result()).toMatchObject({ outcome: 'completed' });
-  const reportUrl = `${stack.apiUrl}/v1/operations/${encodeURIComponent(workflowId)}/report`;
+  const reportOf = `${stack.apiUrl}/v1/operations/${encodeURIComponent(workflowId)}/report`;
 
   // The workflow's details in the Web UI carry the link (Temporal markdown, rendered in a frame of its own).
+  // It names this run by the start's id (written before Temporal named the run), never "the newest run".
   const workflowUrl = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}`;
   await openUntil(`${workflowUrl}/user-metadata`, 'Evidence report', 'web-ui-report-link.png');
   const hrefs = (await Promise.all(page.frames().map((frame) => frame.$$eval('a', (links) => links.map((link) => link.getAttribute('href'))).catch(() => [])))).flat();
-  expect(hrefs).toContain(reportUrl);
+  const reportUrl = hrefs.find((href) => href?.startsWith(`${reportOf}?start=`)) ?? `(no link to ${reportOf}?start=… among ${hrefs.join(', ')})`;
+  expect(reportUrl).toMatch(/\?start=[0-9a-f-]{36}$/);
 
   // Without credentials a browser is asked for them (HTTP Basic), and sees nothing of the report.
   const anonymous = await fetch(reportUrl);
@@ -227,6 +229,7 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
     expect(response?.status()).toBe(200);
     expect(response?.headers()['content-security-policy']).toContain("default-src 'none'");
     expect(await reportPage.locator('figure.chart svg').count()).toBe(8);
+    expect(await reportPage.locator('a.run').innerText()).toBe(runId); // the link opened this run
     for (const measure of ['throughput', 'backlog', 'errors', 'ready']) {
       // baseline and after, each a drawn bar with a visible size (an idle service's throughput is a 0 bar)
       const bars = reportPage.locator(`figure[data-measure="${measure}"] rect.bar`);

@@ -159,12 +159,14 @@ describe('plan, apply, scale and operations', () => {
     expect(show).toMatch(/^kind:\s+scaleOut$/m);
     expect(show).toMatch(new RegExp(`^id:\\s+${planId}$`, 'm')); // the reviewed plan is the one applied
     expect(show).toMatch(/^status:\s+completed$/m);
-    const reportUrl = `${stack.apiUrl}/v1/operations/scale%3Acli-web/report`;
+    // The report link names the run shown (an older run's link keeps opening that run).
+    const runId = /^run:\s+(\S+)$/m.exec(show)![1];
+    const reportUrl = `${stack.apiUrl}/v1/operations/scale%3Acli-web/report?runId=${runId}`;
     expect(show.split('\n').find((line) => line.startsWith('report:'))?.replace(/^report:\s+/, '')).toBe(reportUrl);
     // Its evidence page, saved: the same HTML the API serves, with the baseline and after charted.
     const file = path.join(dir, 'cli-web.html');
     const saved = await ok(['operations', 'report', 'scale:cli-web', '--out', file]);
-    expect(saved.trim()).toBe(`report of scale:cli-web written to ${file} (${fs.statSync(file).size} bytes); served at ${reportUrl}`);
+    expect(saved.trim()).toBe(`report of scale:cli-web (run ${runId}) written to ${file} (${fs.statSync(file).size} bytes); served at ${reportUrl}`);
     const html = fs.readFileSync(file, 'utf8');
     expect(html).toMatch(/^<!doctype html>/);
     expect(html.match(/<figure class="chart"/g)).toHaveLength(8);

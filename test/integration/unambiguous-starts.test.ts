@@ -75,11 +75,12 @@ it('a scale answered 503 while Temporal is paused never starts afterwards; a ret
     expect(String((failure?.cause as Error | undefined)?.message)).toMatch(/after its admission deadline/);
   }
 
-  // The same key on another request is refused; a malformed key is a 400.
+  // The same key on another request is refused, naming what it started; a malformed key is a 400.
   const other = await fetch(`${stack.apiUrl}/v1/runtimes/us-a/recover`, {
     method: 'POST', body: '{}', headers: { authorization: `Bearer ${stack.tokens.operator}`, 'content-type': 'application/json', 'idempotency-key': 'retry-me-1' },
   });
-  expect(other.status).toBe(409);
+  expect(other.status).toBe(422);
+  expect(await other.json()).toMatchObject({ error: 'idempotency-key-reused', workflowId: 'scale:paused', runId: started.body.runId });
   const malformed = await scale('not a key!');
   expect(malformed.status).toBe(400);
 });

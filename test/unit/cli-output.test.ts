@@ -1,6 +1,6 @@
 // cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
 import { table, TABLE_WIDTH } from '../../cli/format';
-import { renderOperation } from '../../cli/main';
+import { renderOperation, renderOperationList } from '../../cli/main';
 import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
 
 const running = (fields: Record<string, unknown>) => ({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
@@ -122,5 +122,29 @@ describe('operations show renders every kind', () => {
   test('any other kind: its fields, one per line, lists joined', () => {
     const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } });
     expect(printed).toMatch(/^RESULT\nstopped:\s+web-0-g1, web-1-g1\nunreachable:\s+\(none\)$/m);
+  });
+});
+
+describe('followOperation of a started run', () => {
+  it('reads that run (?runId=), not the newest of the id', async () => {
+    const asked: string[] = [];
+    const ended = await followOperation('scale:web', {
+      runId: 'r-1', tty: false, write: () => {}, sleep: async () => {},
+      get: async (path) => { asked.push(path); return { ...running({ phase: 'done' }), status: 'completed' }; },
+    });
+    expect(ended.status).toBe('completed');
+    expect(asked).toEqual(['/v1/operations/scale%3Aweb?runId=r-1']);
+  });
+});
+
+describe('operations list', () => {
+  it('prints one row per run, its run id whole however long the workflow id', () => {
+    const runId = '0a1b2c3d-0000-4000-8000-000000000003';
+    const workflowId = `scale:${'w'.repeat(63)}`;
+    const printed = renderOperationList([{ workflowId, runId, kind: 'stopTheWorldReplan', status: 'compensated', startedAt: '2026-12-01T10:00:00.000Z' }]).split('\n');
+    expect(printed[0]).toMatch(/^WORKFLOW\s+RUN\s+KIND\s+STATUS\s+STARTED$/);
+    expect(printed[1]).toContain(` ${runId} `);
+    expect(printed[1]).toMatch(/stopTheWorldReplan\s+compensated\s+2026-12-01T10:00:00.000Z$/);
+    expect(renderOperationList([])).toBe('(no operations)');
   });
 });

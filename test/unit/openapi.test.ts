@@ -34,7 +34,7 @@ describe('the OpenAPI document', () => {
     expect(operations.map((o) => o.where).sort()).toEqual([
       'DELETE /v1/workloads/{name}',
       'GET /healthz', 'GET /metrics', 'GET /openapi.json', 'GET /readyz',
-      'GET /v1/jobs/{job}', 'GET /v1/ledger', 'GET /v1/operations/{workflowId}', 'GET /v1/operations/{workflowId}/report', 'GET /v1/state', 'GET /v1/tiers/{tier}', 'GET /v1/workloads/{name}',
+      'GET /v1/jobs/{job}', 'GET /v1/ledger', 'GET /v1/operations', 'GET /v1/operations/{workflowId}', 'GET /v1/operations/{workflowId}/report', 'GET /v1/state', 'GET /v1/tiers/{tier}', 'GET /v1/workloads/{name}',
       'POST /v1/jobs/{job}/operators/{op}/rescale',
       'POST /v1/operations/{workflowId}/abort', 'POST /v1/operations/{workflowId}/approve',
       'POST /v1/plans/{id}/apply',
@@ -100,7 +100,21 @@ describe('the OpenAPI document', () => {
     const starts = [['post', '/v1/workloads/{name}/scale'], ['delete', '/v1/workloads/{name}'], ['post', '/v1/plans/{id}/apply'], ['post', '/v1/runtimes/{id}/recover'], ['post', '/v1/jobs/{job}/operators/{op}/rescale']];
     for (const [method, path] of starts) {
       expect((operationAt(method, path) as Operation & { parameters: unknown[] }).parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header' }));
+      // the key reused on another request is idempotency-key-reused, a 422 (issue 33)
+      expect(Object.keys(operationAt(method, path).responses)).toEqual(expect.arrayContaining(['409', '422']));
     }
+    expect(JSON.stringify(doc.components.responses.ValidationFailed)).toContain('idempotency-key-reused');
+    expect(Object.keys(operationAt('put', '/v1/workloads/{name}').responses)).toContain('409');
+    expect(JSON.stringify(doc.components.responses.Conflict)).toContain('kind-change');
+  });
+
+  it('reads a named run of an operation, and lists runs by workload and kind', () => {
+    for (const path of ['/v1/operations/{workflowId}', '/v1/operations/{workflowId}/report']) {
+      expect((operationAt('get', path) as Operation & { parameters: unknown[] }).parameters).toContainEqual(expect.objectContaining({ name: 'runId', in: 'query' }));
+    }
+    const list = operationAt('get', '/v1/operations') as Operation & { parameters: { name: string }[] };
+    expect(list.parameters.map((p) => p.name).sort()).toEqual(['kind', 'limit', 'workload']);
+    expect(resolve(list.responses['200'].content!['application/json'].schema).required).toEqual(['operations']);
   });
 
   it('names its server, from SCALEGATE_API_URL or the listen address', () => {
