@@ -52,9 +52,24 @@ export function evidenceActivities(deps: ActivityDeps) {
       let rate = 0;
       const p50s: number[] = [];
       const p95s: number[] = [];
+      const latencySamples: number[] = [];
+      let sampled = false;
       for (const a of placement?.assignments ?? []) {
-        const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).catch(() => null);
+        // An agent that does not answer, or that does not host the task, measured nothing: its zeros are no figures.
+        let unmeasured: string | undefined;
+        const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).then((answer) => {
+          if (answer === null) unmeasured = 'absent from its agent';
+          return answer;
+        }, (error: Error) => {
+          unmeasured = `not measured: its agent did not answer (${error.message})`;
+          return null;
+        });
+        if (status?.latencySamplesMs) {
+          sampled = true;
+          latencySamples.push(...status.latencySamplesMs);
+        }
         tasks.push({
+          ...(unmeasured !== undefined ? { unmeasured } : {}),
           taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
           // a stream subtask's work is the records it took in
           processed: status?.counts.processed ?? status?.counts.recordsIn ?? 0, errors: status?.errors ?? 0, recentErrors: status?.recentErrors ?? status?.errors ?? 0, backlog: status?.backlog ?? 0,
@@ -75,12 +90,13 @@ export function evidenceActivities(deps: ActivityDeps) {
         backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
         recentErrors: tasks.reduce((n, t) => n + (t.recentErrors ?? t.errors), 0),
         cpuPercentPerTask: largest(tasks.map((t) => t.cpuPercent)), rssBytesPerTask: largest(tasks.map((t) => t.rssBytes)),
+        ...(sampled ? { latencySamplesMs: latencySamples } : {}),
       };
       // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
       const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;
       // A consumer that never ran (its first placement still pending) has no tables yet: nothing to audit.
       const consumerAudit = workload.kind === 'consumer' && sourceTable !== null
-        ? await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink }).catch((error: unknown) => {
+        ? await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink, workload: workload.name }).catch((error: unknown) => {
           if (isUndefinedTable(error)) return null;
           throw error;
         })
@@ -88,6 +104,9 @@ export function evidenceActivities(deps: ActivityDeps) {
       if (consumerAudit) {
         const { sourceCount, sinkCount, missing, duplicates, extra, orderViolations } = consumerAudit;
         snapshot.sink = { sourceCount, sinkCount, missing, duplicates, extra, orderViolations };
+        if (consumerAudit.receipts) {
+          snapshot.receipts = { partitions: consumerAudit.receipts, declared: workload.kind === 'consumer' ? workload.spec.partitions ?? null : null, placedTasks: (placement?.assignments ?? []).map((a) => a.taskId) };
+        }
       }
       const declared = declaredGroup(workload);
       if (declared) {
@@ -108,6 +127,7 @@ export function evidenceActivities(deps: ActivityDeps) {
           sourceCount: audit.coveredSourceRows, sinkCount: audit.sinkTotal, missing: Math.max(0, -surplus),
           duplicates: Math.max(0, surplus), extra: audit.rowsAboveCheckpoint, orderViolations: 0,
         };
+        snapshot.checkpointAudit = { coveredSourceRows: audit.coveredSourceRows, sinkTotal: audit.sinkTotal, rowsAboveCheckpoint: audit.rowsAboveCheckpoint, checkpoint: audit.checkpoint?.id ?? null };
       }
       return snapshot;
     },

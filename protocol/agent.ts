@@ -66,11 +66,16 @@ export const StopAnswerSchema = z.object({
 export type StopAnswer = z.infer<typeof StopAnswerSchema>;
 
 /** GET /v1/tasks/:taskId: a task report plus what only the hosting agent knows. */
+/** The most latency samples a task's status carries. */
+export const LATENCY_SAMPLES_REPORTED = 200;
+
 export const TaskStatusSchema = TaskReportSchema.extend({
   ports: PortPairSchema.optional(),
   partitions: z.array(z.int()).optional(),
   generation: z.int(),
   detail: z.string().optional(),
+  /** the latency samples its p50 and p95 were taken from (the newest): what evidence tests statistically; not sent in heartbeats */
+  latencySamplesMs: z.array(z.number()).max(LATENCY_SAMPLES_REPORTED).optional(),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export type TaskState = TaskStatus['state'];

@@ -2,17 +2,17 @@
 // or low CPU) and where their partitions go (consolidation under the per-instance limit, rolled
 // back whole when one cannot be placed) → drain the victims (stop fetching, finish in-flight,
 // commit, release) → fenced write of the reduced placement, survivors take the released partitions
-// from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
+// from the committed offsets → confirm the removed own nothing → compare (a failed row compensates) → ledger. A drain past its
 // deadline, an agent failing mid-drain, or an abort after the drain began ends in the replan.
 import { patched, proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { compareEvidence } from '../domain/evidence';
+import { compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE } from '../domain/evidence';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload } from '../protocol';
 import { WorkloadName } from '../protocol/names';
-import { failureMessage, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { EVIDENCE_JUDGED, failureMessage, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -174,7 +174,16 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
     return compensateAt(input.replicas, abort ? aborts.reason! : `scale-in failed after the drain began: ${failureMessage(error)}`);
   }
 
-  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: decision.survivors.length });
+  // Judged like a scaleOut's (receipts per partition, every partition owned, tasks, errors, a
+  // service's latency, backlog and memory): a failed row compensates, the replan restoring the
+  // ownership at the size applied. Runs recorded before patch evidence-judged completed whatever it said.
+  const latency = workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
+  status.comparison = compareEvidence(status.baseline!, status.after!, {
+    expectedTasks: decision.survivors.length, kind: workload.kind, latency, backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE,
+  });
+  if (status.comparison.verdict === 'regression' && patched(EVIDENCE_JUDGED)) {
+    return compensateAt(decision.survivors.length, `regression after scale-in: ${status.comparison.reasons.join('; ')}`);
+  }
   const forced = forcedStops(scaleIn.receipts as Parameters<typeof forcedStops>[0]);
   scaleIn.forced = forced;
   status.outcome = 'completed';

@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
+import { describeIssues, LATENCY_SAMPLES_REPORTED, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
@@ -586,6 +586,12 @@ class ProcessTask implements TaskHandle {
     return { p50: at(0.5), p95: at(0.95) };
   }
 
+  /** The readiness path's answers within the window, newest last: the samples p50 and p95 are taken from. */
+  private latencySamples(): number[] {
+    const since = Date.now() - LATENCY_WINDOW_MS;
+    return this.latencies.filter((sample) => sample.at >= since).map((sample) => sample.ms).slice(-LATENCY_SAMPLES_REPORTED);
+  }
+
   status(): TaskStatus {
     const latencyMs = this.latency();
     const counts: Record<string, number> = { restarts: 0 };
@@ -608,7 +614,7 @@ class ProcessTask implements TaskHandle {
       recentErrors: this.errors.recent(),
       ports: this.ports,
       generation: this.start.generation,
-      ...(latencyMs ? { latencyMs } : {}),
+      ...(latencyMs ? { latencyMs, latencySamplesMs: this.latencySamples() } : {}),
       ...(this.detail !== undefined ? { detail: this.detail } : {}),
     };
   }

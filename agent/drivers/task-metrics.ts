@@ -14,6 +14,13 @@ export class LatencyReservoir {
     this.cursor = (this.cursor + 1) % this.size;
   }
 
+  /** The newest `count` samples held, oldest first. */
+  newest(count: number): number[] {
+    if (this.samples.length < this.size) return this.samples.slice(-count);
+    const ordered = [...this.samples.slice(this.cursor), ...this.samples.slice(0, this.cursor)];
+    return ordered.slice(-count);
+  }
+
   /** p50 and p95 of the samples held; undefined before the first. */
   percentiles(): { p50: number; p95: number } | undefined {
     if (this.samples.length === 0) return undefined;
