@@ -45,7 +45,11 @@ export function evidenceActivities(deps: ActivityDeps) {
     },
 
     /** A snapshot of every task of the workload (from its agents) and, for consumers and stream jobs, the sink audit. */
-    async captureEvidence(input: { workload: string }): Promise<EvidenceSnapshot> {
+    /**
+     * `sinceMs` (the after window's start, by this clock): only latency samples taken since are the
+     * window's (each agent reports its samples' ages, so no agent clock is trusted).
+     */
+    async captureEvidence(input: { workload: string; sinceMs?: number }): Promise<EvidenceSnapshot> {
       const workload = await requireWorkload(input.workload);
       const placement = await registry.getPlacement(input.workload);
       const tasks: EvidenceSnapshot['tasks'] = [];
@@ -64,9 +68,10 @@ export function evidenceActivities(deps: ActivityDeps) {
           unmeasured = `not measured: its agent did not answer (${error.message})`;
           return null;
         });
-        if (status?.latencySamplesMs) {
+        if (status?.latencySamples) {
           sampled = true;
-          latencySamples.push(...status.latencySamplesMs);
+          const windowMs = input.sinceMs === undefined ? Infinity : now() - input.sinceMs;
+          for (const [ageMs, ms] of status.latencySamples) if (ageMs <= windowMs) latencySamples.push(ms);
         }
         tasks.push({
           ...(unmeasured !== undefined ? { unmeasured } : {}),

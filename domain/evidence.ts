@@ -349,22 +349,27 @@ export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnaps
 
 /**
  * Latency: where both windows hold samples (and the kind's latency is judged), one `latency` row by
- * the Mann-Whitney test at its margin, p50 and p95 shown beside it; without samples, p50 and p95 by
- * the fixed multipliers, saying so. A kind whose latency is not judged: its figures, not judged.
+ * the Mann-Whitney test at its margin, p50 and p95 shown beside it; without samples, or too few for
+ * the test (its row says `not enough samples`), p50 and p95 by the fixed multipliers, saying so. A
+ * kind whose latency is not judged: its figures, not judged.
  */
 function latencyRows(baseline: EvidenceSnapshot, after: EvidenceSnapshot, tolerance: LatencyTolerance | undefined, judged: boolean): JudgedRow[] {
   const rows: JudgedRow[] = [];
   const before = baseline.latencySamplesMs;
   const now = after.latencySamplesMs;
   const tested = judged && tolerance !== undefined && before !== undefined && now !== undefined && before.length > 0 && now.length > 0;
+  let judgedByTest = false;
+  let fixedRule = ' (fixed multiplier: no samples to test)';
   if (tested) {
     const test = judgeNonInferior(before, now, LATENCY_GUARDRAIL);
     rows.push({
       check: 'latency', verdict: test.verdict, baseline: median(before), after: median(now), detail: `medians ${median(before)} → ${median(now)} ms; ${test.detail}`,
       reason: `latency ${test.detail}`,
     });
+    judgedByTest = test.verdict !== 'not enough samples';
+    fixedRule = ` (fixed multiplier: too few samples for the test, n = ${before.length} before, ${now.length} after)`;
   }
-  const fixed = tolerance && !tested ? latencyRegressions(baseline, after, tolerance) : [];
+  const fixed = tolerance && !judgedByTest ? latencyRegressions(baseline, after, tolerance) : [];
   for (const [name, first, second] of [['p50', baseline.latencyP50Ms, after.latencyP50Ms], ['p95', baseline.latencyP95Ms, after.latencyP95Ms]] as const) {
     const check = `latency ${name}`;
     if (first === null || second === null) {
@@ -374,11 +379,11 @@ function latencyRows(baseline: EvidenceSnapshot, after: EvidenceSnapshot, tolera
     const figures = `${first} → ${second} ms`;
     if (!tolerance) {
       rows.push({ check, verdict: judged ? 'not judged' : 'pass', baseline: first, after: second, detail: `${figures} (shown, not judged for this kind)` });
-    } else if (tested) {
+    } else if (judgedByTest) {
       rows.push({ check, verdict: 'not judged', baseline: first, after: second, detail: `${figures} (shown: the latency row's test judges the samples)` });
     } else {
       const reason = fixed.find((r) => r.startsWith(name));
-      const rule = judged ? ' (fixed multiplier: no samples to test)' : '';
+      const rule = judged ? fixedRule : '';
       rows.push(reason
         ? { check, verdict: 'regression', baseline: first, after: second, detail: `${reason}${rule}`, reason }
         : { check, verdict: 'pass', baseline: first, after: second, detail: `${figures}${rule}` });

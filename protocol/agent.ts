@@ -74,8 +74,12 @@ export const TaskStatusSchema = TaskReportSchema.extend({
   partitions: z.array(z.int()).optional(),
   generation: z.int(),
   detail: z.string().optional(),
-  /** the latency samples its p50 and p95 were taken from (the newest): what evidence tests statistically; not sent in heartbeats */
-  latencySamplesMs: z.array(z.number()).max(LATENCY_SAMPLES_REPORTED).optional(),
+  /**
+   * the latency samples its p50 and p95 were taken from (the newest), each [age in ms by the agent's
+   * clock, latency in ms]: what evidence tests statistically (ages, not times: no agent clock is
+   * trusted); not sent in heartbeats
+   */
+  latencySamples: z.array(z.tuple([z.number(), z.number()])).max(LATENCY_SAMPLES_REPORTED).optional(),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export type TaskState = TaskStatus['state'];

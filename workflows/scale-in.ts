@@ -161,13 +161,15 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
           },
         },
       });
+      // the after window: latency samples taken since the reduced placement converged
+      const windowStart = Date.now();
       enter('confirming');
       scaleIn.confirmation = await agentCalls.confirmRemoved.executeWithOptions(
         { summary: `confirm ${plan.stops.length ? runtimesOf(plan.stops) : 'nothing'} own nothing of ${input.workload}` },
         [{ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) }],
       );
       enter('comparing');
-      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload, sinceMs: windowStart }]);
     });
   } catch (error) {
     const abort = aborts.isAbort(error);

@@ -188,13 +188,15 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
         await applyPlacement(applied, {
           convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committedSize = size; }, desired: size,
         });
+        // the after window: latency samples taken since the new size converged
+        const windowStart = Date.now();
         if (input.soakMs > 0) {
           status.soakEndsAt = new Date(Date.now() + input.soakMs).toISOString();
           enter('soaking');
           await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}${which}` });
         }
         enter('comparing');
-        status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}${which}` }, [{ workload: input.workload }]);
+        status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}${which}` }, [{ workload: input.workload, sinceMs: windowStart }]);
       });
     } catch (error) {
       const abort = aborts.isAbort(error);

@@ -158,7 +158,7 @@ export class ConsumerTask implements TaskHandle {
       incarnation: this.incarnation,
       state: this.state(pendingPartitions),
       counts: { ...this.counts, inFlight: this.inFlight, ratePerSec: rate },
-      ...(latencyMs ? { latencyMs, latencySamplesMs: this.latency.newest(LATENCY_SAMPLES_REPORTED) } : {}),
+      ...(latencyMs ? { latencyMs, latencySamples: this.latency.newest(LATENCY_SAMPLES_REPORTED) } : {}),
       backlog,
       errors: this.errors.total,
       recentErrors: this.errors.recent(),

@@ -586,10 +586,10 @@ class ProcessTask implements TaskHandle {
     return { p50: at(0.5), p95: at(0.95) };
   }
 
-  /** The readiness path's answers within the window, newest last: the samples p50 and p95 are taken from. */
-  private latencySamples(): number[] {
-    const since = Date.now() - LATENCY_WINDOW_MS;
-    return this.latencies.filter((sample) => sample.at >= since).map((sample) => sample.ms).slice(-LATENCY_SAMPLES_REPORTED);
+  /** The readiness path's answers within the window, newest last, each [age in ms, latency in ms]: the samples p50 and p95 are taken from. */
+  private latencySamples(): [number, number][] {
+    const now = Date.now();
+    return this.latencies.filter((sample) => sample.at >= now - LATENCY_WINDOW_MS).slice(-LATENCY_SAMPLES_REPORTED).map((sample) => [now - sample.at, sample.ms]);
   }
 
   status(): TaskStatus {
@@ -614,7 +614,7 @@ class ProcessTask implements TaskHandle {
       recentErrors: this.errors.recent(),
       ports: this.ports,
       generation: this.start.generation,
-      ...(latencyMs ? { latencyMs, latencySamplesMs: this.latencySamples() } : {}),
+      ...(latencyMs ? { latencyMs, latencySamples: this.latencySamples() } : {}),
       ...(this.detail !== undefined ? { detail: this.detail } : {}),
     };
   }

@@ -165,10 +165,12 @@ describe('latency', () => {
     expect(row(comparison, 'latency p95')).toMatchObject({ verdict: 'regression' });
   });
 
-  it('says "not enough samples" with too few, and is not judged for a kind whose latency is not judged', () => {
+  it('says "not enough samples" with too few (the fixed rule judging p50 and p95), and is not judged for a kind whose latency is not judged', () => {
     const few = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26, latencySamplesMs: samples(1) }), snapshot({ latencyP50Ms: 300, latencyP95Ms: 300, latencySamplesMs: [300, 300] }), service);
     expect(row(few, 'latency')).toMatchObject({ verdict: 'not enough samples' });
-    expect(few.verdict).toBe('pass');
+    // too few for the test: p50 and p95 by the fixed rule, saying so
+    expect(row(few, 'latency p50')).toMatchObject({ verdict: 'regression', detail: 'p50 latency grew from 22 to 300 ms (more than ×1.5 and +100 ms) (fixed multiplier: too few samples for the test, n = 10 before, 2 after)' });
+    expect(few.verdict).toBe('regression');
     const consumer = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26 }), snapshot({ latencyP50Ms: 300, latencyP95Ms: 300 }), { expectedTasks: 3 });
     expect(row(consumer, 'latency p50')).toMatchObject({ verdict: 'not judged', detail: '22 → 300 ms (shown, not judged for this kind)' });
   });

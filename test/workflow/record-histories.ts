@@ -969,6 +969,20 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // A comparison with a failed row after the drain (new task errors): compensated by the replan
+    // at the size applied, the row named (since patch evidence-judged; before it, completed).
+    name: 'scale-in-regression',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4, { errorsAfterChange: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.compensation?.replicas, 2);
+      assert.match(status.compensation?.reason ?? '', /^regression after scale-in: 2 new task error\(s\)/);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
+      return { workflowId };
+    },
+  },
+  {
     // A lost runtime's replica replaced elsewhere: declared LOST, decided, applied make-before-break
     // without draining the lost task, converged, one ledger row.
     name: 'recover-runtime',
