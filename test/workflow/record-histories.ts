@@ -301,6 +301,15 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
         ...((changed && faults.latencyAfterChange) || tasks.length > (faults.latencyAbove ?? Infinity)
           ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
         backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : 0, errors: errors * tasks.length,
+        // a consumer's partitions each balanced against its committed offset and owned by its placed task
+        ...(definition.kind === 'consumer' ? {
+          receipts: {
+            declared: 8, placedTasks: current.map((a) => a.taskId),
+            partitions: current.flatMap((a) => (a.partitions ?? []).map((partition) => ({
+              partition, source: 30, committedOffset: 24, committedRecords: 25, received: 25, aboveCommit: 0, owner: a.taskId,
+            }))),
+          },
+        } : {}),
       };
     },
     async reconcilePass() {
