@@ -2,8 +2,9 @@
 // or low CPU) and where their partitions go (consolidation under the per-instance limit, rolled
 // back whole when one cannot be placed) → drain the victims (stop fetching, finish in-flight,
 // commit, release) → fenced write of the reduced placement, survivors take the released partitions
-// from the committed offsets → confirm the removed own nothing → compare (a failed row compensates) → ledger. A drain past its
-// deadline, an agent failing mid-drain, or an abort after the drain began ends in the replan.
+// from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
+// deadline, an agent failing mid-drain, an abort after the drain began, or a comparison with a
+// failed row ends in the replan.
 import { patched, proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
