@@ -45,16 +45,36 @@ export function evidenceActivities(deps: ActivityDeps) {
     },
 
     /** A snapshot of every task of the workload (from its agents) and, for consumers and stream jobs, the sink audit. */
-    async captureEvidence(input: { workload: string }): Promise<EvidenceSnapshot> {
+    /**
+     * `sinceMs` (the after window's start, by this clock): only latency samples taken since are the
+     * window's (each agent reports its samples' ages, so no agent clock is trusted).
+     */
+    async captureEvidence(input: { workload: string; sinceMs?: number }): Promise<EvidenceSnapshot> {
       const workload = await requireWorkload(input.workload);
       const placement = await registry.getPlacement(input.workload);
       const tasks: EvidenceSnapshot['tasks'] = [];
       let rate = 0;
       const p50s: number[] = [];
       const p95s: number[] = [];
+      const latencySamples: number[] = [];
+      let sampled = false;
       for (const a of placement?.assignments ?? []) {
-        const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).catch(() => null);
+        // An agent that does not answer, or that does not host the task, measured nothing: its zeros are no figures.
+        let unmeasured: string | undefined;
+        const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).then((answer) => {
+          if (answer === null) unmeasured = 'absent from its agent';
+          return answer;
+        }, (error: Error) => {
+          unmeasured = `not measured: its agent did not answer (${error.message})`;
+          return null;
+        });
+        if (status?.latencySamples) {
+          sampled = true;
+          const windowMs = input.sinceMs === undefined ? Infinity : now() - input.sinceMs;
+          for (const [ageMs, ms] of status.latencySamples) if (ageMs <= windowMs) latencySamples.push(ms);
+        }
         tasks.push({
+          ...(unmeasured !== undefined ? { unmeasured } : {}),
           taskId: a.taskId, runtimeId: a.runtimeId, incarnation: status?.incarnation ?? null, state: status?.state ?? 'absent',
           // a stream subtask's work is the records it took in
           processed: status?.counts.processed ?? status?.counts.recordsIn ?? 0, errors: status?.errors ?? 0, recentErrors: status?.recentErrors ?? status?.errors ?? 0, backlog: status?.backlog ?? 0,
@@ -75,12 +95,13 @@ export function evidenceActivities(deps: ActivityDeps) {
         backlog: tasks.reduce((n, t) => n + t.backlog, 0), errors: tasks.reduce((n, t) => n + t.errors, 0),
         recentErrors: tasks.reduce((n, t) => n + (t.recentErrors ?? t.errors), 0),
         cpuPercentPerTask: largest(tasks.map((t) => t.cpuPercent)), rssBytesPerTask: largest(tasks.map((t) => t.rssBytes)),
+        ...(sampled ? { latencySamplesMs: latencySamples } : {}),
       };
       // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
       const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;
       // A consumer that never ran (its first placement still pending) has no tables yet: nothing to audit.
       const consumerAudit = workload.kind === 'consumer' && sourceTable !== null
-        ? await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink }).catch((error: unknown) => {
+        ? await sinkAudit.exactlyOnce({ source: sourceTable, sink: workload.spec.sink, workload: workload.name }).catch((error: unknown) => {
           if (isUndefinedTable(error)) return null;
           throw error;
         })
@@ -88,6 +109,9 @@ export function evidenceActivities(deps: ActivityDeps) {
       if (consumerAudit) {
         const { sourceCount, sinkCount, missing, duplicates, extra, orderViolations } = consumerAudit;
         snapshot.sink = { sourceCount, sinkCount, missing, duplicates, extra, orderViolations };
+        if (consumerAudit.receipts) {
+          snapshot.receipts = { partitions: consumerAudit.receipts, declared: workload.kind === 'consumer' ? workload.spec.partitions ?? null : null, placedTasks: (placement?.assignments ?? []).map((a) => a.taskId) };
+        }
       }
       const declared = declaredGroup(workload);
       if (declared) {
@@ -108,6 +132,7 @@ export function evidenceActivities(deps: ActivityDeps) {
           sourceCount: audit.coveredSourceRows, sinkCount: audit.sinkTotal, missing: Math.max(0, -surplus),
           duplicates: Math.max(0, surplus), extra: audit.rowsAboveCheckpoint, orderViolations: 0,
         };
+        snapshot.checkpointAudit = { coveredSourceRows: audit.coveredSourceRows, sinkTotal: audit.sinkTotal, rowsAboveCheckpoint: audit.rowsAboveCheckpoint, checkpoint: audit.checkpoint?.id ?? null };
       }
       return snapshot;
     },

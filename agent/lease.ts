@@ -232,7 +232,8 @@ export class LeaseKeeper {
     if (!this.credentialSaved) await this.saveCredential();
     if (this.credential === null) throw new LinkFailure('no credential', 'no credential: not registered');
     const { status, json } = await this.call('heartbeat', `/v1/runtimes/${this.config.id}/heartbeat`, {
-      fence: this.fence, tasks: this.callbacks.reports(),
+      // a task's latency samples are evidence the control plane asks for, not lease traffic
+      fence: this.fence, tasks: this.callbacks.reports().map(({ latencySamples: _samples, ...report }: TaskReport & { latencySamples?: unknown }) => report),
     }, this.credential);
     const { revoked } = HeartbeatAnswerSchema.catch({ revoked: [] }).parse(json);
     if (status === 200) {

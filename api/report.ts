@@ -116,9 +116,15 @@ export function renderChart(measure: Measure, points: EvidencePoint[]): string {
 
 interface VerdictRow {
   check: string;
-  verdict: 'pass' | 'fail' | 'regression' | 'unknown';
+  /** `not judged` and `not enough samples` are grey, `not measured` and `unknown` amber: none is a pass */
+  verdict: 'pass' | 'fail' | 'regression' | 'unknown' | 'not measured' | 'not judged' | 'not enough samples';
   compared: string;
 }
+
+/** The cell's class: green only for a pass. */
+const VERDICT_CLASS: Record<VerdictRow['verdict'], string> = {
+  pass: 'pass', fail: 'fail', regression: 'regression', unknown: 'unknown', 'not measured': 'unknown', 'not judged': 'not-judged', 'not enough samples': 'not-judged',
+};
 
 /** The verdict table's rows: every gate row, then the comparison after the change (each reason, or a pass with its deltas). */
 export function verdictRows(operation: ReportedOperation): VerdictRow[] {
@@ -135,7 +141,7 @@ export function verdictRows(operation: ReportedOperation): VerdictRow[] {
   const comparison = operation.evidence?.comparison as EvidenceComparison | null | undefined;
   if (comparison?.rows) {
     // Every comparison with its figures and verdict (comparisons recorded since the rows existed).
-    for (const row of comparison.rows) rows.push({ check: `after vs baseline: ${row.check}`, verdict: row.verdict === 'not measured' ? 'unknown' : row.verdict, compared: row.detail });
+    for (const row of comparison.rows) rows.push({ check: `after vs baseline: ${row.check}`, verdict: row.verdict, compared: row.detail });
   } else if (comparison) {
     const { deltas } = comparison;
     const latency = deltas.latencyP95Ms === null ? 'p95 latency not measured' : `p95 latency ${signed(deltas.latencyP95Ms)} ms`;
@@ -167,7 +173,7 @@ figcaption{font-weight:600}.unit{font-weight:400;color:#666}
 .bar.before{fill:#8da2c0}.bar.later{fill:#3b6fb6}.baseline-axis{stroke:#999}
 .axis,.value{font-size:12px;fill:#333}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ddd;padding:6px 8px;text-align:left;vertical-align:top}
-th{background:#f5f5f7}.pass{color:#1a7f37;font-weight:600}.fail,.regression{color:#c62828;font-weight:600}.unknown{color:#9a6700;font-weight:600}
+th{background:#f5f5f7}.pass{color:#1a7f37;font-weight:600}.fail,.regression{color:#c62828;font-weight:600}.unknown{color:#9a6700;font-weight:600}.not-judged{color:#6e6e73}
 `;
 
 /** The whole page. */
@@ -181,7 +187,7 @@ export function renderOperationReport(operation: ReportedOperation): string {
   const table = rows.length === 0
     ? '<p>No verdict was recorded.</p>'
     : `<table class="verdicts"><thead><tr><th>check</th><th>verdict</th><th>what was compared</th></tr></thead><tbody>${rows
-      .map((row) => `<tr><td>${escapeHtml(row.check)}</td><td class="${row.verdict}">${row.verdict}</td><td>${escapeHtml(row.compared)}</td></tr>`)
+      .map((row) => `<tr><td>${escapeHtml(row.check)}</td><td class="${VERDICT_CLASS[row.verdict]}">${row.verdict}</td><td>${escapeHtml(row.compared)}</td></tr>`)
       .join('')}</tbody></table>`;
   const when = points.map((point) => `${point.label} at ${new Date(point.snapshot.atMs).toISOString()}`).join(', ');
   const result = operation.result === undefined ? '' : `<h2>Status</h2><pre>${escapeHtml(JSON.stringify(operation.result, null, 2) ?? 'null')}</pre>`;

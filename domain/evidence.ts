@@ -1,5 +1,6 @@
 // Evidence: snapshots of a workload's tasks and the comparison after a change, with a verdict.
 // Counting is the proof: conservation (in = out), duplicates, ordering, then backlog/latency/error deltas.
+import { judgeNonInferior, type Guardrail } from './mann-whitney';
 
 export interface TaskEvidence {
   taskId: string;
@@ -19,6 +20,36 @@ export interface TaskEvidence {
   /** a task that is a process of its own (a service): its CPU (100 = one core) and resident memory */
   cpuPercent?: number;
   rssBytes?: number;
+  /** why this task could not be measured (its agent did not answer, or does not host it): its zeros are no figures */
+  unmeasured?: string;
+}
+
+/**
+ * A consumer partition at one instant (one database snapshot): its source records, its committed
+ * offset (the last processed one; -1 none) and the source records at or below it, the sink rows at
+ * or below it and above it, and its stored owner.
+ */
+export interface PartitionReceipt {
+  partition: number;
+  source: number;
+  committedOffset: number;
+  /** source records at or below the committed offset: what left the source for good */
+  committedRecords: number;
+  /** sink rows at or below the committed offset */
+  received: number;
+  /** sink rows above the committed offset: received but not committed (a later owner reads them again) */
+  aboveCommit: number;
+  /** the task its offsets row names as owner (null: released, or never acquired) */
+  owner: string | null;
+}
+
+/** What conservation is judged from: every partition's receipts and who may own them. */
+export interface Receipts {
+  partitions: PartitionReceipt[];
+  /** partitions 0 … declared − 1 must each have an owner among `placedTasks` (null: the count is not known here) */
+  declared: number | null;
+  /** the tasks of the placement when the receipts were read */
+  placedTasks: string[];
 }
 
 export interface EvidenceSnapshot {
@@ -40,19 +71,36 @@ export interface EvidenceSnapshot {
   group?: { group: string; topic: string; state: string; members: number; partitions: number; unassigned: number[]; lag: number } | { group: string; topic: string; error: string };
   /** consumer workloads: what the sink audit counted */
   sink?: { sourceCount: number; sinkCount: number; missing: number; duplicates: number; extra: number; orderViolations: number };
+  /** consumer workloads with a source table: per-partition receipts against the committed offsets */
+  receipts?: Receipts;
+  /** stream jobs: the sink against the source records the last completed checkpoint covers, at one instant */
+  checkpointAudit?: { coveredSourceRows: number; sinkTotal: number; rowsAboveCheckpoint: number; checkpoint: number | null };
+  /** the tasks' latency samples within their agents' window (ms; absent from agents before they reported them) */
+  latencySamplesMs?: number[];
 }
 
 /** One judged comparison: what was compared, both figures, the verdict and the rule it was judged by. */
 export interface ComparisonRow {
   check: string;
-  verdict: 'pass' | 'regression' | 'not measured';
+  /**
+   * `not measured`: a side could not be measured (an agent did not answer, a task was absent);
+   * `not judged`: the check does not apply to this kind of workload, or a tolerance was not asked
+   * for; `not enough samples`: too few samples on a side for the statistical test. None is a pass.
+   */
+  verdict: RowVerdict;
   baseline: number | null;
   after: number | null;
   detail: string;
 }
 
+export type RowVerdict = 'pass' | 'regression' | 'not measured' | 'not judged' | 'not enough samples';
+
 export interface EvidenceComparison {
-  verdict: 'pass' | 'regression';
+  /**
+   * `regression`: some row failed; `not measured`: none failed but a row that must be judged (errors,
+   * tasks ready, destination receipts) could not be, so this is no pass; `pass`: every such row passed.
+   */
+  verdict: 'pass' | 'regression' | 'not measured';
   reasons: string[];
   /** every comparison with its verdict and figures (absent in comparisons recorded before it) */
   rows?: ComparisonRow[];
@@ -67,16 +115,27 @@ export interface EvidenceComparison {
 }
 
 /**
- * Is the baseline healthy enough to scale from? Errors now (within the agents' error window) say
- * no; an old transient error does not. A workload with no replica has nothing to judge. Snapshots
- * without a recent count (recorded before it existed) are judged by every error, as they were then.
+ * Is the baseline healthy enough to scale from? Every task placed must be measured and ready: one
+ * its agent did not answer for, one absent from its agent, or one not ready says no, naming it.
+ * Errors now (within the agents' error window) say no; an old transient error does not. A workload
+ * with no replica has nothing to judge. Snapshots without a recent count (recorded before it
+ * existed) are judged by every error, as they were then. `tasksJudged` false: the judgment before
+ * tasks were (runs recorded before patch evidence-judged).
  */
-export function baselineHealth(baseline: EvidenceSnapshot, fromReplicas: number): { ok: boolean; detail: string } {
+export function baselineHealth(baseline: EvidenceSnapshot, fromReplicas: number, tasksJudged = true): { ok: boolean; detail: string } {
+  if (fromReplicas === 0) return { ok: true, detail: `baseline captured: ${baseline.ready} ready task(s)` };
+  const unhealthy = tasksJudged ? baseline.tasks.filter((t) => t.unmeasured !== undefined || t.state !== 'ready') : [];
+  if (unhealthy.length) {
+    return { ok: false, detail: `baseline not healthy: ${unhealthy.length} of ${baseline.tasks.length} task(s) not ready or not measured: ${unhealthy.map(describeTask).join('; ')}` };
+  }
   const current = baseline.recentErrors ?? baseline.errors;
-  if (current === 0 || fromReplicas === 0) return { ok: true, detail: `baseline captured: ${baseline.ready} ready task(s)` };
+  if (current === 0) return { ok: true, detail: `baseline captured: ${baseline.ready} ready task(s)` };
   if (baseline.recentErrors === undefined) return { ok: false, detail: `baseline has ${baseline.errors} task error(s)` };
   return { ok: false, detail: `baseline has ${current} task error(s) within the agents' error window (${baseline.errors} since the tasks started)` };
 }
+
+/** A task as a judgment names it: its id, runtime and state, or why it was not measured. */
+const describeTask = (t: TaskEvidence): string => `${t.taskId} on ${t.runtimeId} ${t.unmeasured ?? t.state}`;
 
 /**
  * The rate the downstream should expect at `to` replicas: the measured rate grown with the replicas
@@ -133,22 +192,35 @@ export const CPU_JUDGED_AFTER_SOAK_MS = 2_000;
 
 export interface ComparisonOptions {
   expectedTasks: number;
+  /** the workload's kind: which rows apply (a service has no destination the control plane counts) */
+  kind?: 'service' | 'consumer' | 'stream';
   latency?: LatencyTolerance;
-  /** judged when given (patch resources-and-backlog-judged); otherwise measured and shown only */
+  /** judged when given (patch resources-and-backlog-judged); otherwise shown, not judged */
   backlog?: GrowthTolerance;
   rss?: GrowthTolerance;
   cpu?: GrowthTolerance;
+  /**
+   * false: the judgment of runs recorded before patch evidence-judged (receipts always pass, latency
+   * by its fixed multipliers even where samples exist, unmeasured tasks read as zeros, and the
+   * verdict only pass or regression). Default true.
+   */
+  evidenceJudged?: boolean;
 }
+
+/** Latency may not rise by more than 10 % (non-inferiority margin of the Mann-Whitney test). */
+export const LATENCY_GUARDRAIL: Guardrail = { margin: 0.1, worse: 'higher' };
 
 const MIB = 1024 * 1024;
 
-/** A row judged by a growth tolerance; not judged (no tolerance): a pass that says so; a side not measured: not measured. */
-function growthRow(check: string, before: number | null | undefined, now: number | null | undefined, tolerance: GrowthTolerance | undefined, unit: (n: number) => string, extra = ''): ComparisonRow & { reason?: string } {
+type JudgedRow = ComparisonRow & { reason?: string };
+
+/** A row judged by a growth tolerance; no tolerance: not judged (its figures shown); a side not measured: not measured. */
+function growthRow(check: string, before: number | null | undefined, now: number | null | undefined, tolerance: GrowthTolerance | undefined, unit: (n: number) => string, extra = ''): JudgedRow {
   if (before === null || before === undefined || now === null || now === undefined) {
     return { check, verdict: 'not measured', baseline: before ?? null, after: now ?? null, detail: `${check} not measured at the baseline or after` };
   }
   const figures = `${unit(before)} → ${unit(now)}${extra}`;
-  if (!tolerance) return { check, verdict: 'pass', baseline: before, after: now, detail: `${figures} (shown, not judged here)` };
+  if (!tolerance) return { check, verdict: 'not judged', baseline: before, after: now, detail: `${figures} (shown, not judged here)` };
   const rule = `more than ×${tolerance.growth} and +${unit(tolerance.slack)}`;
   if (now > before * tolerance.growth && now - before > tolerance.slack) {
     return { check, verdict: 'regression', baseline: before, after: now, detail: `${figures}: grew ${rule}`, reason: `${check} grew from ${unit(before)} to ${unit(now)} (${rule})` };
@@ -156,23 +228,91 @@ function growthRow(check: string, before: number | null | undefined, now: number
   return { check, verdict: 'pass', baseline: before, after: now, detail: `${figures}: no regression (that is growth of ${rule})` };
 }
 
+const unmeasuredTasks = (snapshot: EvidenceSnapshot) => snapshot.tasks.filter((t) => t.unmeasured !== undefined);
+
 /**
- * After vs baseline. A regression is something counted, never a guess: new errors, duplicate or
- * extra sink rows, ordering violations, a task not ready, or latency, backlog, memory or CPU grown
- * past their tolerance. Every comparison is a row with its verdict and both figures.
+ * Destination receipts (conservation): per partition, the sink rows equal the source records up to
+ * the committed offset, none is received above it, and every declared partition has an owner among
+ * the placed tasks; the window's figures (what left the source, what reached the sink, what is in
+ * flight) are stated. A stream job: the sink equals what its last completed checkpoint covers.
+ * A service has no destination the control plane counts: not judged. A consumer or stream whose
+ * sink could not be audited: not measured.
+ */
+export function receiptsRow(before: EvidenceSnapshot, after: EvidenceSnapshot, kind?: ComparisonOptions['kind']): JudgedRow {
+  const check = 'destination receipts';
+  const receipts = after.receipts;
+  if (receipts) {
+    const problems: string[] = [];
+    for (const p of receipts.partitions) {
+      if (p.received !== p.committedRecords) problems.push(`partition ${p.partition}: ${p.received} sink row(s) for the ${p.committedRecords} source record(s) up to its committed offset ${p.committedOffset} (${p.committedRecords - p.received > 0 ? `${p.committedRecords - p.received} lost` : `${p.received - p.committedRecords} extra`})`);
+      if (p.aboveCommit > 0) problems.push(`partition ${p.partition}: ${p.aboveCommit} sink row(s) above its committed offset ${p.committedOffset} (received, never committed: the next owner reads them again)`);
+    }
+    if (receipts.declared !== null) {
+      const placed = new Set(receipts.placedTasks);
+      const byPartition = new Map(receipts.partitions.map((p) => [p.partition, p]));
+      const unowned: string[] = [];
+      for (let partition = 0; partition < receipts.declared; partition++) {
+        const owner = byPartition.get(partition)?.owner ?? null;
+        if (owner === null || !placed.has(owner)) unowned.push(owner === null ? `partition ${partition} has no owner` : `partition ${partition} has no owner among the placed tasks (still ${owner}'s)`);
+      }
+      problems.push(...unowned);
+    }
+    const sum = (list: PartitionReceipt[] | undefined, figure: (p: PartitionReceipt) => number) => (list ?? []).reduce((n, p) => n + figure(p), 0);
+    const received = sum(receipts.partitions, (p) => p.received + p.aboveCommit);
+    const committed = sum(receipts.partitions, (p) => p.committedRecords);
+    const inFlight = sum(receipts.partitions, (p) => p.source - p.committedRecords);
+    const window = before.receipts
+      ? `over the window ${committed - sum(before.receipts.partitions, (p) => p.committedRecords)} record(s) left the source (committed offsets) and ${received - sum(before.receipts.partitions, (p) => p.received + p.aboveCommit)} reached the sink`
+      : 'no receipts at the baseline';
+    const figures = `${window}; ${inFlight} in flight above the committed offsets`;
+    if (problems.length) {
+      return { check, verdict: 'regression', baseline: before.receipts ? sum(before.receipts.partitions, (p) => p.received + p.aboveCommit) : null, after: received, detail: `${problems.join('; ')} (${figures})`, reason: `destination receipts do not balance: ${problems.join('; ')}` };
+    }
+    return { check, verdict: 'pass', baseline: before.receipts ? sum(before.receipts.partitions, (p) => p.received + p.aboveCommit) : null, after: received, detail: `every one of ${receipts.partitions.length} partition(s) balances and is owned: ${figures}` };
+  }
+  const audit = after.checkpointAudit;
+  if (audit) {
+    const balanced = audit.sinkTotal === audit.coveredSourceRows && audit.rowsAboveCheckpoint === 0;
+    const figures = `the sink holds ${audit.sinkTotal} of the ${audit.coveredSourceRows} source record(s) checkpoint ${audit.checkpoint ?? 'none'} covers, ${audit.rowsAboveCheckpoint} row(s) above it`;
+    return balanced
+      ? { check, verdict: 'pass', baseline: before.checkpointAudit?.sinkTotal ?? null, after: audit.sinkTotal, detail: figures }
+      : { check, verdict: 'regression', baseline: before.checkpointAudit?.sinkTotal ?? null, after: audit.sinkTotal, detail: `does not balance: ${figures}`, reason: `destination receipts do not balance: ${figures}` };
+  }
+  if (kind === 'service') return { check, verdict: 'not judged', baseline: null, after: null, detail: 'a service has no destination the control plane counts' };
+  return { check, verdict: 'not measured', baseline: null, after: null, detail: after.sink ? `${after.sink.sinkCount} of ${after.sink.sourceCount} source records in the sink, but no committed offsets to balance them against` : 'no sink audit (a Kafka source, or no tables yet)' };
+}
+
+/**
+ * After vs baseline. A regression is something counted or tested, never a guess: new errors, a task
+ * not ready, duplicate or extra sink rows, ordering violations, receipts that do not balance or a
+ * partition with no owner, latency worse beyond its margin (Mann-Whitney U over both windows'
+ * samples; the fixed multipliers only where no samples exist, saying so), backlog, memory or CPU
+ * grown past their tolerance. Every comparison is a row with its verdict and both figures. What
+ * could not be measured is `not measured`, and a row that does not apply is `not judged`: neither is
+ * a pass.
  */
 export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnapshot, options: ComparisonOptions): EvidenceComparison {
+  const judged = options.evidenceJudged ?? true;
   const reasons: string[] = [];
   const rows: ComparisonRow[] = [];
-  const add = (row: ComparisonRow & { reason?: string }) => {
+  /** rows a pass needs: without them measured, the verdict is `not measured` */
+  let unknown = false;
+  const add = (row: JudgedRow, required = false) => {
     const { reason, ...shown } = row;
     rows.push(shown);
     if (row.verdict === 'regression') reasons.push(reason ?? row.detail);
+    if (required && row.verdict === 'not measured') unknown = true;
   };
   const errors = after.errors - baseline.errors;
-  add({ check: 'errors', verdict: errors > 0 ? 'regression' : 'pass', baseline: baseline.errors, after: after.errors, detail: `${errors > 0 ? errors : 0} new task error(s)`, reason: `${errors} new task error(s)` });
+  const unmeasured = judged ? [...unmeasuredTasks(baseline).map((t) => `at the baseline ${describeTask(t)}`), ...unmeasuredTasks(after).map((t) => `after ${describeTask(t)}`)] : [];
+  if (errors > 0 || !unmeasured.length) {
+    add({ check: 'errors', verdict: errors > 0 ? 'regression' : 'pass', baseline: baseline.errors, after: after.errors, detail: `${errors > 0 ? errors : 0} new task error(s)${unmeasured.length ? `; not measured: ${unmeasured.join('; ')}` : ''}`, reason: `${errors} new task error(s)` });
+  } else {
+    add({ check: 'errors', verdict: 'not measured', baseline: baseline.errors, after: after.errors, detail: `errors not measured: ${unmeasured.join('; ')}` }, true);
+  }
   const notReady = after.ready < options.expectedTasks;
-  add({ check: 'tasks ready', verdict: notReady ? 'regression' : 'pass', baseline: baseline.ready, after: after.ready, detail: `${after.ready}/${options.expectedTasks} tasks ready` });
+  const unready = judged ? after.tasks.filter((t) => t.state !== 'ready').map(describeTask) : [];
+  add({ check: 'tasks ready', verdict: notReady ? 'regression' : 'pass', baseline: baseline.ready, after: after.ready, detail: `${after.ready}/${options.expectedTasks} tasks ready${notReady && unready.length ? `: ${unready.join('; ')}` : ''}` });
   let conservation: EvidenceComparison['conservation'] = null;
   if (after.sink) {
     const sink = after.sink;
@@ -180,17 +320,11 @@ export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnaps
     add({ check: 'duplicates', verdict: sink.duplicates > 0 ? 'regression' : 'pass', baseline: baseline.sink?.duplicates ?? null, after: sink.duplicates, detail: `${sink.duplicates} duplicate sink row(s)` });
     add({ check: 'extra sink rows', verdict: sink.extra > 0 ? 'regression' : 'pass', baseline: baseline.sink?.extra ?? null, after: sink.extra, detail: `${sink.extra} sink row(s) with no input record` });
     add({ check: 'ordering', verdict: sink.orderViolations > 0 ? 'regression' : 'pass', baseline: baseline.sink?.orderViolations ?? null, after: sink.orderViolations, detail: `${sink.orderViolations} per-partition ordering violation(s)` });
-    // Destination receipts: what the sink received of the source's records (the rest is still in flight, not lost).
-    add({ check: 'destination receipts', verdict: 'pass', baseline: baseline.sink?.sinkCount ?? null, after: sink.sinkCount, detail: `${sink.sinkCount} of ${sink.sourceCount} source records received (${sink.missing} not yet)` });
-  } else {
-    rows.push({ check: 'destination receipts', verdict: 'not measured', baseline: null, after: null, detail: 'no sink audit for this kind of workload' });
   }
-  const latencyReasons = options.latency ? latencyRegressions(baseline, after, options.latency) : [];
-  for (const [name, before, now] of [['p50', baseline.latencyP50Ms, after.latencyP50Ms], ['p95', baseline.latencyP95Ms, after.latencyP95Ms]] as const) {
-    const reason = latencyReasons.find((r) => r.startsWith(name));
-    const verdict = before === null || now === null ? 'not measured' : reason ? 'regression' : 'pass';
-    add({ check: `latency ${name}`, verdict, baseline: before, after: now, detail: reason ?? (verdict === 'not measured' ? `${name} latency not measured at the baseline or after` : `${before} → ${now} ms${options.latency ? '' : ' (shown, not judged for this kind)'}`), ...(reason ? { reason } : {}) });
-  }
+  if (judged) add(receiptsRow(baseline, after, options.kind), options.kind === 'consumer' || options.kind === 'stream');
+  else if (after.sink) rows.push({ check: 'destination receipts', verdict: 'not judged', baseline: baseline.sink?.sinkCount ?? null, after: after.sink.sinkCount, detail: `${after.sink.sinkCount} of ${after.sink.sourceCount} source records received (not judged before patch evidence-judged)` });
+  else rows.push({ check: 'destination receipts', verdict: 'not measured', baseline: null, after: null, detail: 'no sink audit for this kind of workload' });
+  for (const row of latencyRows(baseline, after, options.latency, judged)) add(row);
   const seconds = (after.atMs - baseline.atMs) / 1000;
   const drainRate = seconds > 0 ? (baseline.backlog - after.backlog) / seconds : 0;
   const drained = seconds > 0 ? `, ${drainRate >= 0 ? 'drained' : 'grew'} ${formatRate(Math.abs(drainRate))}/s over ${Math.round(seconds)} s` : '';
@@ -199,7 +333,7 @@ export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnaps
   add(growthRow('CPU per task', baseline.cpuPercentPerTask, after.cpuPercentPerTask, options.cpu, (n) => `${Math.round(n)} %`));
   const latencyP95Ms = after.latencyP95Ms !== null && baseline.latencyP95Ms !== null ? after.latencyP95Ms - baseline.latencyP95Ms : null;
   return {
-    verdict: reasons.length ? 'regression' : 'pass',
+    verdict: reasons.length ? 'regression' : unknown ? 'not measured' : 'pass',
     reasons,
     rows,
     deltas: {
@@ -211,6 +345,57 @@ export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnaps
     },
     conservation,
   };
+}
+
+/**
+ * Latency: where both windows hold samples (and the kind's latency is judged), one `latency` row by
+ * the Mann-Whitney test at its margin, p50 and p95 shown beside it; without samples, or too few for
+ * the test (its row says `not enough samples`), p50 and p95 by the fixed multipliers, saying so. A
+ * kind whose latency is not judged: its figures, not judged.
+ */
+function latencyRows(baseline: EvidenceSnapshot, after: EvidenceSnapshot, tolerance: LatencyTolerance | undefined, judged: boolean): JudgedRow[] {
+  const rows: JudgedRow[] = [];
+  const before = baseline.latencySamplesMs;
+  const now = after.latencySamplesMs;
+  const tested = judged && tolerance !== undefined && before !== undefined && now !== undefined && before.length > 0 && now.length > 0;
+  let judgedByTest = false;
+  let fixedRule = ' (fixed multiplier: no samples to test)';
+  if (tested) {
+    const test = judgeNonInferior(before, now, LATENCY_GUARDRAIL);
+    rows.push({
+      check: 'latency', verdict: test.verdict, baseline: median(before), after: median(now), detail: `medians ${median(before)} → ${median(now)} ms; ${test.detail}`,
+      reason: `latency ${test.detail}`,
+    });
+    judgedByTest = test.verdict !== 'not enough samples';
+    fixedRule = ` (fixed multiplier: too few samples for the test, n = ${before.length} before, ${now.length} after)`;
+  }
+  const fixed = tolerance && !judgedByTest ? latencyRegressions(baseline, after, tolerance) : [];
+  for (const [name, first, second] of [['p50', baseline.latencyP50Ms, after.latencyP50Ms], ['p95', baseline.latencyP95Ms, after.latencyP95Ms]] as const) {
+    const check = `latency ${name}`;
+    if (first === null || second === null) {
+      rows.push({ check, verdict: 'not measured', baseline: first, after: second, detail: `${name} latency not measured at the baseline or after` });
+      continue;
+    }
+    const figures = `${first} → ${second} ms`;
+    if (!tolerance) {
+      rows.push({ check, verdict: judged ? 'not judged' : 'pass', baseline: first, after: second, detail: `${figures} (shown, not judged for this kind)` });
+    } else if (judgedByTest) {
+      rows.push({ check, verdict: 'not judged', baseline: first, after: second, detail: `${figures} (shown: the latency row's test judges the samples)` });
+    } else {
+      const reason = fixed.find((r) => r.startsWith(name));
+      const rule = judged ? fixedRule : '';
+      rows.push(reason
+        ? { check, verdict: 'regression', baseline: first, after: second, detail: `${reason}${rule}`, reason }
+        : { check, verdict: 'pass', baseline: first, after: second, detail: `${figures}${rule}` });
+    }
+  }
+  return rows;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 const formatRate = (perSecond: number): string => String(Math.round(perSecond * 10) / 10);

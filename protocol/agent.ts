@@ -66,11 +66,20 @@ export const StopAnswerSchema = z.object({
 export type StopAnswer = z.infer<typeof StopAnswerSchema>;
 
 /** GET /v1/tasks/:taskId: a task report plus what only the hosting agent knows. */
+/** The most latency samples a task's status carries. */
+export const LATENCY_SAMPLES_REPORTED = 200;
+
 export const TaskStatusSchema = TaskReportSchema.extend({
   ports: PortPairSchema.optional(),
   partitions: z.array(z.int()).optional(),
   generation: z.int(),
   detail: z.string().optional(),
+  /**
+   * the latency samples its p50 and p95 were taken from (the newest), each [age in ms by the agent's
+   * clock, latency in ms]: what evidence tests statistically (ages, not times: no agent clock is
+   * trusted); not sent in heartbeats
+   */
+  latencySamples: z.array(z.tuple([z.number(), z.number()])).max(LATENCY_SAMPLES_REPORTED).optional(),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export type TaskState = TaskStatus['state'];

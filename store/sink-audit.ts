@@ -3,6 +3,7 @@
 // partitions a set of tasks still owns. Stream: every key's count equals its source rows; and, at
 // one instant, the sink holds exactly what the last completed checkpoint covers.
 import type { Pool, PoolClient } from 'pg';
+import type { PartitionReceipt } from '../domain/evidence';
 import { OFFSETS_TABLE, OWNERSHIP_LOG_TABLE, quoteIdentifier } from '../protocol/consumer-tables';
 import { STREAM_CHECKPOINTS_TABLE, STREAM_JOBS_TABLE, STREAM_SNAPSHOTS_TABLE } from '../protocol/stream-tables';
 import { inReadOnlySnapshot, isUndefinedTable, withPool } from './db';
@@ -32,6 +33,8 @@ export interface SinkAudit {
   /** sink rows whose key differs from their source record's */
   keyMismatches: number;
   perPartition: Record<string, PartitionAudit>;
+  /** asked with a workload: each partition against its committed offset and owner, in the same snapshot */
+  receipts?: PartitionReceipt[];
 }
 
 export interface OwnershipOverlap {
@@ -126,17 +129,59 @@ async function auditTables(client: PoolClient, source: string, sink: string): Pr
   return audit;
 }
 
+/**
+ * Every partition of the source, the sink or the workload's offsets: its source records, its
+ * committed offset and the source records at or below it, the sink rows at or below it and above it,
+ * and its stored owner. `source` and `sink` are quoted identifiers.
+ */
+async function partitionReceipts(client: PoolClient, workload: string, source: string, sink: string): Promise<PartitionReceipt[]> {
+  const { rows } = await client.query<{ partition: number; source: number; committed_offset: string; committed_records: number; received: number; above: number; owner_task: string | null }>(
+    `with offsets as (select partition, committed_offset, owner_task from ${OFFSETS_TABLE} where workload = $1),
+     source_counts as (
+       select s.partition, count(*)::int as source,
+              count(*) filter (where s."offset" <= coalesce(o.committed_offset, -1))::int as committed_records
+         from ${source} s left join offsets o using (partition) group by s.partition),
+     sink_counts as (
+       select k.partition,
+              count(*) filter (where k."offset" <= coalesce(o.committed_offset, -1))::int as received,
+              count(*) filter (where k."offset" > coalesce(o.committed_offset, -1))::int as above
+         from ${sink} k left join offsets o using (partition) group by k.partition),
+     partitions as (
+       select partition from source_counts union select partition from sink_counts union select partition from offsets)
+     select p.partition, coalesce(sc.source, 0) as source, coalesce(o.committed_offset, -1) as committed_offset,
+            coalesce(sc.committed_records, 0) as committed_records, coalesce(kc.received, 0) as received,
+            coalesce(kc.above, 0) as above, o.owner_task
+       from partitions p
+       left join source_counts sc using (partition)
+       left join sink_counts kc using (partition)
+       left join offsets o using (partition)
+      order by p.partition`,
+    [workload],
+  );
+  return rows.map((r) => ({
+    partition: r.partition, source: r.source, committedOffset: Number(r.committed_offset), committedRecords: r.committed_records,
+    received: r.received, aboveCommit: r.above, owner: r.owner_task,
+  }));
+}
+
 export function createSinkAuditStore(db: Pool) {
   return {
     /** A stream job's sink against its last completed checkpoint (auditStreamCheckpoint). */
     streamCheckpoint: (options: { job: string; source: string | null; sink: string }) => auditStreamCheckpoint(db, options),
 
-    /** The exactly-once audit of a source table against its sink table, per partition and in total. */
-    async exactlyOnce(options: { source: string; sink: string }): Promise<SinkAudit> {
+    /**
+     * The exactly-once audit of a source table against its sink table, per partition and in total;
+     * with a workload, its receipts per partition against its committed offsets too.
+     */
+    async exactlyOnce(options: { source: string; sink: string; workload?: string }): Promise<SinkAudit> {
       const source = quoteIdentifier(options.source);
       const sink = quoteIdentifier(options.sink);
-      // Both tables in one snapshot, so a running producer or consumer cannot skew the counts.
-      return inReadOnlySnapshot(db, (client) => auditTables(client, source, sink));
+      // Every table in one snapshot, so a running producer or consumer cannot skew the counts.
+      return inReadOnlySnapshot(db, async (client) => {
+        const audit = await auditTables(client, source, sink);
+        if (options.workload === undefined) return audit;
+        return { ...audit, receipts: await partitionReceipts(client, options.workload, source, sink) };
+      });
     },
 
     /**

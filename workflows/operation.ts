@@ -96,6 +96,28 @@ export const quickStore = (): typeof serverStore => (patched(FEWER_ROUND_TRIPS) 
 export const ADMISSION_BY_RECORDED_START = 'admission-by-recorded-start';
 
 /**
+ * Since this patch every evidence row can fail (DESIGN.md §3 "Evidence is a judgment"): receipts are
+ * balanced per partition, a task not measured is `not measured` and makes the baseline unhealthy,
+ * latency is tested over both windows' samples, and a scaleIn whose comparison fails compensates.
+ * It is asked only where the judgment differs from the one before it (no marker in the usual run), so
+ * runs recorded before it replay as they were judged.
+ */
+export const EVIDENCE_JUDGED = 'evidence-judged';
+
+/**
+ * The judgment since EVIDENCE_JUDGED, or the one before it where the two differ in what the run does
+ * next (`differ`) and the run began before the patch. Both are pure functions of recorded results.
+ */
+export function judgedSinceEvidencePatch<T>(judged: T, before: () => T, differ: (a: T, b: T) => boolean): T {
+  const legacy = before();
+  if (!differ(judged, legacy)) return judged;
+  return patched(EVIDENCE_JUDGED) ? judged : legacy;
+}
+
+/** Two comparisons differ in what the run does next: one is a regression (compensate), the other not. */
+export const regressionDiffers = (a: { verdict: string }, b: { verdict: string }): boolean => (a.verdict === 'regression') !== (b.verdict === 'regression');
+
+/**
  * A start the API answered 503 for must never run (DESIGN.md §4 "Unambiguous starts"): when Temporal
  * recorded this run after the admission deadline the API gave it, fail at once, before any command.
  * Starts without the memo (temporal workflow start, SDK starts, children) are not concerned.

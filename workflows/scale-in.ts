@@ -3,16 +3,17 @@
 // back whole when one cannot be placed) → drain the victims (stop fetching, finish in-flight,
 // commit, release) → fenced write of the reduced placement, survivors take the released partitions
 // from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
-// deadline, an agent failing mid-drain, or an abort after the drain began ends in the replan.
+// deadline, an agent failing mid-drain, an abort after the drain began, or a comparison with a
+// failed row ends in the replan.
 import { patched, proxyActivities } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
-import { compareEvidence } from '../domain/evidence';
+import { compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE } from '../domain/evidence';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload } from '../protocol';
 import { WorkloadName } from '../protocol/names';
-import { failureMessage, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { EVIDENCE_JUDGED, failureMessage, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -161,20 +162,31 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
           },
         },
       });
+      // the after window: latency samples taken since the reduced placement converged
+      const windowStart = Date.now();
       enter('confirming');
       scaleIn.confirmation = await agentCalls.confirmRemoved.executeWithOptions(
         { summary: `confirm ${plan.stops.length ? runtimesOf(plan.stops) : 'nothing'} own nothing of ${input.workload}` },
         [{ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) }],
       );
       enter('comparing');
-      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+      status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload, sinceMs: windowStart }]);
     });
   } catch (error) {
     const abort = aborts.isAbort(error);
     return compensateAt(input.replicas, abort ? aborts.reason! : `scale-in failed after the drain began: ${failureMessage(error)}`);
   }
 
-  status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: decision.survivors.length });
+  // Judged like a scaleOut's (receipts per partition, every partition owned, tasks, errors, a
+  // service's latency, backlog and memory): a failed row compensates, the replan restoring the
+  // ownership at the size applied. Runs recorded before patch evidence-judged completed whatever it said.
+  const latency = workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
+  status.comparison = compareEvidence(status.baseline!, status.after!, {
+    expectedTasks: decision.survivors.length, kind: workload.kind, latency, backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE,
+  });
+  if (status.comparison.verdict === 'regression' && patched(EVIDENCE_JUDGED)) {
+    return compensateAt(decision.survivors.length, `regression after scale-in: ${status.comparison.reasons.join('; ')}`);
+  }
   const forced = forcedStops(scaleIn.receipts as Parameters<typeof forcedStops>[0]);
   scaleIn.forced = forced;
   status.outcome = 'completed';

@@ -10,7 +10,7 @@ import {
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol/names';
-import { failureMessage, isStalePlan, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
@@ -118,7 +118,7 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     status.gates = evaluateScaleOutGates({
       workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
       recipientRuntimeIds: recipients, broker: facts.broker,
-      baseline: baselineHealth(status.baseline, from),
+      baseline: judgedSinceEvidencePatch(baselineHealth(status.baseline, from), () => baselineHealth(status.baseline!, from, false), (a, b) => a.ok !== b.ok),
       expectedRatePerSec: expectedRateAt(workload.kind, status.baseline, from, input.replicas),
       accepted: input.accept,
       unknownDownstreamPasses: !patched('unknown-downstream-refused'),
@@ -188,13 +188,15 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
         await applyPlacement(applied, {
           convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => { committedSize = size; }, desired: size,
         });
+        // the after window: latency samples taken since the new size converged
+        const windowStart = Date.now();
         if (input.soakMs > 0) {
           status.soakEndsAt = new Date(Date.now() + input.soakMs).toISOString();
           enter('soaking');
           await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}${which}` });
         }
         enter('comparing');
-        status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}${which}` }, [{ workload: input.workload }]);
+        status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}${which}` }, [{ workload: input.workload, sinceMs: windowStart }]);
       });
     } catch (error) {
       const abort = aborts.isAbort(error);
@@ -222,7 +224,11 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     const judged = patched('resources-and-backlog-judged')
       ? { backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE, ...(input.soakMs >= CPU_JUDGED_AFTER_SOAK_MS ? { cpu: DEFAULT_CPU_TOLERANCE } : {}) }
       : {};
-    status.comparison = compareEvidence(status.baseline!, status.after!, { expectedTasks: applied.target.length, latency, ...judged });
+    // Since patch evidence-judged: receipts balanced per partition, tasks not measured, latency tested over its samples.
+    const options = { expectedTasks: applied.target.length, kind: workload.kind, latency, ...judged };
+    status.comparison = judgedSinceEvidencePatch(
+      compareEvidence(status.baseline!, status.after!, options), () => compareEvidence(status.baseline!, status.after!, { ...options, evidenceJudged: false }), regressionDiffers,
+    );
     if (step) Object.assign(step, { after: status.after, reasons: status.comparison.reasons, outcome: status.comparison.verdict === 'regression' ? 'regression' : 'good' });
     if (status.comparison.verdict === 'regression') {
       const back = step && lastGood !== from ? `rolling back to ${lastGood}, the last good step` : `rolling back to ${from}`;

@@ -4,7 +4,7 @@
 // or assignment) and drains: stop fetching, finish the batch in flight, release every partition.
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { ConsumerSpecSchema, describeIssues, type ConsumerSpec, type DrainOptions } from '../../protocol';
+import { ConsumerSpecSchema, describeIssues, LATENCY_SAMPLES_REPORTED, type ConsumerSpec, type DrainOptions } from '../../protocol';
 import { commitBatch } from './consumer-batch';
 import { PartitionHoldings, type OwnedPartition } from './consumer-holdings';
 import { partitionOwnership } from './consumer-ownership';
@@ -158,7 +158,7 @@ export class ConsumerTask implements TaskHandle {
       incarnation: this.incarnation,
       state: this.state(pendingPartitions),
       counts: { ...this.counts, inFlight: this.inFlight, ratePerSec: rate },
-      ...(latencyMs ? { latencyMs } : {}),
+      ...(latencyMs ? { latencyMs, latencySamples: this.latency.newest(LATENCY_SAMPLES_REPORTED) } : {}),
       backlog,
       errors: this.errors.total,
       recentErrors: this.errors.recent(),

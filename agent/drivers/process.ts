@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
+import { describeIssues, LATENCY_SAMPLES_REPORTED, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
@@ -587,6 +587,12 @@ class ProcessTask implements TaskHandle {
     return { p50: at(0.5), p95: at(0.95) };
   }
 
+  /** The readiness path's answers within the window, newest last, each [age in ms, latency in ms]: the samples p50 and p95 are taken from. */
+  private latencySamples(): [number, number][] {
+    const now = Date.now();
+    return this.latencies.filter((sample) => sample.at >= now - LATENCY_WINDOW_MS).slice(-LATENCY_SAMPLES_REPORTED).map((sample) => [now - sample.at, sample.ms]);
+  }
+
   status(): TaskStatus {
     const latencyMs = this.latency();
     const counts: Record<string, number> = { restarts: 0 };
@@ -609,7 +615,7 @@ class ProcessTask implements TaskHandle {
       recentErrors: this.errors.recent(),
       ports: this.ports,
       generation: this.start.generation,
-      ...(latencyMs ? { latencyMs } : {}),
+      ...(latencyMs ? { latencyMs, latencySamples: this.latencySamples() } : {}),
       ...(this.detail !== undefined ? { detail: this.detail } : {}),
     };
   }

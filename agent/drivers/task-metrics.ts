@@ -1,23 +1,29 @@
 // The figures a task reports about its own work: latency (p50, p95) over its newest samples, and
 // its throughput over a short window. Constant memory, however long the task runs.
 
-/** The newest `size` latency samples, overwritten in turn. */
+/** The newest `size` latency samples, overwritten in turn, each with when it was taken. */
 export class LatencyReservoir {
-  private readonly samples: number[] = [];
+  private readonly samples: { at: number; ms: number }[] = [];
   private cursor = 0;
 
   constructor(private readonly size: number) {}
 
-  add(ms: number): void {
-    if (this.samples.length < this.size) this.samples.push(ms);
-    else this.samples[this.cursor] = ms;
+  add(ms: number, at = Date.now()): void {
+    if (this.samples.length < this.size) this.samples.push({ at, ms });
+    else this.samples[this.cursor] = { at, ms };
     this.cursor = (this.cursor + 1) % this.size;
+  }
+
+  /** The newest `count` samples held, oldest first, each [age in ms at `now`, latency in ms]. */
+  newest(count: number, now = Date.now()): [number, number][] {
+    const ordered = this.samples.length < this.size ? this.samples : [...this.samples.slice(this.cursor), ...this.samples.slice(0, this.cursor)];
+    return ordered.slice(-count).map((sample) => [Math.max(0, now - sample.at), sample.ms]);
   }
 
   /** p50 and p95 of the samples held; undefined before the first. */
   percentiles(): { p50: number; p95: number } | undefined {
     if (this.samples.length === 0) return undefined;
-    const sorted = [...this.samples].sort((a, b) => a - b);
+    const sorted = this.samples.map((sample) => sample.ms).sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
     return { p50: at(0.5), p95: at(0.95) };
   }

@@ -66,7 +66,7 @@ describe('connectivity and latency', () => {
   });
 
 
-  it('a service whose latency doubles with a second replica is rolled back to one, naming the latency row and both figures', async () => {
+  it('a service whose latency doubles with a second replica is rolled back to one, naming the latency row, its test and both medians', async () => {
     const name = 'g-latency';
     const replicaDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-latency-'));
     await defineWorkload(stack, name, {
@@ -74,18 +74,24 @@ describe('connectivity and latency', () => {
       contract: SERVICE_CONTRACT,
       spec: { command: [process.execPath, FIXTURE], env: { LATENCY_PER_REPLICA_MS: '300', REPLICA_DIR: replicaDir }, readiness: { http: '/healthz' }, graceMs: 500 },
     }, 1);
-    // The agent times the readiness path once the task is ready: the baseline has a latency to compare.
-    await stack.waitFor('latency samples at one replica', async () => ((await liveTasks(name))[0]?.latencyMs?.p50 ?? 0) >= 300);
+    // The agent times the readiness path once a second while the task is ready: the baseline holds
+    // enough samples (5) for the Mann-Whitney test, and a soak of 6 s gives the after window as many.
+    await stack.waitFor('5 latency samples at one replica', async () => {
+      const [task] = await liveTasks(name);
+      return (task?.latencyMs?.p50 ?? 0) >= 300 && (task?.latencySamples?.length ?? 0) >= 5;
+    });
 
-    const operation = await scaleAndWait(stack, name, { replicas: 2, soakMs: 3000 }, 'scaleOut');
+    const operation = await scaleAndWait(stack, name, { replicas: 2, soakMs: 6000 }, 'scaleOut');
     expect(operation.status).toBe('compensated');
-    const row = operation.evidence.comparison.reasons.find((reason: string) => reason.startsWith('p50 latency'));
-    const [, before, after] = /^p50 latency grew from ([\d.]+) to ([\d.]+) ms \(more than ×1\.5 and \+100 ms\)$/.exec(row ?? '') ?? [];
-    expect({ row, before: Number(before) >= 300 && Number(before) < 450, after: Number(after) >= 600 }).toEqual({ row: expect.any(String), before: true, after: true });
+    const latency = operation.evidence.comparison.rows.find((r: { check: string }) => r.check === 'latency');
+    expect(latency).toMatchObject({ verdict: 'regression' });
+    expect({ before: latency.baseline >= 300 && latency.baseline < 450, after: latency.after >= 600 }).toEqual({ before: true, after: true });
+    const row = operation.evidence.comparison.reasons.find((reason: string) => reason.startsWith('latency'));
+    expect(row).toMatch(/^latency worse beyond the margin: Mann-Whitney U = [\d.]+, p = [\d.e-]+ for after > baseline × 1\.1 \(margin 10 %, confidence 0\.95, n = ([5-9]|\d\d+) before, ([5-9]|\d\d+) after\)$/);
     expect(operation.compensation).toMatchObject({ replicas: 1, reason: expect.stringContaining(row) });
     await stack.waitFor(`${name} back at one replica`, async () => (await liveTasks(name)).filter((t) => t.state === 'ready').length === 1 && (await liveTasks(name)).length === 1);
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
-    expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('p50 latency grew') });
+    expect(ledger[0]).toMatchObject({ outcome: 'compensated', reason: expect.stringContaining('latency worse beyond the margin') });
 
     await retireAndWait(stack, name);
     fs.rmSync(replicaDir, { recursive: true, force: true });
@@ -109,8 +115,9 @@ describe('the smallest step first', () => {
     const operation = await scaleAndWait(stack, name, { replicas: 8, soakMs: 1500, steps: [2, 2, 'rest'] }, 'scaleOut');
     expect(operation.status).toBe('compensated');
     expect(operation.steps.map((step: any) => `${step.size}:${step.outcome} ${step.reasons.join('; ')}`)).toEqual(['4:good ', '6:good ', expect.stringMatching(/^8:regression /)]);
-    expect(operation.steps[2].reasons.join('; ')).toMatch(/^p50 latency grew from [\d.]+ to [\d.]+ ms/);
-    expect(operation.compensation).toMatchObject({ replicas: 6, reason: expect.stringMatching(/^regression after scale-out \(step 3 of 3, size 8\): p50 latency grew .*\(rolling back to 6, the last good step\)$/) });
+    // by the Mann-Whitney test where both windows hold 5 samples, else by the fixed rule (saying so in the row)
+    expect(operation.steps[2].reasons.join('; ')).toMatch(/^(p50 latency grew from [\d.]+ to [\d.]+ ms|latency worse beyond the margin: Mann-Whitney U)/);
+    expect(operation.compensation).toMatchObject({ replicas: 6, reason: expect.stringMatching(/^regression after scale-out \(step 3 of 3, size 8\): (p50 latency grew|latency worse beyond the margin).*\(rolling back to 6, the last good step\)$/) });
     await stack.waitFor(`${name} at the second step's size`, async () => {
       const tasks = await liveTasks(name);
       return tasks.length === 6 && tasks.every((t) => t.state === 'ready');

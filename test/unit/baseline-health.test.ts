@@ -1,8 +1,9 @@
 // The scale-out baseline reads the current error rate (issue 22): errors within the agents' error
 // window block a scale-out, an old transient one does not; a snapshot recorded before the window
-// existed is judged as it was then (every error counts).
+// existed is judged as it was then (every error counts). A task absent, unanswered or not ready
+// makes the baseline unhealthy, naming it (DESIGN.md §3 "Evidence is a judgment").
 import { ErrorCount } from '../../agent/drivers/error-count';
-import { baselineHealth, type EvidenceSnapshot } from '../../domain/evidence';
+import { baselineHealth, type EvidenceSnapshot, type TaskEvidence } from '../../domain/evidence';
 
 const snapshot = (errors: number, recentErrors?: number): EvidenceSnapshot => ({
   atMs: 0, tasks: [], ready: 2, processed: 100, ratePerSec: 10, latencyP50Ms: null, latencyP95Ms: null, backlog: 0, errors,
@@ -48,5 +49,30 @@ describe('baselineHealth', () => {
 
   it('has nothing to judge from zero replicas', () => {
     expect(baselineHealth(snapshot(5, 5), 0).ok).toBe(true);
+  });
+});
+
+describe('baselineHealth: every task placed measured and ready', () => {
+  const task = (taskId: string, change: Partial<TaskEvidence> = {}): TaskEvidence => ({
+    taskId, runtimeId: `rt-${taskId}`, incarnation: `${taskId}-i`, state: 'ready', processed: 10, errors: 0, backlog: 0, ownedPartitions: 1, inFlight: 0, ratePerSec: 1, ...change,
+  });
+  const withTasks = (tasks: TaskEvidence[]): EvidenceSnapshot => ({ ...snapshot(0, 0), tasks, ready: tasks.filter((t) => t.state === 'ready').length });
+
+  it('is not healthy with a task its agent did not answer for, one absent, or one not ready, naming each', () => {
+    const health = baselineHealth(withTasks([
+      task('web-0-g1'),
+      task('web-1-g1', { state: 'absent', incarnation: null, unmeasured: 'not measured: its agent did not answer (agent http://10.0.0.2:7000 unreachable: fetch failed)' }),
+      task('web-2-g1', { state: 'absent', incarnation: null, unmeasured: 'absent from its agent' }),
+      task('web-3-g1', { state: 'starting' }),
+    ]), 4);
+    expect(health).toEqual({
+      ok: false,
+      detail: 'baseline not healthy: 3 of 4 task(s) not ready or not measured: web-1-g1 on rt-web-1-g1 not measured: its agent did not answer (agent http://10.0.0.2:7000 unreachable: fetch failed); web-2-g1 on rt-web-2-g1 absent from its agent; web-3-g1 on rt-web-3-g1 starting',
+    });
+  });
+
+  it('is healthy with every task measured and ready, and judged as before patch evidence-judged without', () => {
+    expect(baselineHealth(withTasks([task('a'), task('b')]), 2).ok).toBe(true);
+    expect(baselineHealth(withTasks([task('a'), task('b', { state: 'absent', unmeasured: 'absent from its agent' })]), 2, false).ok).toBe(true);
   });
 });

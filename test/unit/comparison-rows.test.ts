@@ -1,10 +1,12 @@
 // Every comparison of a scale-out (domain/evidence.ts compareEvidence) is a row with its verdict and
 // both figures: backlog (with its drain rate), memory and CPU per task judged by growth tolerances
 // when given, shown otherwise; a side not measured is "not measured", never a pass by default.
+// Every row can fail: receipts per partition against the committed offsets, ownership, a task not
+// measured, latency tested over both windows' samples; a row not judged is grey in the report.
 import {
-  compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_RSS_TOLERANCE, type EvidenceSnapshot,
+  compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, type EvidenceSnapshot, type PartitionReceipt, type TaskEvidence,
 } from '../../domain/evidence';
-import { verdictRows } from '../../api/report';
+import { renderOperationReport, verdictRows } from '../../api/report';
 
 const MIB = 1024 * 1024;
 const snapshot = (change: Partial<EvidenceSnapshot> = {}): EvidenceSnapshot => ({
@@ -34,7 +36,7 @@ describe('the comparison rows', () => {
     ]);
     const shown = compareEvidence(snapshot(), snapshot({ rssBytesPerTask: 200 * MIB, cpuPercentPerTask: 95 }), { expectedTasks: 3 });
     expect(shown.verdict).toBe('pass');
-    expect(row(shown, 'CPU per task')).toMatchObject({ verdict: 'pass', detail: '10 % → 95 % (shown, not judged here)' });
+    expect(row(shown, 'CPU per task')).toMatchObject({ verdict: 'not judged', detail: '10 % → 95 % (shown, not judged here)' });
   });
 
   it('say "not measured" where a side was not measured, and cover every check', () => {
@@ -44,13 +46,142 @@ describe('the comparison rows', () => {
       'errors', 'tasks ready', 'destination receipts', 'latency p50', 'latency p95', 'backlog', 'memory per task', 'CPU per task',
     ]);
     const withSink = compareEvidence(snapshot(), snapshot({ sink: { sourceCount: 10, sinkCount: 9, missing: 1, duplicates: 0, extra: 0, orderViolations: 0 } }), judged);
-    expect(row(withSink, 'destination receipts')).toMatchObject({ verdict: 'pass', after: 9, detail: '9 of 10 source records received (1 not yet)' });
+    // a sink count without the committed offsets to balance it against is no pass
+    expect(row(withSink, 'destination receipts')).toMatchObject({ verdict: 'not measured', detail: '9 of 10 source records in the sink, but no committed offsets to balance them against' });
   });
 
   it('are the report\'s verdict table, one line each', () => {
     const comparison = compareEvidence(snapshot({ backlog: 800 }), snapshot({ atMs: 10_000, backlog: 5_000 }), judged);
     const table = verdictRows({ evidence: { baseline: null, after: null, comparison } } as never);
     expect(table.find((r) => r.check === 'after vs baseline: backlog')).toMatchObject({ verdict: 'regression' });
-    expect(table.find((r) => r.check === 'after vs baseline: latency p95')).toMatchObject({ verdict: 'unknown', compared: 'p95 latency not measured at the baseline or after' });
+    expect(table.find((r) => r.check === 'after vs baseline: latency p95')).toMatchObject({ verdict: 'not measured', compared: 'p95 latency not measured at the baseline or after' });
+  });
+});
+
+describe('destination receipts (conservation)', () => {
+  const receipt = (partition: number, change: Partial<PartitionReceipt> = {}): PartitionReceipt => ({
+    partition, source: 100, committedOffset: 89, committedRecords: 90, received: 90, aboveCommit: 0, owner: `c-${partition % 2}-g1`, ...change,
+  });
+  const withReceipts = (partitions: PartitionReceipt[], change: Partial<EvidenceSnapshot> = {}) => snapshot({
+    receipts: { partitions, declared: 4, placedTasks: ['c-0-g1', 'c-1-g1'] }, ...change,
+  });
+  const consumer = { expectedTasks: 3, kind: 'consumer' as const };
+  const before = withReceipts([0, 1, 2, 3].map((p) => receipt(p, { committedOffset: 39, committedRecords: 40, received: 40 })));
+
+  it('pass when every partition balances against its committed offset and is owned, with the window\'s figures', () => {
+    const comparison = compareEvidence(before, withReceipts([0, 1, 2, 3].map((p) => receipt(p))), consumer);
+    expect(comparison.verdict).toBe('pass');
+    expect(row(comparison, 'destination receipts')).toMatchObject({
+      verdict: 'pass', baseline: 160, after: 360,
+      detail: 'every one of 4 partition(s) balances and is owned: over the window 200 record(s) left the source (committed offsets) and 200 reached the sink; 40 in flight above the committed offsets',
+    });
+  });
+
+  it('fail, naming the partition, when sink rows were received above the committed offset (a drain that skipped its commit)', () => {
+    const comparison = compareEvidence(before, withReceipts([receipt(0), receipt(1, { aboveCommit: 7 }), receipt(2), receipt(3)]), consumer);
+    expect(comparison.verdict).toBe('regression');
+    expect(row(comparison, 'destination receipts')).toMatchObject({ verdict: 'regression', detail: expect.stringContaining('partition 1: 7 sink row(s) above its committed offset 89') });
+    expect(comparison.reasons).toEqual([expect.stringMatching(/^destination receipts do not balance: partition 1: 7 sink row\(s\) above/)]);
+  });
+
+  it('fail when a record up to the committed offset never reached the sink', () => {
+    const comparison = compareEvidence(before, withReceipts([receipt(0), receipt(1), receipt(2, { received: 85 }), receipt(3)]), consumer);
+    expect(comparison.reasons).toEqual([expect.stringContaining('partition 2: 85 sink row(s) for the 90 source record(s) up to its committed offset 89 (5 lost)')]);
+  });
+
+  it('fail, naming each, for a partition with no owner or whose owner is no longer placed', () => {
+    const comparison = compareEvidence(before, withReceipts([receipt(0), receipt(1, { owner: null }), receipt(2, { owner: 'c-2-g1' })]), consumer);
+    expect(comparison.verdict).toBe('regression');
+    expect(comparison.reasons[0]).toContain('partition 1 has no owner');
+    expect(comparison.reasons[0]).toContain('partition 2 has no owner among the placed tasks (still c-2-g1\'s)');
+    expect(comparison.reasons[0]).toContain('partition 3 has no owner'); // never acquired: no offsets row at all
+  });
+
+  it('judge a stream job by what its last completed checkpoint covers', () => {
+    const audit = (sinkTotal: number, rowsAboveCheckpoint = 0) => snapshot({ checkpointAudit: { coveredSourceRows: 500, sinkTotal, rowsAboveCheckpoint, checkpoint: 12 } });
+    const stream = { expectedTasks: 3, kind: 'stream' as const };
+    expect(row(compareEvidence(snapshot(), audit(500), stream), 'destination receipts')).toMatchObject({ verdict: 'pass', detail: 'the sink holds 500 of the 500 source record(s) checkpoint 12 covers, 0 row(s) above it' });
+    expect(compareEvidence(snapshot(), audit(480), stream).reasons).toEqual(['destination receipts do not balance: the sink holds 480 of the 500 source record(s) checkpoint 12 covers, 0 row(s) above it']);
+    expect(compareEvidence(snapshot(), audit(500, 3), stream).verdict).toBe('regression');
+  });
+
+  it('are not measured for a consumer with no audit (the comparison is then no pass), and not judged for a service', () => {
+    const unknown = compareEvidence(snapshot(), snapshot(), consumer);
+    expect(row(unknown, 'destination receipts')).toMatchObject({ verdict: 'not measured' });
+    expect(unknown.verdict).toBe('not measured');
+    const service = compareEvidence(snapshot(), snapshot(), { expectedTasks: 3, kind: 'service' });
+    expect(row(service, 'destination receipts')).toMatchObject({ verdict: 'not judged', detail: 'a service has no destination the control plane counts' });
+    expect(service.verdict).toBe('pass');
+  });
+
+  it('before patch evidence-judged were never judged (the replay of older runs)', () => {
+    const broken = withReceipts([receipt(0, { aboveCommit: 7 })], { sink: { sourceCount: 10, sinkCount: 10, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 } });
+    const legacy = compareEvidence(before, broken, { ...consumer, evidenceJudged: false });
+    expect(legacy.verdict).toBe('pass');
+    expect(row(legacy, 'destination receipts')).toMatchObject({ verdict: 'not judged' });
+    expect(compareEvidence(before, broken, consumer).verdict).toBe('regression');
+  });
+});
+
+describe('a task not measured', () => {
+  const task = (taskId: string, change: Partial<TaskEvidence> = {}): TaskEvidence => ({
+    taskId, runtimeId: `rt-${taskId}`, incarnation: `${taskId}-i`, state: 'ready', processed: 10, errors: 0, backlog: 0, ownedPartitions: 1, inFlight: 0, ratePerSec: 1, ...change,
+  });
+
+  it('makes the errors row "not measured", naming the task, and the comparison no pass', () => {
+    const silent = task('b', { state: 'absent', incarnation: null, unmeasured: 'not measured: its agent did not answer (agent http://x unreachable: timeout)' });
+    const comparison = compareEvidence(snapshot({ tasks: [task('a'), task('b')] }), snapshot({ tasks: [task('a'), silent], ready: 3 }), { expectedTasks: 3 });
+    expect(row(comparison, 'errors')).toMatchObject({
+      verdict: 'not measured', detail: 'errors not measured: after b on rt-b not measured: its agent did not answer (agent http://x unreachable: timeout)',
+    });
+    expect(comparison.verdict).toBe('not measured');
+    expect(compareEvidence(snapshot({ tasks: [task('a')] }), snapshot({ tasks: [task('a')] }), { expectedTasks: 3 }).verdict).toBe('pass');
+  });
+
+  it('still fails the errors row where the measured tasks have new errors', () => {
+    const comparison = compareEvidence(snapshot({ tasks: [task('a')] }), snapshot({ tasks: [task('a', { errors: 2 }), task('b', { unmeasured: 'absent from its agent', state: 'absent' })], errors: 2 }), { expectedTasks: 3 });
+    expect(row(comparison, 'errors')).toMatchObject({ verdict: 'regression', detail: '2 new task error(s); not measured: after b on rt-b absent from its agent' });
+  });
+});
+
+describe('latency', () => {
+  const samples = (scale: number) => [20, 22, 25, 21, 23, 24, 22, 26, 21, 23].map((v) => v * scale);
+  const service = { expectedTasks: 3, kind: 'service' as const, latency: DEFAULT_LATENCY_TOLERANCE };
+
+  it('is tested over both windows\' samples where they exist, p50 and p95 shown beside it', () => {
+    const slower = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26, latencySamplesMs: samples(1) }), snapshot({ latencyP50Ms: 33, latencyP95Ms: 39, latencySamplesMs: samples(1.5) }), service);
+    expect(row(slower, 'latency')).toMatchObject({ verdict: 'regression', baseline: 22.5, after: 33.75, detail: expect.stringMatching(/^medians 22.5 → 33.75 ms; worse beyond the margin: Mann-Whitney U = 100, p = [\d.e-]+ for after > baseline × 1.1 \(margin 10 %, confidence 0.95, n = 10 before, 10 after\)$/) });
+    expect(row(slower, 'latency p95')).toMatchObject({ verdict: 'not judged' });
+    expect(slower.verdict).toBe('regression');
+    // the fixed rule (×1.5 and +100 ms) would have passed it
+    const same = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26, latencySamplesMs: samples(1) }), snapshot({ latencyP50Ms: 22, latencyP95Ms: 26, latencySamplesMs: samples(1.02) }), service);
+    expect(row(same, 'latency')).toMatchObject({ verdict: 'pass', detail: expect.stringContaining('non-inferior: Mann-Whitney U') });
+  });
+
+  it('keeps the fixed multipliers only where no samples exist, saying so', () => {
+    const comparison = compareEvidence(snapshot({ latencyP50Ms: 20, latencyP95Ms: 30 }), snapshot({ latencyP50Ms: 400, latencyP95Ms: 480 }), service);
+    expect(row(comparison, 'latency')).toBeUndefined();
+    expect(row(comparison, 'latency p50')).toMatchObject({ verdict: 'regression', detail: 'p50 latency grew from 20 to 400 ms (more than ×1.5 and +100 ms) (fixed multiplier: no samples to test)' });
+    expect(row(comparison, 'latency p95')).toMatchObject({ verdict: 'regression' });
+  });
+
+  it('says "not enough samples" with too few (the fixed rule judging p50 and p95), and is not judged for a kind whose latency is not judged', () => {
+    const few = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26, latencySamplesMs: samples(1) }), snapshot({ latencyP50Ms: 300, latencyP95Ms: 300, latencySamplesMs: [300, 300] }), service);
+    expect(row(few, 'latency')).toMatchObject({ verdict: 'not enough samples' });
+    // too few for the test: p50 and p95 by the fixed rule, saying so
+    expect(row(few, 'latency p50')).toMatchObject({ verdict: 'regression', detail: 'p50 latency grew from 22 to 300 ms (more than ×1.5 and +100 ms) (fixed multiplier: too few samples for the test, n = 10 before, 2 after)' });
+    expect(few.verdict).toBe('regression');
+    const consumer = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26 }), snapshot({ latencyP50Ms: 300, latencyP95Ms: 300 }), { expectedTasks: 3 });
+    expect(row(consumer, 'latency p50')).toMatchObject({ verdict: 'not judged', detail: '22 → 300 ms (shown, not judged for this kind)' });
+  });
+});
+
+describe('the report', () => {
+  it('shows rows not judged in grey and rows not measured in amber, never as a green pass', () => {
+    const comparison = compareEvidence(snapshot(), snapshot({ cpuPercentPerTask: 95 }), { expectedTasks: 3, kind: 'consumer' });
+    const html = renderOperationReport({ workflowId: 'scale:c', runId: 'r', kind: 'scaleOut', status: 'completed', phase: 'done', startedAt: '2030-01-01T00:00:00Z', closedAt: null, evidence: { baseline: snapshot(), after: snapshot(), comparison } } as never);
+    expect(html).toContain('<td>after vs baseline: CPU per task</td><td class="not-judged">not judged</td>');
+    expect(html).toContain('<td>after vs baseline: destination receipts</td><td class="unknown">not measured</td>');
+    expect(html).not.toMatch(/CPU per task<\/td><td class="pass">/);
   });
 });

@@ -301,6 +301,15 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
         ...((changed && faults.latencyAfterChange) || tasks.length > (faults.latencyAbove ?? Infinity)
           ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
         backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : 0, errors: errors * tasks.length,
+        // a consumer's partitions each balanced against its committed offset and owned by its placed task
+        ...(definition.kind === 'consumer' ? {
+          receipts: {
+            declared: 8, placedTasks: current.map((a) => a.taskId),
+            partitions: current.flatMap((a) => (a.partitions ?? []).map((partition) => ({
+              partition, source: 30, committedOffset: 24, committedRecords: 25, received: 25, aboveCommit: 0, owner: a.taskId,
+            }))),
+          },
+        } : {}),
       };
     },
     async reconcilePass() {
@@ -964,6 +973,20 @@ export const SCENARIOS: Scenario[] = [
       const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
       assert.equal(status.outcome, 'compensated');
       assert.match(status.compensation?.reason ?? '', /drain-deadline/);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A comparison with a failed row after the drain (new task errors): compensated by the replan
+    // at the size applied, the row named (since patch evidence-judged; before it, completed).
+    name: 'scale-in-regression',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4, { errorsAfterChange: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.compensation?.replicas, 2);
+      assert.match(status.compensation?.reason ?? '', /^regression after scale-in: 2 new task error\(s\)/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
       return { workflowId };
     },

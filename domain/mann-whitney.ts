@@ -1,0 +1,110 @@
+// The Mann-Whitney U test (Wilcoxon rank-sum) over two independent samples, and the non-inferiority
+// judgment evidence rows make with it (STYLE.md item 21: Kayenta's canary judge, Spotify's
+// guardrails). Pure: the normal approximation with mid-ranks for ties, the tie-corrected variance
+// and a continuity correction of 0.5, as scipy.stats.mannwhitneyu(method='asymptotic').
+
+export interface MannWhitney {
+  /** U of the first sample: the number of (x, y) pairs with x > y, ties counting one half */
+  u: number;
+  n1: number;
+  n2: number;
+  /** the continuity-corrected z of U for the alternative asked */
+  z: number;
+  /** one-sided p-value of that alternative */
+  p: number;
+}
+
+/**
+ * Is `x` stochastically greater than `y` ('greater') or less ('less')? Both samples need at least
+ * one value; a variance of 0 (every value equal) gives z 0 and p 1 (no evidence of a difference).
+ */
+export function mannWhitneyU(x: readonly number[], y: readonly number[], alternative: 'greater' | 'less'): MannWhitney {
+  const n1 = x.length;
+  const n2 = y.length;
+  if (n1 === 0 || n2 === 0) throw new Error('mannWhitneyU needs at least one value in each sample');
+  const pooled = [...x.map((value) => ({ value, first: true })), ...y.map((value) => ({ value, first: false }))].sort((a, b) => a.value - b.value);
+  const n = n1 + n2;
+  let rankSumX = 0;
+  let tieTerm = 0;
+  for (let i = 0; i < n;) {
+    let j = i;
+    while (j + 1 < n && pooled[j + 1].value === pooled[i].value) j++;
+    const midRank = (i + j) / 2 + 1; // ranks i+1 … j+1
+    const tied = j - i + 1;
+    tieTerm += tied ** 3 - tied;
+    for (let k = i; k <= j; k++) if (pooled[k].first) rankSumX += midRank;
+    i = j + 1;
+  }
+  const u = rankSumX - (n1 * (n1 + 1)) / 2;
+  const mean = (n1 * n2) / 2;
+  const variance = ((n1 * n2) / 12) * (n + 1 - tieTerm / (n * (n - 1)));
+  if (variance <= 0) return { u, n1, n2, z: 0, p: 1 };
+  const sd = Math.sqrt(variance);
+  const z = alternative === 'greater' ? (u - mean - 0.5) / sd : (mean - u - 0.5) / sd;
+  return { u, n1, n2, z, p: normalUpperTail(z) };
+}
+
+/** P(Z > z) for a standard normal Z (erfc by Numerical Recipes' Chebyshev fit, relative error < 1.2e-7). */
+export function normalUpperTail(z: number): number {
+  return erfc(z / Math.SQRT2) / 2;
+}
+
+function erfc(x: number): number {
+  const t = 1 / (1 + 0.5 * Math.abs(x));
+  const r = t * Math.exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+    + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return x >= 0 ? r : 2 - r;
+}
+
+/** The confidence every statistical evidence row is judged at. */
+export const EVIDENCE_CONFIDENCE = 0.95;
+/** Fewer samples than this on a side: not enough to judge ("not enough samples" is its own verdict). */
+export const MIN_SAMPLES = 5;
+
+/**
+ * A guardrail's non-inferiority margin: the after window may be worse than the baseline by at most
+ * `margin` (a fraction). `worse` says which way is worse: 'higher' for latency and errors, 'lower'
+ * for throughput.
+ */
+export interface Guardrail {
+  margin: number;
+  worse: 'higher' | 'lower';
+}
+
+export interface NonInferiority {
+  verdict: 'pass' | 'regression' | 'not enough samples';
+  test: 'Mann-Whitney U';
+  u: number | null;
+  p: number | null;
+  n1: number;
+  n2: number;
+  margin: number;
+  confidence: number;
+  /** the judgment in one line with its numbers */
+  detail: string;
+}
+
+/**
+ * Is the after window worse than the baseline beyond the margin? One-sided Mann-Whitney U of the
+ * after samples against the baseline's shifted by the margin (× (1 + margin) where higher is worse,
+ * × (1 − margin) where lower is): a regression when p < 1 − confidence. Too few samples on a side
+ * is not a pass.
+ */
+export function judgeNonInferior(before: readonly number[], after: readonly number[], guardrail: Guardrail, confidence = EVIDENCE_CONFIDENCE): NonInferiority {
+  const { margin, worse } = guardrail;
+  const base = { test: 'Mann-Whitney U' as const, n1: before.length, n2: after.length, margin, confidence };
+  const bound = worse === 'higher' ? `after > baseline × ${1 + margin}` : `after < baseline × ${1 - margin}`;
+  const sizes = `n = ${before.length} before, ${after.length} after`;
+  if (before.length < MIN_SAMPLES || after.length < MIN_SAMPLES) {
+    return { ...base, verdict: 'not enough samples', u: null, p: null, detail: `not enough samples to judge (${sizes}; at least ${MIN_SAMPLES} a side)` };
+  }
+  const shifted = before.map((value) => value * (worse === 'higher' ? 1 + margin : 1 - margin));
+  const test = mannWhitneyU(after, shifted, worse === 'higher' ? 'greater' : 'less');
+  const alpha = 1 - confidence;
+  const verdict = test.p < alpha ? 'regression' : 'pass';
+  const figures = `Mann-Whitney U = ${round(test.u)}, p = ${formatP(test.p)} for ${bound} (margin ${Math.round(margin * 100)} %, confidence ${confidence}, ${sizes})`;
+  return { ...base, verdict, u: test.u, p: test.p, detail: verdict === 'regression' ? `worse beyond the margin: ${figures}` : `non-inferior: ${figures}` };
+}
+
+const round = (n: number) => Math.round(n * 10) / 10;
+const formatP = (p: number) => (p < 0.0001 ? p.toExponential(1) : String(Math.round(p * 10_000) / 10_000));

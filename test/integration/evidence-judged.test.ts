@@ -1,0 +1,88 @@
+// Evidence is a judgment (DESIGN.md §3, issue 33 item 2), on the real stack: a scale-in whose drain
+// is deliberately broken (SCALEGATE_TEST_BREAK=drain-skips-commit: the victim's last batch reaches
+// the sink, its offset commit does not) fails its destination receipts row, naming the partition,
+// and the operation ends `compensated` by the replan with that row in its reason. A task whose
+// agent does not answer is `not measured` and the scale-out's baseline gate refuses, naming it.
+import { runLoad } from '../../store/source-feed';
+import { verifyExactlyOnce } from '../../store/sink-audit';
+import { startStack, Stack } from '../support/stack';
+import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
+
+let stack: Stack;
+const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
+const consumer = (name: string, replicas: number, partitions: number, selector: Record<string, string>) => ({
+  kind: 'consumer', replicas, contract: { ...CONTRACT, partitions }, selector,
+  spec: { partitions, source: `${name}_in`, sink: `${name}_out`, workMs: 5 },
+});
+
+beforeAll(async () => {
+  stack = await startStack({
+    leaseTtlMs: 3000,
+    agents: [
+      // the broken build: every drain on these skips its commit
+      ...['a', 'b', 'c'].map((zone) => ({ id: `broken-${zone}`, labels: { zone, build: 'broken' }, env: { SCALEGATE_TEST_BREAK: 'drain-skips-commit' } })),
+      ...['a', 'b'].map((zone) => ({ id: `sound-${zone}`, labels: { zone, build: 'sound' } })),
+    ],
+  });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('a scale-in whose drain skipped its commit', () => {
+  it('fails its receipts row, naming the partition, and ends compensated with that row named', async () => {
+    await defineWorkload(stack, 'leaky', consumer('leaky', 3, 6, { build: 'broken' }), 3);
+    const databaseUrl = stack.databaseUrl;
+    // Records keep arriving through the drain, so the victim has a last batch to flush without its commit.
+    const load = runLoad({ databaseUrl, source: 'leaky_in', partitions: 6, ratePerSec: 300, count: 6000 });
+    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'leaky_in', sink: 'leaky_out' })).sinkCount > 300);
+
+    const operation = await scaleAndWait(stack, 'leaky', { replicas: 2, drainTimeoutMs: 30_000 }, 'scaleIn');
+    const victims = operation.scaleIn.victims as { taskId: string; partitions: number[] }[];
+    expect(victims).toHaveLength(1);
+    const receipts = operation.evidence.comparison.rows.find((row: { check: string }) => row.check === 'destination receipts');
+    // The victim's flushed batch is in the sink above its partition's committed offset.
+    expect(receipts.verdict).toBe('regression');
+    const named = [...String(receipts.detail).matchAll(/partition (\d+): \d+ sink row\(s\) above its committed offset/g)].map((m) => Number(m[1]));
+    expect(named.length).toBeGreaterThan(0);
+    expect(victims[0].partitions).toEqual(expect.arrayContaining(named));
+    expect(operation.status).toBe('compensated');
+    expect(operation.compensation.reason).toMatch(/^regression after scale-in: .*destination receipts do not balance: partition \d+: \d+ sink row\(s\) above its committed offset/);
+    expect(operation.compensation.outcome).toMatchObject({ generation: expect.any(Number) });
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=leaky', { role: 'viewer' })).body.events;
+    expect(ledger.map((e: any) => `${e.kind}:${e.outcome}`)).toEqual(expect.arrayContaining(['scale-in:compensated', 'replan:completed']));
+    await load;
+  });
+});
+
+describe('a sound scale-in', () => {
+  it('balances its receipts per partition and completes', async () => {
+    await defineWorkload(stack, 'tight', consumer('tight', 2, 4, { build: 'sound' }), 2);
+    const databaseUrl = stack.databaseUrl;
+    const load = runLoad({ databaseUrl, source: 'tight_in', partitions: 4, ratePerSec: 300, count: 3000 });
+    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'tight_in', sink: 'tight_out' })).sinkCount > 300);
+    const operation = await scaleAndWait(stack, 'tight', { replicas: 1, drainTimeoutMs: 30_000 }, 'scaleIn');
+    expect(operation.status).toBe('completed');
+    const receipts = operation.evidence.comparison.rows.find((row: { check: string }) => row.check === 'destination receipts');
+    expect(receipts).toMatchObject({ verdict: 'pass', detail: expect.stringMatching(/^every one of 4 partition\(s\) balances and is owned: over the window \d+ record\(s\) left the source/) });
+    await load;
+  });
+});
+
+describe('a task whose agent does not answer', () => {
+  it('is not measured, and the scale-out\'s baseline gate refuses, naming it', async () => {
+    await defineWorkload(stack, 'mute', consumer('mute', 1, 2, { build: 'sound' }), 1);
+    const [task] = await tasksOf(stack, 'mute');
+    // Killed: its runtime is still READY (the lease has seconds to run) and the task still placed there.
+    stack.agents[task.runtimeId].process.kill('SIGKILL');
+    {
+      const operation = await scaleAndWait(stack, 'mute', { replicas: 2, accept: ['downstream'] }, 'scaleOut');
+      expect(operation.status).toBe('refused');
+      const baseline = operation.gates.rows.find((row: { gate: string }) => row.gate === 'baseline');
+      expect(baseline.passed).toBe(false);
+      expect(baseline.detail).toContain(`${task.taskId} on ${task.runtimeId} not measured: its agent did not answer`);
+      const measured = operation.evidence.baseline.tasks.find((t: { taskId: string }) => t.taskId === task.taskId);
+      expect(measured).toMatchObject({ state: 'absent', unmeasured: expect.stringContaining('its agent did not answer') });
+    }
+  });
+});
