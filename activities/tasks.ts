@@ -34,6 +34,8 @@ export function agentCalls(deps: ActivityDeps) {
   async function orUnreachable<T>(runtimeId: string, call: () => Promise<T>, options: { limitMs?: number; atLimit?: AtLimit } = {}): Promise<T | 'unreachable'> {
     const started = now();
     for (;;) {
+      // A frozen agent holds a call up to the client's timeout: the activity says it is alive meanwhile.
+      const beating = setInterval(() => heartbeat({ calling: runtimeId }), 5_000);
       try {
         return await call();
       } catch (error) {
@@ -46,6 +48,8 @@ export function agentCalls(deps: ActivityDeps) {
         }
         heartbeat({ waitingFor: runtimeId, error: error instanceof Error ? error.message : String(error) });
         await sleep(1_000);
+      } finally {
+        clearInterval(beating);
       }
     }
   }
