@@ -12,6 +12,7 @@
 //
 // Real Temporal, PostgreSQL, API, worker and agent processes running the stream job.
 import { temporal } from '@temporalio/proto';
+import { OperationStatusSchema } from '../../protocol';
 import { createSourceFeed } from '../../store/source-feed';
 import { streamJobReads } from '../../store/stream-jobs';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
@@ -123,6 +124,8 @@ describe('rescaleOperator exits', () => {
     expect(status).toMatchObject({ outcome: 'failed', hot: false, from: 2, to: 3, compensation: { joined: `replan:${JOB}`, applied: 8 } });
     expect(status.error).toBe(`requested agg = 3; the running replan:${JOB} it joined applied agg = 8`);
     expect(status.compensation?.outcome?.parallelism?.to).toMatchObject({ agg: 8 });
+    // The protocol's status of its kind carries what was applied (protocol/operation-status.ts).
+    expect(OperationStatusSchema.safeParse(status)).toMatchObject({ success: true, data: { kind: 'rescaleOperator', compensation: { applied: 8 } } });
     const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
     expect(operation.status).toBe('failed');
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale`, { role: 'viewer' })).body.events[0];
