@@ -26,6 +26,18 @@ import {
   type WorkloadKind,
 } from '../protocol';
 
+/**
+ * A call the agent never answered: the connection was refused or reset, or the call timed out.
+ * Retryable, and the only failure that can make a runtime `unreachable` (activities/tasks.ts
+ * `agentCalls`): an agent that answered, even with a 5xx, is there.
+ */
+export class AgentUnreachableError extends Error {
+  constructor(readonly endpoint: string, cause: Error) {
+    super(`agent ${endpoint} unreachable: ${cause.message}`, { cause });
+    this.name = 'AgentUnreachableError';
+  }
+}
+
 /** One agent as the control plane calls it: where, and the credential of its runtime. */
 export interface AgentTarget {
   endpoint: string;
@@ -44,7 +56,7 @@ export function createAgentClient(timeoutMs = 30_000) {
         signal: AbortSignal.timeout(callTimeoutMs),
       });
     } catch (error) {
-      throw new Error(`agent ${endpoint} unreachable: ${(error as Error).message}`); // retryable
+      throw new AgentUnreachableError(endpoint, error as Error); // retryable
     }
     const parsed = (await response.json().catch(() => ({}))) as { error?: string; message?: string };
     if (response.status === 404 && parsed.error === 'not-found') return null;

@@ -50,6 +50,15 @@ export function heartbeat(details?: unknown): void {
   }
 }
 
+/** Whether the running activity's cancellation has reached it (through a heartbeat); false when called directly (unit use). */
+export function cancellationRequested(): boolean {
+  try {
+    return Context.current().cancellationSignal.aborted;
+  } catch {
+    return false;
+  }
+}
+
 /** workflow id / run id / activity id of the running activity: a retried write is one row. */
 export function idempotencyKey(): string | null {
   try {

@@ -1,13 +1,13 @@
 // Hot rescale activities (DESIGN.md §4.3, reference/hot-rescale-at-a-barrier.txt): decide, write the
 // appended layout, arm the affected subtasks, trigger and await the cutover barrier C, then retire
 // the old subtasks. Each is safe to retry after it took effect.
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { placeAppended, rescaleEligibility } from '../domain/rescale';
 import { eligibleRuntimes } from '../domain/placement';
 import { appendRescaled, blockOf, indicesOf, subtaskCount } from '../domain/stream';
 import type { Assignment, CutoverAnswer, StreamSpec } from '../protocol';
 import { StalePlacementError } from '../store/registry';
-import { heartbeat, idempotencyKey, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
+import { cancellationRequested, heartbeat, idempotencyKey, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
 
 
 export type RescalePlan =
@@ -70,10 +70,16 @@ export function rescaleActivities(deps: ActivityDeps) {
       const coordinator = byIndex.get(blockOf(job.spec, 'sink').base)!;
       const clockOf = async (state: 'paused' | 'running') => agents.checkpointClock(await agentOf(coordinator.runtimeId), coordinator.taskId, { state });
       const deadline = now() + input.pauseTimeoutMs;
+      // A cancelled rescale pauses nothing more (the workflow resumes the clock once this ended).
+      if (cancellationRequested()) throw new CancelledFailure('rescale cancelled before the clock paused');
       for (;;) {
         const clock = await clockOf('paused');
         heartbeat({ pausing: coordinator.taskId, inFlight: clock.inFlight });
         if (clock.inFlight === null) break;
+        if (cancellationRequested()) {
+          await clockOf('running');
+          throw new CancelledFailure(`rescale cancelled while checkpoint ${clock.inFlight} was in flight; the clock runs again`);
+        }
         if (now() > deadline) {
           // Nothing changed: the clock runs on as before.
           await clockOf('running').catch(() => undefined);

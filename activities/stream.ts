@@ -4,14 +4,22 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { buildPlan } from '../domain/plan';
 import { scaleParallelism, subtaskCount, withParallelism } from '../domain/stream';
-import { describeIssues, StreamSpecSchema, type FailedSubtasks, type TaskStatus } from '../protocol';
+import { describeIssues, StreamSpecSchema, type FailedSubtasks } from '../protocol';
 import { createPlanner } from '../store/planner';
-import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
+import { lookups, type ActivityDeps, type TaskRef } from './ports';
+import { agentCalls } from './tasks';
+
+/**
+ * How long the stream stop-the-world tries an agent that fails within a live lease before it lists
+ * the runtime as unreachable (an agent restarting answers well within it).
+ */
+export const STREAM_STOP_UNANSWERED_MS = 30_000;
 
 export function streamActivities(deps: ActivityDeps) {
-  const { runtimes, registry, streamJobs } = deps.stores;
-  const { agents, now } = deps;
-  const { agentOf, requireStreamJob } = lookups(deps);
+  const { registry, streamJobs } = deps.stores;
+  const { now } = deps;
+  const { requireStreamJob } = lookups(deps);
+  const { stopEveryTaskOf } = agentCalls(deps);
   const planner = createPlanner(deps.stores, now);
 
   return {
@@ -51,29 +59,29 @@ export function streamActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Stops every subtask of a stream job on every runtime that answers. A runtime that does not
-     * answer is listed, not waited for: its subtasks can commit nothing once the new generation
-     * starts (every commit checks the job's generation), and the replan places around it.
+     * Stops every subtask of a stream job on every runtime that answers, under the job's current
+     * placement fence. The calls are classified as every stop's are (`agentCalls` in tasks.ts): an
+     * agent's refusal (409 `stale-fence`: another decision moved the job meanwhile) fails the
+     * activity non-retryably, naming it; a transient failure (refused or reset connection, a
+     * timeout, a 5xx) is tried again while the runtime's lease runs, for at most
+     * STREAM_STOP_UNANSWERED_MS. Only a runtime whose agent never answered in that time, or that is
+     * LOST or whose lease ran out, is listed as unreachable, not waited for: its subtasks can commit
+     * nothing once the new generation starts (every commit checks the job's generation), and the
+     * replan places around it.
      */
     async stopStreamJob(input: { workload: string }): Promise<{ stopped: (TaskRef & { counts?: Record<string, number> })[]; unreachable: string[] }> {
-      const stopped: (TaskRef & { counts?: Record<string, number> })[] = [];
       const unreachable: string[] = [];
-      for (const runtime of await runtimes.list()) {
-        heartbeat({ runtime: runtime.id });
-        if (runtime.status === 'LOST') continue;
-        try {
-          const agent = await agentOf(runtime.id);
-          const tasks: TaskStatus[] = await agents.listTasks(agent);
-          for (const task of tasks.filter((t) => t.workload === input.workload)) {
-            const answer = await agents.stopTask(agent, task.taskId, {});
-            // the subtask's counters at its end: what the sources had read when the world stopped
-            stopped.push({ runtimeId: runtime.id, taskId: task.taskId, ...(answer.receipt?.counts ? { counts: answer.receipt.counts } : {}) });
-          }
-        } catch {
-          unreachable.push(runtime.id);
+      const placementFence = (await registry.getPlacement(input.workload))?.fence;
+      const stopped = await stopEveryTaskOf(
+        input.workload, { placementFence, skipLost: true, limitMs: STREAM_STOP_UNANSWERED_MS, atLimit: 'unreachable' }, (runtime) => unreachable.push(runtime.id),
+      ).catch((error: unknown) => {
+        if (error instanceof ApplicationFailure && error.nonRetryable) {
+          throw ApplicationFailure.create({ type: error.type ?? undefined, nonRetryable: true, message: `the stop of job ${input.workload} (placement fence ${placementFence ?? 'none'}) was refused: ${error.message}`, cause: error });
         }
-      }
-      return { stopped, unreachable };
+        throw error;
+      });
+      // the subtasks' counters at their end: what the sources had read when the world stopped
+      return { stopped: stopped.map(({ runtimeId, taskId, answer }) => ({ runtimeId, taskId, ...(answer.receipt?.counts ? { counts: answer.receipt.counts } : {}) })), unreachable };
     },
 
     /** The newest completed checkpoint of a job: what its next generation restores from (null: none, it starts empty). */

@@ -1,6 +1,7 @@
 // Task activities: start, await, drain and stop agent tasks, and list what agents run.
 import { ApplicationFailure } from '@temporalio/activity';
-import type { Assignment, PortPair, TaskStatus, WorkloadKind } from '../protocol';
+import type { Assignment, DrainOptions, PortPair, StopAnswer, TaskStatus, WorkloadKind } from '../protocol';
+import { AgentUnreachableError } from './agent-client';
 import { doublingDelays } from '../lib/backoff';
 import { consumerGroupReads } from './consumer-group';
 import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
@@ -9,56 +10,92 @@ import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './po
 /** How long a stop waits for an agent that fails to answer while its lease still runs. */
 const UNANSWERED_LIMIT_MS = 120_000;
 
-export function taskActivities(deps: ActivityDeps) {
-  const { runtimes, registry } = deps.stores;
+/** What a call does once its agent failed for the whole limit within a live lease (see `agentCalls`). */
+export type AtLimit = 'fail' | 'unreachable';
+
+/**
+ * How the control plane calls an agent that may fail: stopTasks, retirement and the stop-the-world
+ * of services and of stream jobs (startTasks makes the same split through the activity's retries):
+ * - a refusal (the agent answered an error the protocol says is final: 409 `stale-fence`, an
+ *   unknown runtime, ...) is a non-retryable ApplicationFailure and fails the activity at once;
+ * - anything else (connection refused or reset, a timeout, a 5xx, a rotated credential) is
+ *   transient: tried again every second while the runtime's lease runs;
+ * - a runtime LOST or whose lease ran out is `'unreachable'` (its tasks are revoked at its next
+ *   heartbeat, as no placement holds them there any more);
+ * - past the limit within a live lease the call fails (`atLimit: 'fail'`, the default), or, with
+ *   `atLimit: 'unreachable'`, is `'unreachable'` only if the agent never answered
+ *   (AgentUnreachableError): an agent that answers errors is there, and fails the call.
+ */
+export function agentCalls(deps: ActivityDeps) {
+  const { runtimes } = deps.stores;
   const { agents, now } = deps;
   const { agentOf } = lookups(deps);
-  const groups = consumerGroupReads(deps);
 
-  /**
-   * A call to runtime `runtimeId`'s agent that may find it gone: while the runtime's lease runs the
-   * call is tried again (the agent may be restarting; a frozen one answers nothing); once it is
-   * LOST or its lease ran out, `'unreachable'` (its tasks are revoked at its next heartbeat, as no
-   * placement holds them there any more). An agent that keeps failing within a live lease fails the
-   * activity after `UNANSWERED_LIMIT_MS`.
-   */
-  async function orUnreachable<T>(runtimeId: string, call: () => Promise<T>): Promise<T | 'unreachable'> {
+  async function orUnreachable<T>(runtimeId: string, call: () => Promise<T>, options: { limitMs?: number; atLimit?: AtLimit } = {}): Promise<T | 'unreachable'> {
     const started = now();
     for (;;) {
+      // A frozen agent holds a call up to the client's timeout: the activity says it is alive meanwhile.
+      const beating = setInterval(() => heartbeat({ calling: runtimeId }), 5_000);
       try {
         return await call();
       } catch (error) {
         if (error instanceof ApplicationFailure && error.nonRetryable) throw error; // an answer, not silence
         const runtime = await runtimes.get(runtimeId);
         if (!runtime || runtime.status === 'LOST' || Date.parse(runtime.leaseExpiresAt) <= now()) return 'unreachable';
-        if (now() - started > UNANSWERED_LIMIT_MS) throw error;
+        if (now() - started > (options.limitMs ?? UNANSWERED_LIMIT_MS)) {
+          if (options.atLimit === 'unreachable' && error instanceof AgentUnreachableError) return 'unreachable';
+          throw error;
+        }
         heartbeat({ waitingFor: runtimeId, error: error instanceof Error ? error.message : String(error) });
         await sleep(1_000);
+      } finally {
+        clearInterval(beating);
       }
     }
   }
 
-  /** Stops every task of `workload` that each runtime's agent reports; one that cannot answer (LOST, its lease lapsed) is passed over, and `unreachable` is told. */
-  async function stopEveryTaskOf(workload: string, options: { graceMs?: number }, unreachable: (runtime: { id: string }) => void = () => {}): Promise<TaskRef[]> {
-    const stopped: TaskRef[] = [];
+  /**
+   * Stops every task of `workload` that each runtime's agent reports, answering each stop's answer;
+   * one that cannot answer is passed over (after the rest of its tasks' stops), and `unreachable` is
+   * told. `skipLost`: a LOST runtime is not called at all.
+   */
+  async function stopEveryTaskOf(
+    workload: string,
+    options: DrainOptions & { skipLost?: boolean; limitMs?: number; atLimit?: AtLimit },
+    unreachable: (runtime: { id: string }) => void = () => {},
+  ): Promise<(TaskRef & { answer: StopAnswer })[]> {
+    const { skipLost, limitMs, atLimit, ...drain } = options;
+    const stopped: (TaskRef & { answer: StopAnswer })[] = [];
     for (const runtime of await runtimes.list()) {
       heartbeat({ runtime: runtime.id });
-      const tasks = await orUnreachable(runtime.id, async () => agents.listTasks(await agentOf(runtime.id)));
+      if (skipLost && runtime.status === 'LOST') continue;
+      const tasks = await orUnreachable(runtime.id, async () => agents.listTasks(await agentOf(runtime.id)), { limitMs, atLimit });
       if (tasks === 'unreachable') {
         unreachable(runtime);
         continue;
       }
       for (const task of tasks.filter((t) => t.workload === workload)) {
-        const answer = await orUnreachable(runtime.id, async () => agents.stopTask(await agentOf(runtime.id), task.taskId, { graceMs: options.graceMs }));
+        const answer = await orUnreachable(runtime.id, async () => agents.stopTask(await agentOf(runtime.id), task.taskId, drain), { limitMs, atLimit });
         if (answer === 'unreachable') {
           unreachable(runtime);
           break;
         }
-        stopped.push({ runtimeId: runtime.id, taskId: task.taskId });
+        stopped.push({ runtimeId: runtime.id, taskId: task.taskId, answer });
       }
     }
     return stopped;
   }
+
+  return { orUnreachable, stopEveryTaskOf };
+}
+
+export function taskActivities(deps: ActivityDeps) {
+  const { runtimes, registry } = deps.stores;
+  const { agents, now } = deps;
+  const { agentOf } = lookups(deps);
+  const groups = consumerGroupReads(deps);
+  const { orUnreachable, stopEveryTaskOf } = agentCalls(deps);
+  const refs = (stopped: TaskRef[]): TaskRef[] => stopped.map(({ runtimeId, taskId }) => ({ runtimeId, taskId }));
 
   return {
     /**
@@ -164,12 +201,12 @@ export function taskActivities(deps: ActivityDeps) {
     async stopRetiredTasks(input: { workload: string }): Promise<{ stopped: TaskRef[]; unreachable: string[] }> {
       const unreachable: string[] = [];
       const stopped = await stopEveryTaskOf(input.workload, {}, (runtime) => unreachable.push(runtime.id));
-      return { stopped, unreachable };
+      return { stopped: refs(stopped), unreachable };
     },
 
     /** Stop-the-world: every task of the workload on every reachable runtime, placed or not (one LOST, or whose lease lapsed, is skipped). */
     async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
-      return stopEveryTaskOf(input.workload, { graceMs: input.graceMs });
+      return refs(await stopEveryTaskOf(input.workload, { graceMs: input.graceMs }));
     },
   };
 }

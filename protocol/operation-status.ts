@@ -43,7 +43,11 @@ export const RescaleStatusSchema = z.object({
   added: z.array(z.string()),
   retired: z.array(z.string()),
   retiredCounts: z.record(z.string(), z.record(z.string(), z.number())),
-  compensation: z.object({ reason: z.string(), outcome: z.unknown(), joined: z.string().nullable() }).nullable(),
+  compensation: z.object({
+    reason: z.string(), outcome: z.unknown(), joined: z.string().nullable(),
+    /** the operator's parallelism a joined replan applied, where it is not the requested one (the rescale is then failed or compensated) */
+    applied: z.int().nullable().optional(),
+  }).nullable(),
   error: z.string().nullable(),
 });
 

@@ -7,12 +7,14 @@
 // over hot, and every abort, go to the stop-the-world replan from the last completed checkpoint at
 // the requested parallelism: hot when possible, correct always.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, defineQuery, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, patched, proxyActivities, setHandler, workflowInfo,
+} from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
 import type { LedgerOutcome } from '../protocol';
 import { WorkloadName } from '../protocol/names';
-import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
+import { CANCELLATION_REQUESTED, failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
 
 export { abortSignal } from './operation';
@@ -22,6 +24,22 @@ const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 const long = proxyActivities<Activities>(profiles.longDrain);
 /** Calls inside the paused window: a lost answer must reach the fallback in seconds, not after minutes of retries. */
 const windowCalls = proxyActivities<Activities>(profiles.windowCall);
+/** The preparation since PREPARE_ENDS_BEFORE_RESUME: an abort waits for planRescale to end before the clock is resumed. */
+const preparing = proxyActivities<Activities>({ ...profiles.longDrain, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
+
+/**
+ * Patch 2026-12-03 (issue 33): an abort or a cancellation while preparing waits for planRescale
+ * to end (it is cancelled with WAIT_CANCELLATION_COMPLETED) before the clock is resumed. Runs
+ * before it resumed the clock at once (TRY_CANCEL), while planRescale could still be pausing it:
+ * a rescale cancelled at once could end `cancelled` with the clock paused for good.
+ */
+export const PREPARE_ENDS_BEFORE_RESUME = 'rescale-prepare-ends-before-resume';
+/**
+ * Patch 2026-12-03 (issue 33): a rescale that joined a running replan which applied another
+ * parallelism than the requested one ends `failed` (nothing of its own was changed) or
+ * `compensated`, naming both, instead of `replanned`. Asked only where they differ.
+ */
+export const JOINED_REPLAN_JUDGED = 'rescale-joined-replan-judged';
 
 export const RescaleInputSchema = z.strictObject({
   job: WorkloadName,
@@ -59,6 +77,8 @@ export interface RescaleStatus {
     outcome: { restoredFrom: number | null; parallelism: StreamReplanOutcome['parallelism'] | null; generation: number | null } | null;
     /** set when a replan of the job was already running and this rescale waited for it instead */
     joined: string | null;
+    /** the operator's parallelism the replan applied (null: not known); the rescale is `completed`/`replanned` only if it is `to` */
+    applied?: number | null;
   } | null;
   error: string | null;
 }
@@ -110,6 +130,19 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       if (row.outcome !== 'completed' && row.outcome !== 'degraded') throw ApplicationFailure.create({ type: 'task-failed', message: `the running replan:${input.job} ended ${row.outcome}`, nonRetryable: true });
       const inputs = row.inputs as { restoredFrom?: number | null; parallelism?: { from: Record<string, number>; to: Record<string, number> } | null; generation?: number };
       status.compensation.outcome = { restoredFrom: inputs.restoredFrom ?? null, parallelism: inputs.parallelism ?? null, generation: inputs.generation ?? null };
+      // The replan joined was asked by another (a recovery, a failed subtask's report) and may have
+      // applied another size: the request is done only if it applied the requested parallelism.
+      const applied = inputs.parallelism?.to?.[input.operator] ?? null;
+      if (applied !== input.parallelism && patched(JOINED_REPLAN_JUDGED)) {
+        status.compensation.applied = applied;
+        const mismatch = `requested ${input.operator} = ${input.parallelism}; the running replan:${input.job} it joined applied ${input.operator} = ${applied ?? 'unknown'}`;
+        status.error = mismatch;
+        // Before the layout write nothing of the rescale's own changed: failed. After it: compensated, as ever, saying so.
+        status.outcome = outcome === 'replanned' ? 'failed' : 'compensated';
+        status.compensation.reason = `${reason}; ${mismatch}`;
+        await ledger(status.outcome, { why: status.compensation.reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined, applied }, { error: mismatch });
+        return status;
+      }
     }
     status.outcome = outcome;
     await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined });
@@ -119,14 +152,20 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
   // Preparing: eligibility, capacity, the clock paused with nothing in flight, C assigned. Nothing
   // else changed yet: a failure or an abort here resumes the clock and ends the rescale.
   let plan: RescalePlan;
+  // Since PREPARE_ENDS_BEFORE_RESUME an abort waits here until planRescale ended, so the resume
+  // below comes after its last pause (before it, planRescale could pause the clock again after the
+  // resume, and nothing would resume it).
+  const waitsForPrepare = patched(PREPARE_ENDS_BEFORE_RESUME);
+  /** A Temporal cancellation came (its planRescale may have ended well all the same). */
+  const cancelRequested = () => waitsForPrepare && CancellationScope.current().consideredCancelled;
   try {
-    plan = await aborts.guard(() => long.planRescale.executeWithOptions(
+    plan = await aborts.guard(() => (waitsForPrepare ? preparing : long).planRescale.executeWithOptions(
       { summary: `prepare: can ${input.job}/${input.operator} cut over hot? pause the clock` },
       [{ job: input.job, operator: input.operator, parallelism: input.parallelism, pauseTimeoutMs: input.stepTimeoutMs }],
     ));
-    if (aborts.reason) throw ApplicationFailure.create({ type: 'aborted', message: aborts.reason, nonRetryable: true });
+    if (aborts.reason || cancelRequested()) throw ApplicationFailure.create({ type: 'aborted', message: aborts.reason ?? CANCELLATION_REQUESTED, nonRetryable: true });
   } catch (error) {
-    const abort = aborts.isAbort(error) || aborts.reason !== null;
+    const abort = aborts.isAbort(error) || aborts.reason !== null || cancelRequested();
     return aborts.exit(async () => {
       // planRescale may have paused the clock before it failed or was cancelled: never leave it paused.
       const resumed = await windowCalls.resumeCheckpointClock.executeWithOptions({ summary: `resume the checkpoint clock of ${input.job}` }, [{ job: input.job }])
@@ -140,11 +179,11 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
         status.reason = `preparing the hot cutover failed (${failureMessage(error)}); the clock ${resumed === true ? 'resumed' : String(resumed)}`;
         enter('stop-the-world');
         await replan(`not hot: ${status.reason}`, 'replanned');
-        enter('complete');
+        enter(status.outcome === 'failed' ? 'aborted' : 'complete');
         return status;
       }
       status.outcome = abort ? 'cancelled' : 'failed';
-      status.error = abort ? aborts.reason : failureMessage(error);
+      status.error = abort ? aborts.reason ?? CANCELLATION_REQUESTED : failureMessage(error);
       enter(abort ? 'cancelled' : 'aborted');
       await ledger(status.outcome, { clockResumed: resumed }, { error: status.error });
       if (abort) return status;
@@ -157,7 +196,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
     status.reason = plan.reason;
     enter('stop-the-world');
     await replan(`not hot: ${plan.reason}`, 'replanned');
-    enter('complete');
+    enter(status.outcome === 'failed' ? 'aborted' : 'complete');
     return status;
   }
   status.hot = true;

@@ -70,6 +70,8 @@ interface Faults {
   planRescaleUnreachable?: boolean;
   /** a stream replan's stop-the-world does not return for a while (long enough to cancel the replan) */
   stopTheWorldStuck?: boolean;
+  /** preparing a hot rescale takes a while (a checkpoint in flight when the clock paused): long enough to cancel it */
+  prepareSlow?: boolean;
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -126,6 +128,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
   let aggregateParallelism = 1;
   let fence = 3;
   let plans = 0;
+  /** planRescale has answered (prepareSlow) */
+  let prepareEnded = false;
   let changed = false;
   const count = (activity: keyof Activities) => calls.filter((c) => c === activity).length;
   const call = (activity: keyof Activities) => {
@@ -214,14 +218,18 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       return { stopped: stillRunning.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: [] };
     },
     async resumeCheckpointClock() {
+      // the resume must come after the preparation (which may have paused the clock) ended
+      if (faults.prepareSlow) assert.ok(prepareEnded, 'the clock was resumed while planRescale still ran');
       call('resumeCheckpointClock');
       return { resumed: true };
     },
     async planRescale(input) {
       call('planRescale');
       if (faults.planRescaleUnreachable) throw new Error('agent http://127.0.0.1:1 unreachable: fetch failed');
+      if (faults.prepareSlow) await new Promise((resolve) => setTimeout(resolve, 3_000));
       if (input.parallelism % 2 !== 0) return { hot: false, reason: `2 → ${input.parallelism} is not an integer factor`, from: 2, to: input.parallelism };
       const added = Array.from({ length: input.parallelism }, (_, i) => assignment(name, 5 + i, 1));
+      prepareEnded = true;
       return {
         hot: true, from: 2, to: input.parallelism, checkpoint: 42, spec: (definition as unknown as { spec: StreamSpec }).spec, generation: 1, registryRevision: definition.revision,
         placementFence: fence, coordinator: { runtimeId: 'rt-0', taskId: `${name}-4-g1` }, added,
@@ -259,6 +267,15 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       const from = { src: 1, agg: 1, out: 1 };
       const to = { ...from, ...input.parallelism };
       return { replicas: Object.values(to).reduce((a, b) => a + b, 0), from, to };
+    },
+    async awaitLedgerRow(input) {
+      call('awaitLedgerRow');
+      const entry = await waitFor(`a ${input.kind} row of ${input.workload}`, () => ledger.find((e) => e.kind === input.kind && e.workload === input.workload && e.outcome));
+      return {
+        ...entry, id: ledger.indexOf(entry) + 1, at: '2030-01-01T00:00:00.000Z', tier: null, fromReplicas: entry.fromReplicas ?? null, toReplicas: entry.toReplicas ?? null,
+        reason: entry.reason ?? null, inputs: entry.inputs ?? {}, planId: entry.planId ?? null, workflowId: entry.workflowId ?? null, runId: entry.runId ?? null,
+        outcome: entry.outcome ?? null, evidence: entry.evidence ?? null,
+      } as Awaited<ReturnType<Activities['awaitLedgerRow']>>;
     },
     async stopStreamJob() {
       call('stopStreamJob');
@@ -858,6 +875,45 @@ export const SCENARIOS: Scenario[] = [
       assert.match(status.compensation?.reason ?? '', /cancellation requested/);
       assert.deepEqual(status.compensation?.outcome?.parallelism?.to, { src: 1, agg: 4, out: 1 });
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A Temporal cancellation while planRescale still prepares (it may pause the clock): since
+    // patch rescale-prepare-ends-before-resume the clock is resumed once planRescale ended; cancelled.
+    name: 'rescale-operator-cancelled-preparing',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { prepareSlow: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
+      await waitFor(`${workflowId} preparing`, () => fakes.count('planRescale') === 1);
+      await handle.cancel();
+      const status = (await handle.result()) as RescaleStatus;
+      assert.equal(status.outcome, 'cancelled');
+      assert.equal(fakes.count('resumeCheckpointClock'), 1);
+      assert.equal(fakes.count('commitRescaleLayout'), 0);
+      assert.deepEqual(ledgerOutcomes(fakes), ['rescale:cancelled']);
+      return { workflowId };
+    },
+  },
+  {
+    // A rescale that is not hot finds a replan of the job running (asked by another, at agg = 2)
+    // and joins it: since patch rescale-joined-replan-judged, failed, naming requested and applied.
+    name: 'rescale-operator-joined-replan',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { stopTheWorldStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const replan = await client.workflow.start(stopTheWorldReplan, {
+        taskQueue, workflowId: `replan:${workload}`, args: [{ workload, parallelism: { agg: 2 }, reason: 'a recovery', cause: `recover:rt-9` }],
+      });
+      await waitFor(`replan:${workload} stopping the world`, () => fakes.count('stopStreamJob') === 1);
+      const workflowId = `rescale:${workload}`;
+      const status = (await client.workflow.execute(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 3 }] })) as RescaleStatus;
+      await replan.result();
+      assert.equal(status.outcome, 'failed');
+      assert.equal(status.compensation?.joined, `replan:${workload}`);
+      assert.equal(status.compensation?.applied, 2);
+      assert.equal(status.error, `requested agg = 3; the running replan:${workload} it joined applied agg = 2`);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:failed']);
       return { workflowId };
     },
   },
