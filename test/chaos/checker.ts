@@ -10,6 +10,7 @@
 //   - each workload's placement is its desired size (or listed unplaced with a reason) and equals
 //     its live tasks, one OS process per service task and none of a task no placement holds.
 import fs from 'node:fs';
+import { duplicateTaskIds } from '../../domain/task-identity';
 import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import type { SharedServers } from '../support/shared-servers';
 import type { Stack } from '../support/stack';
@@ -103,6 +104,18 @@ export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log
     for (const v of await taskMismatches()) violate(v.check, v.detail);
   }
   const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+  // Task identity (DESIGN.md §3): no placement names one task id twice, and every partition of the
+  // consumer's placement has exactly one owner (the invariants test/integration/operation-sequences checks after each step).
+  for (const w of state.workloads as any[]) {
+    if (!CHAOS_WORKLOADS.includes(w.name)) continue;
+    const assignments: { taskId: string; partitions?: number[] }[] = w.placement?.assignments ?? [];
+    for (const id of duplicateTaskIds(assignments)) violate('task-id-repeated', `${w.name}: ${id} names more than one replica`);
+    if (w.name !== CHAOS_CONSUMER || assignments.length === 0) continue;
+    const owners: Record<number, number> = {};
+    for (const partition of assignments.flatMap((a) => a.partitions ?? [])) owners[partition] = (owners[partition] ?? 0) + 1;
+    const partitions = Number((await stack.api('GET', `/v1/workloads/${w.name}`, { role: 'viewer' })).body.spec?.partitions ?? 0);
+    for (let p = 0; p < partitions; p++) if (owners[p] !== 1) violate('partition-owners', `${w.name}: partition ${p} has ${owners[p] ?? 0} owners in the placement`);
+  }
   // One OS process per service task, none for a task no placement holds.
   const serviceAssignments = new Set<string>((((state.workloads as any[]).find((w) => w.name === CHAOS_SERVICE)?.placement?.assignments ?? []) as any[]).map((a) => a.taskId));
   const processes = taskProcesses().filter((p) => p.run === stack.home);
