@@ -11,6 +11,13 @@
 // again, its end noticed by polling since it is no longer the agent's child. When it cannot be
 // adopted (another generation or spec, its port pair no longer the replica's) its whole process
 // group is stopped (SIGTERM, grace, SIGKILL) before a fresh one starts. One process per task, never two.
+//
+// Supervision (DESIGN.md §3): a process that exits or dies without being asked to (not drained,
+// stopped or failed by the driver itself) is started again on the same task id and port pair, as a
+// new incarnation, after a backoff (domain/supervision.ts: 1 s doubling to 5 min, reset by a healthy
+// run; the agent's SCALEGATE_RESTART_* settings). Meanwhile the task is `restarting`; its status
+// counts `restarts` and says how it last ended, when it starts again and whether it crash-loops.
+// A drain, a stop or the agent's shutdown cancels a pending restart: nothing stopped is restarted.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -21,6 +28,7 @@ import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, typ
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
+import { DEFAULT_RESTART_POLICY, describeExit, freshSupervision, isCrashLooping, scheduleRestart, type RestartPolicy, type SupervisionRecord } from '../../domain/supervision';
 import { ErrorCount } from './error-count';
 import { connectTcp } from './tcp-connect';
 import { canIdentifyProcesses, CpuSampler, residentBytes, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
@@ -56,7 +64,7 @@ export const ADOPTED_POLL_MS = 100;
 /** The task's process record, in its folder. */
 export const PROCESS_RECORD_FILE = 'process.json';
 
-export type ProcessEvent = 'probe-passed' | 'drain-requested' | 'exited';
+export type ProcessEvent = 'probe-passed' | 'drain-requested' | 'exited' | 'restart-scheduled' | 'relaunched';
 
 /** The task's lifecycle, as a pure function so every (state, event) pair is decided in one place. */
 export function nextTaskState(state: TaskState, event: ProcessEvent): TaskState {
@@ -64,11 +72,18 @@ export function nextTaskState(state: TaskState, event: ProcessEvent): TaskState 
     case 'probe-passed':
       return state === 'starting' ? 'ready' : state;
     case 'drain-requested':
+      // A task waiting for its restart has no process to drain: it is stopped at once.
+      if (state === 'restarting') return 'stopped';
       return state === 'starting' || state === 'ready' ? 'draining' : state;
     case 'exited':
       // An exit nobody asked for is a failure; one during a drain is the drain finishing.
       if (state === 'draining') return 'stopped';
       return state === 'starting' || state === 'ready' ? 'failed' : state;
+    case 'restart-scheduled':
+      // Only a failure is restarted: never a task drained or stopped.
+      return state === 'failed' ? 'restarting' : state;
+    case 'relaunched':
+      return state === 'restarting' ? 'starting' : state;
     default:
       return assertNever(event, 'process event');
   }
@@ -120,6 +135,8 @@ export const ProcessRecordSchema = z.object({
   bootId: z.string().nullable(),
   ports: z.object({ public: z.int(), internal: z.int() }),
   spawnedAt: z.string(),
+  /** the task's restarts so far, so an agent that adopts the process keeps counting from there */
+  restarts: z.int().min(0).optional(),
 });
 export type ProcessRecord = z.infer<typeof ProcessRecordSchema>;
 
@@ -293,7 +310,8 @@ async function stopLeftProcess(record: ProcessRecord, graceMs: number): Promise<
 
 class ProcessTask implements TaskHandle {
   readonly taskId: string;
-  readonly incarnation: string;
+  /** changes with every (re)start of its process */
+  private currentIncarnation: string;
   private state: TaskState = 'starting';
   private readonly errors: ErrorCount;
   private detail: string | undefined = 'waiting for readiness';
@@ -301,8 +319,19 @@ class ProcessTask implements TaskHandle {
   /** a process left by an earlier agent and adopted: not our child, so its end is polled for */
   private adopted: ProcessIdentity | undefined;
   private watchTimer: NodeJS.Timeout | undefined;
-  private readonly exited: Promise<void>;
+  /** settles when the current run's process has ended (a new promise per run) */
+  private exited: Promise<void>;
   private markExited!: () => void;
+  private readonly policy: RestartPolicy;
+  private supervision: SupervisionRecord = freshSupervision();
+  /** when the current run became ready */
+  private readyAtMs: number | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private nextRestartAtMs: number | undefined;
+  /** a restart under way (spawning): a drain waits for it, then stops what it started */
+  private relaunching: Promise<void> | undefined;
+  /** a drain, stop or shutdown was asked for: no restart is scheduled any more */
+  private stopRequested = false;
   private alive = false;
   private draining: Promise<DrainReceipt> | undefined;
   /** answers of the readiness path once ready: when, and how long each took */
@@ -318,9 +347,14 @@ class ProcessTask implements TaskHandle {
     incarnation: string = randomUUID(),
   ) {
     this.taskId = start.taskId;
-    this.incarnation = incarnation;
+    this.currentIncarnation = incarnation;
     this.errors = new ErrorCount(ctx.errorWindowMs);
+    this.policy = ctx.restartPolicy ?? DEFAULT_RESTART_POLICY;
     this.exited = new Promise((resolve) => (this.markExited = resolve));
+  }
+
+  get incarnation(): string {
+    return this.currentIncarnation;
   }
 
   get pid(): number | undefined {
@@ -351,6 +385,7 @@ class ProcessTask implements TaskHandle {
       bootId: identity.bootId,
       ports: this.ports,
       spawnedAt: new Date().toISOString(),
+      restarts: this.supervision.restarts,
     };
     writePrivateFileSync(processRecordPath(this.ctx.stateDir, this.taskId), JSON.stringify(record));
   }
@@ -382,6 +417,7 @@ class ProcessTask implements TaskHandle {
    */
   adopt(record: ProcessRecord): void {
     this.adopted = identityOf(record);
+    this.supervision = freshSupervision(record.restarts ?? 0);
     this.alive = true;
     this.detail = 'adopted after an agent restart; waiting for readiness';
     this.ctx.log('task-adopted', { taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, pid: record.pid, ports: this.ports });
@@ -401,8 +437,9 @@ class ProcessTask implements TaskHandle {
     this.guarded('adopted exit watcher', () => this.onExit(null, null));
   }
 
-  get isAlive(): boolean {
-    return this.alive;
+  /** Its process runs, or a restart of it is pending or under way: a start retried joins it. */
+  get isSupervised(): boolean {
+    return this.alive || this.restartTimer !== undefined || this.relaunching !== undefined;
   }
 
   /** Spawns the command; resolves once the OS process exists, rejects (spawn-failed) if it could not be started. */
@@ -482,6 +519,72 @@ class ProcessTask implements TaskHandle {
   }
 
   /**
+   * After an exit nobody asked for (the task is `failed`): the task becomes `restarting` and its
+   * process is started again after the backoff, unless a stop was asked for meanwhile.
+   */
+  private restartLater(exit: { code: number | null; signal: string | null; at: string }): void {
+    if (this.stopRequested) return;
+    const nowMs = Date.now();
+    const readyForMs = this.readyAtMs === undefined ? null : nowMs - this.readyAtMs;
+    const next = scheduleRestart(this.supervision, this.policy, exit, readyForMs, nowMs);
+    this.supervision = next.record;
+    this.state = nextTaskState(this.state, 'restart-scheduled');
+    this.nextRestartAtMs = next.restartAtMs;
+    this.detail = `${this.detail ?? `exited with ${describeExit(exit)}`}; restart ${next.record.restarts} in ${next.delayMs} ms`;
+    this.ctx.log('task-restart-scheduled', {
+      taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, exit: describeExit(exit),
+      restarts: next.record.restarts, delayMs: next.delayMs,
+    });
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      const relaunch = this.relaunch().finally(() => {
+        if (this.relaunching === relaunch) this.relaunching = undefined;
+      });
+      this.relaunching = relaunch;
+    }, next.delayMs);
+    // A pending restart keeps no process alive: the agent's server does.
+    this.restartTimer.unref();
+  }
+
+  /** The restart itself: a new incarnation of the task on the same task id and port pair. */
+  private async relaunch(): Promise<void> {
+    if (this.state !== 'restarting' || this.stopRequested) return;
+    this.state = nextTaskState(this.state, 'relaunched');
+    this.currentIncarnation = randomUUID();
+    this.child = undefined;
+    this.adopted = undefined;
+    this.readyAtMs = undefined;
+    this.nextRestartAtMs = undefined;
+    this.latencies.length = 0;
+    this.exited = new Promise((resolve) => (this.markExited = resolve));
+    this.detail = `restart ${this.supervision.restarts}: waiting for readiness`;
+    try {
+      await this.launch();
+    } catch (error) {
+      // Could not even be spawned this time (or not recorded, and so killed): counted like an exit.
+      this.alive = false;
+      this.markExited();
+      this.state = 'failed';
+      this.detail = `restart ${this.supervision.restarts} failed: ${messageOf(error)}`;
+      this.restartLater({ code: null, signal: null, at: new Date().toISOString() });
+    }
+  }
+
+  /**
+   * A drain, stop or shutdown: no restart from now on, at once. Answers the restart under way, if
+   * any, for the caller to wait for (and then stop what it started).
+   */
+  private stopSupervising(): Promise<void> | undefined {
+    this.stopRequested = true;
+    if (this.restartTimer) {
+      clearTimeout(this.restartTimer);
+      this.restartTimer = undefined;
+    }
+    this.nextRestartAtMs = undefined;
+    return this.relaunching;
+  }
+
+  /**
    * The task cannot work as configured: it is failed with the reason and its processes are stopped
    * (SIGTERM, then SIGKILL after its grace period), so a failed task never keeps running unseen.
    */
@@ -520,6 +623,7 @@ class ProcessTask implements TaskHandle {
     } else if (this.state === 'failed') {
       this.errors.add();
       this.detail = `process ${how} while ${before}`;
+      this.restartLater({ code, signal, at: new Date().toISOString() });
     } else {
       this.detail = `process ${how}`;
     }
@@ -553,6 +657,7 @@ class ProcessTask implements TaskHandle {
       }
       if (outcome.ready) {
         this.state = nextTaskState(this.state, 'probe-passed');
+        this.readyAtMs = Date.now();
         this.detail = undefined;
         this.ctx.log('task-ready', { taskId: this.taskId, incarnation: this.incarnation });
         if (readiness !== undefined && 'http' in readiness) void this.watchLatency(readiness.http);
@@ -588,7 +693,7 @@ class ProcessTask implements TaskHandle {
 
   status(): TaskStatus {
     const latencyMs = this.latency();
-    const counts: Record<string, number> = { restarts: 0 };
+    const counts: Record<string, number> = { restarts: this.supervision.restarts };
     if (this.pid !== undefined) {
       counts.pid = this.pid;
       // The task's resources as its process uses them (the evidence before and after a change).
@@ -598,6 +703,13 @@ class ProcessTask implements TaskHandle {
       if (rssBytes !== null) counts.rssBytes = rssBytes;
     }
     if (this.adopted) counts.adopted = 1;
+    const nowMs = Date.now();
+    const readyForMs = this.state === 'ready' && this.readyAtMs !== undefined ? nowMs - this.readyAtMs : null;
+    const supervision = {
+      ...(isCrashLooping(this.supervision, this.policy, nowMs, readyForMs) ? { crashLooping: true } : {}),
+      ...(this.supervision.lastExit ? { lastExit: this.supervision.lastExit } : {}),
+      ...(this.nextRestartAtMs !== undefined ? { nextRestartAt: new Date(this.nextRestartAtMs).toISOString() } : {}),
+    };
     return {
       taskId: this.taskId,
       workload: this.start.workload,
@@ -610,6 +722,7 @@ class ProcessTask implements TaskHandle {
       generation: this.start.generation,
       ...(latencyMs ? { latencyMs } : {}),
       ...(this.detail !== undefined ? { detail: this.detail } : {}),
+      ...supervision,
     };
   }
 
@@ -625,6 +738,8 @@ class ProcessTask implements TaskHandle {
     // waits, never how soon a process that asked for more time is killed (a kill is `forced`).
     const graceMs = options.graceMs ?? this.spec.graceMs;
     let forced = false;
+    const relaunching = this.stopSupervising();
+    if (relaunching) await relaunching;
     this.state = nextTaskState(this.state, 'drain-requested');
     if (this.alive && this.pid !== undefined) {
       if (this.state === 'draining') this.detail = 'draining: SIGTERM sent';
@@ -650,8 +765,10 @@ class ProcessTask implements TaskHandle {
 
   /** SIGKILL the whole group and wait for the exit (agent shutdown, or a drain out of grace). */
   async kill(): Promise<void> {
-    if (!this.alive || this.pid === undefined) return;
+    const relaunching = this.stopSupervising();
+    if (relaunching) await relaunching;
     this.state = nextTaskState(this.state, 'drain-requested');
+    if (!this.alive || this.pid === undefined) return;
     const refused = signalGroup(this.pid, 'SIGKILL');
     if (refused) this.ctx.log('task-signal-failed', { taskId: this.taskId, incarnation: this.incarnation, error: refused });
     const exited = await Promise.race([this.exited.then(() => true), delay(KILL_WAIT_MS).then(() => false)]);
@@ -669,7 +786,7 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     if (!parsed.success) throw new DriverError('invalid-spec', `service spec for ${task.workload}: ${describeIssues(parsed.error)}`);
 
     const running = tasks.get(task.taskId);
-    if (running?.isAlive) return running; // the same start retried: it is already running
+    if (running?.isSupervised) return running; // the same start retried: it is already running (or restarting)
 
     const adopted = await takeOverLeftProcess(task, parsed.data);
     if (adopted) {
