@@ -19,6 +19,9 @@ export interface TaskEvidence {
   /** a task that is a process of its own (a service): its CPU (100 = one core) and resident memory */
   cpuPercent?: number;
   rssBytes?: number;
+  /** supervision (DESIGN.md §3): restarted too often within its agent's window, and its restarts */
+  crashLooping?: boolean;
+  restarts?: number;
 }
 
 export interface EvidenceSnapshot {

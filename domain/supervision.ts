@@ -119,6 +119,23 @@ export interface CrashLoopingTask {
 /** The restarts a report counts (0 when its driver counts none). */
 export const restartsOf = (report: Pick<SupervisedReport, 'counts'>): number => report.counts.restarts ?? 0;
 
+/** What a runtime not LOST reports about each of its tasks, by runtime and task id (assignmentKey). */
+export function reportsByAssignment<R extends { taskId: string }>(runtimes: readonly { id: string; status: string; tasks: readonly R[] }[]): Map<string, R> {
+  const reports = new Map<string, R>();
+  for (const runtime of runtimes) {
+    if (runtime.status === 'LOST') continue;
+    for (const task of runtime.tasks) reports.set(assignmentKey({ runtimeId: runtime.id, taskId: task.taskId }), task);
+  }
+  return reports;
+}
+
+export const assignmentKey = (a: { runtimeId: string; taskId: string }): string => `${a.runtimeId}\n${a.taskId}`;
+
+/** What `state` shows beside an assignment: its task as its runtime reports it (null: not reported). */
+export function assignmentSupervision<R extends SupervisedReport>(report: R | undefined): { taskState: R['state'] | null; restarts: number | null; crashLooping: boolean } {
+  return { taskState: report?.state ?? null, restarts: report ? restartsOf(report) : null, crashLooping: report?.crashLooping === true };
+}
+
 /**
  * The crash-looping tasks among what placed assignments' runtimes report (not LOST), with the
  * reason shown in `state`. The decision is to leave each running under its backoff: its agent keeps
@@ -128,15 +145,11 @@ export function crashLoopingTasks(
   placements: readonly { workload: string; assignments: readonly { runtimeId: string; taskId: string }[] }[],
   runtimes: readonly { id: string; status: string; tasks: readonly SupervisedReport[] }[],
 ): CrashLoopingTask[] {
-  const reports = new Map<string, SupervisedReport>();
-  for (const runtime of runtimes) {
-    if (runtime.status === 'LOST') continue;
-    for (const task of runtime.tasks) reports.set(`${runtime.id}\n${task.taskId}`, task);
-  }
+  const reports = reportsByAssignment(runtimes);
   const found: CrashLoopingTask[] = [];
   for (const placement of placements) {
     for (const a of placement.assignments) {
-      const report = reports.get(`${a.runtimeId}\n${a.taskId}`);
+      const report = reports.get(assignmentKey(a));
       if (!report?.crashLooping) continue;
       const restarts = restartsOf(report);
       const exit = report.lastExit ? `, last exit ${describeExit(report.lastExit)}` : '';
@@ -149,4 +162,24 @@ export function crashLoopingTasks(
     }
   }
   return found;
+}
+
+/**
+ * Per workload, the restarts of its placed tasks as their agents report them, and how many of them
+ * crash-loop (the gauges scalegate_task_restarts and scalegate_tasks_crash_looping). A replaced
+ * task's restarts leave the sum with it: a gauge, not a counter.
+ */
+export function supervisionCounts(
+  workloads: readonly { name: string }[],
+  placements: readonly { workload: string; assignments: readonly { runtimeId: string; taskId: string }[] }[],
+  runtimes: readonly { id: string; status: string; tasks: readonly SupervisedReport[] }[],
+): Record<string, { restarts: number; crashLooping: number }> {
+  const reports = reportsByAssignment(runtimes);
+  const assignmentsOf = new Map(placements.map((p) => [p.workload, p.assignments]));
+  const counts: Record<string, { restarts: number; crashLooping: number }> = {};
+  for (const { name } of workloads) {
+    const tasks = (assignmentsOf.get(name) ?? []).flatMap((a) => reports.get(assignmentKey(a)) ?? []);
+    counts[name] = { restarts: tasks.reduce((n, t) => n + restartsOf(t), 0), crashLooping: tasks.filter((t) => t.crashLooping).length };
+  }
+  return counts;
 }

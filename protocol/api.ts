@@ -2,7 +2,7 @@
 // a runtime message. The routes validate with them, the CLI builds its requests from them.
 import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
-import { RuntimeSummarySchema } from './runtime';
+import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
@@ -71,6 +71,15 @@ export const ReadinessSchema = z
 
 const nullableInstant = z.string().nullable();
 
+/** An assignment in GET /v1/state, with its task as its runtime last reported it (null: not reported). */
+const StateAssignmentSchema = AssignmentSchema.extend({
+  taskState: TaskReportSchema.shape.state.nullable(),
+  /** how often its agent restarted it after an exit nobody asked for (DESIGN.md §3 "Supervision") */
+  restarts: z.int().nullable(),
+  /** restarted too often within its agent's window: not ready, and its workload's scale-out is refused */
+  crashLooping: z.boolean(),
+});
+
 /** GET /v1/state (DESIGN.md §6 gives its least shape; more fields are welcome). */
 export const StateSchema = z
   .object({
@@ -88,9 +97,19 @@ export const StateSchema = z
       selector: z.record(z.string(), z.string()),
       revision: z.int(),
       status: z.enum(['retired', 'pending', 'degraded', 'placed']),
-      placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(AssignmentSchema) }).nullable(),
+      placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(StateAssignmentSchema) }).nullable(),
     })),
     unplaced: z.array(UnplacedSchema.extend({ detail: z.string().nullable(), at: z.string() })),
+    /** tasks their agents report crash-looping, with the decision taken (DESIGN.md §3 "Supervision"): left running with their backoff */
+    crashLooping: z.array(z.object({
+      workload: z.string(),
+      taskId: z.string(),
+      runtimeId: z.string(),
+      restarts: z.int(),
+      lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
+      nextRestartAt: z.string().nullable(),
+      reason: z.string(),
+    })),
     /** running operations, from Temporal's visibility */
     operations: z.array(z.object({
       workflowId: z.string(),

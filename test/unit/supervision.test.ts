@@ -1,7 +1,7 @@
 // Supervision's pure decisions (domain/supervision.ts): the restart backoff, its reset after a
 // healthy run, what a crash loop is, and what the control plane shows about one. The driver with
 // real processes is test/component/process-driver.test.ts ("process driver supervision").
-import { crashLoopingTasks, DEFAULT_RESTART_POLICY, freshSupervision, isCrashLooping, restartDelayMs, scheduleRestart, type RestartPolicy, type SupervisionRecord } from '../../domain/supervision';
+import { crashLoopingTasks, DEFAULT_RESTART_POLICY, supervisionCounts, freshSupervision, isCrashLooping, restartDelayMs, scheduleRestart, type RestartPolicy, type SupervisionRecord } from '../../domain/supervision';
 
 const policy: RestartPolicy = { baseMs: 1_000, maxMs: 300_000, healthyAfterMs: 60_000, crashLoopRestarts: 5, crashLoopWindowMs: 600_000 };
 const exit = (code: number | null = 1, signal: string | null = null) => ({ code, signal, at: '2026-12-03T00:00:00.000Z' });
@@ -81,5 +81,19 @@ describe('crashLoopingTasks (what state shows)', () => {
       { id: 'a', status: 'LOST', tasks: [report('web-0-g1', { crashLooping: true })] },
       { id: 'b', status: 'READY', tasks: [report('web-0-g1', { crashLooping: true }), report('web-9-g1', { crashLooping: true })] },
     ])).toEqual([]);
+  });
+});
+
+describe('supervisionCounts (the metrics)', () => {
+  test('sums the restarts and counts the crash-looping tasks of each workload\'s placed tasks, as reported', () => {
+    const placements = [
+      { workload: 'web', assignments: [{ runtimeId: 'a', taskId: 'web-0-g1' }, { runtimeId: 'b', taskId: 'web-1-g1' }] },
+      { workload: 'api', assignments: [{ runtimeId: 'a', taskId: 'api-0-g1' }] },
+    ];
+    const task = (taskId: string, restarts: number, crashLooping = false) => ({ taskId, workload: taskId.split('-')[0], state: 'ready', counts: { restarts }, crashLooping });
+    expect(supervisionCounts([{ name: 'web' }, { name: 'api' }, { name: 'idle' }], placements, [
+      { id: 'a', status: 'READY', tasks: [task('web-0-g1', 6, true), task('api-0-g1', 1), task('web-7-g1', 40)] },
+      { id: 'b', status: 'READY', tasks: [task('web-1-g1', 2)] },
+    ])).toEqual({ web: { restarts: 8, crashLooping: 1 }, api: { restarts: 1, crashLooping: 0 }, idle: { restarts: 0, crashLooping: 0 } });
   });
 });
