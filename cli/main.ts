@@ -197,9 +197,9 @@ function renderState(state: any): string {
 
 /** Each placed task as its runtime reports it, with its restarts; then the crash-looping ones and the decision (DESIGN.md §3 "Supervision"). */
 function renderSupervision(state: any): string[] {
-  const tasks = state.workloads.flatMap((w: any) => (w.placement?.assignments ?? []).map((a: any) =>
-    [w.name, a.taskId, a.runtimeId, a.taskState ?? '(not reported)', a.restarts ?? '-', a.crashLooping ? 'yes' : 'no', a.ports ? `${a.ports.public}/${a.ports.internal}` : '-']));
-  const parts = tasks.length ? [section('TASKS', table(['workload', 'task', 'runtime', 'state', 'restarts', 'crash-looping', 'ports'], tasks))] : [];
+  const tasks = state.workloads.flatMap((w: any) => (w.tasks ?? []).map((t: any) =>
+    [w.name, t.taskId, t.runtimeId, t.state ?? '(not reported)', t.restarts ?? '-', t.crashLooping ? 'yes' : 'no']));
+  const parts = tasks.length ? [section('TASKS', table(['workload', 'task', 'runtime', 'state', 'restarts', 'crash-looping'], tasks))] : [];
   if (state.crashLooping?.length) parts.push(section('CRASH-LOOPING', state.crashLooping.map((c: any) => c.reason).join('\n')));
   return parts;
 }

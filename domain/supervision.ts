@@ -131,9 +131,12 @@ export function reportsByAssignment<R extends { taskId: string }>(runtimes: read
 
 export const assignmentKey = (a: { runtimeId: string; taskId: string }): string => `${a.runtimeId}\n${a.taskId}`;
 
-/** What `state` shows beside an assignment: its task as its runtime reports it (null: not reported). */
-export function assignmentSupervision<R extends SupervisedReport>(report: R | undefined): { taskState: R['state'] | null; restarts: number | null; crashLooping: boolean } {
-  return { taskState: report?.state ?? null, restarts: report ? restartsOf(report) : null, crashLooping: report?.crashLooping === true };
+/** What `state` shows of an assignment's task: as its runtime reports it (null: not reported). */
+export function placedTask<R extends SupervisedReport>(
+  a: { runtimeId: string; taskId: string; index: number },
+  report: R | undefined,
+): { taskId: string; runtimeId: string; index: number; state: R['state'] | null; restarts: number | null; crashLooping: boolean } {
+  return { taskId: a.taskId, runtimeId: a.runtimeId, index: a.index, state: report?.state ?? null, restarts: report ? restartsOf(report) : null, crashLooping: report?.crashLooping === true };
 }
 
 /**

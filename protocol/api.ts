@@ -71,9 +71,12 @@ export const ReadinessSchema = z
 
 const nullableInstant = z.string().nullable();
 
-/** An assignment in GET /v1/state, with its task as its runtime last reported it (null: not reported). */
-const StateAssignmentSchema = AssignmentSchema.extend({
-  taskState: TaskReportSchema.shape.state.nullable(),
+/** A placed task in GET /v1/state, as its runtime last reported it (null: not reported). */
+const StateTaskSchema = z.object({
+  taskId: z.string(),
+  runtimeId: z.string(),
+  index: z.int(),
+  state: TaskReportSchema.shape.state.nullable(),
   /** how often its agent restarted it after an exit nobody asked for (DESIGN.md §3 "Supervision") */
   restarts: z.int().nullable(),
   /** restarted too often within its agent's window: not ready, and its workload's scale-out is refused */
@@ -97,7 +100,9 @@ export const StateSchema = z
       selector: z.record(z.string(), z.string()),
       revision: z.int(),
       status: z.enum(['retired', 'pending', 'degraded', 'placed']),
-      placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(StateAssignmentSchema) }).nullable(),
+      placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(AssignmentSchema) }).nullable(),
+      /** each assignment's task as its runtime last reported it, in the placement's order */
+      tasks: z.array(StateTaskSchema),
     })),
     unplaced: z.array(UnplacedSchema.extend({ detail: z.string().nullable(), at: z.string() })),
     /** tasks their agents report crash-looping, with the decision taken (DESIGN.md §3 "Supervision"): left running with their backoff */

@@ -1,6 +1,6 @@
 import { LedgerPageSchema, LedgerQuerySchema, PHASE_KEY, StateSchema, WORKLOAD_KEY } from '../../protocol';
 import { replicaCounts } from '../../domain/replicas';
-import { assignmentKey, assignmentSupervision, crashLoopingTasks, reportsByAssignment } from '../../domain/supervision';
+import { assignmentKey, crashLoopingTasks, placedTask, reportsByAssignment } from '../../domain/supervision';
 import type { ApiDeps } from '../deps';
 import { defineRoute, ok } from '../../http/route';
 
@@ -69,11 +69,9 @@ export function stateRoutes(deps: ApiDeps) {
               status: w.retired ? 'retired' : !placement ? 'pending'
                 : unplaced.some((u) => u.workload === w.name) || crashLooping.some((c) => c.workload === w.name) ? 'degraded' : 'placed',
               placement: placement
-                ? {
-                  fence: placement.fence, generation: placement.generation,
-                  assignments: placement.assignments.map((a) => ({ ...a, ...assignmentSupervision(reports.get(assignmentKey(a))) })),
-                }
+                ? { fence: placement.fence, generation: placement.generation, assignments: placement.assignments }
                 : null,
+              tasks: (placement?.assignments ?? []).map((a) => placedTask(a, reports.get(assignmentKey(a)))),
             };
           }),
           unplaced,

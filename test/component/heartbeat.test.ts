@@ -120,10 +120,10 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
     const body = (await state.json()) as any;
     const web = body.workloads.find((w: { name: string }) => w.name === 'web');
     expect(web).toMatchObject({ status: 'degraded', ready: 0 });
-    expect(web.placement.assignments).toEqual([
-      expect.objectContaining({ taskId: 'web-0', runtimeId: 'rt-a', taskState: 'restarting', restarts: 6, crashLooping: true }),
+    expect(web.tasks).toEqual([
+      { taskId: 'web-0', runtimeId: 'rt-a', index: 0, state: 'restarting', restarts: 6, crashLooping: true },
       // rt-b never reported: nothing is known of its task
-      expect.objectContaining({ taskId: 'web-1', runtimeId: 'rt-b', taskState: null, restarts: null, crashLooping: false }),
+      { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false },
     ]);
     expect(body.crashLooping).toEqual([expect.objectContaining({
       workload: 'web', taskId: 'web-0', runtimeId: 'rt-a', restarts: 6,

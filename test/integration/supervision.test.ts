@@ -43,8 +43,8 @@ function getJson(port: number): Promise<any> {
 }
 
 const state = async () => (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
-const assignmentOf = async (workload: string, taskId: string) =>
-  (await state()).workloads.find((w: any) => w.name === workload)?.placement?.assignments.find((a: any) => a.taskId === taskId);
+const placedTaskOf = async (workload: string, taskId: string) =>
+  (await state()).workloads.find((w: any) => w.name === workload)?.tasks.find((t: any) => t.taskId === taskId);
 
 it('a SIGKILLed service replica is restarted on its port: restarts 1 in the agent, /v1/state, `scalegate state` and the metrics', async () => {
   const [task] = await defineWorkload(stack, 'sup-web', {
@@ -61,18 +61,18 @@ it('a SIGKILLed service replica is restarted on its port: restarts 1 in the agen
   expect(await getJson(task.ports.public)).toMatchObject({ taskId: task.taskId, incarnation: restarted.incarnation });
 
   // The next heartbeat carries it to the control plane.
-  const assignment = await stack.waitFor('restarts 1 in /v1/state', async () => {
-    const a = await assignmentOf('sup-web', task.taskId);
-    return a?.restarts === 1 && a.taskState === 'ready' ? a : null;
+  const placed = await stack.waitFor('restarts 1 in /v1/state', async () => {
+    const t = await placedTaskOf('sup-web', task.taskId);
+    return t?.restarts === 1 && t.state === 'ready' ? t : null;
   });
-  expect(assignment).toMatchObject({ runtimeId: task.runtimeId, crashLooping: false });
+  expect(placed).toMatchObject({ runtimeId: task.runtimeId, crashLooping: false });
   expect((await state()).workloads.find((w: any) => w.name === 'sup-web')).toMatchObject({ status: 'placed', ready: 1 });
 
   const cli = await runCli(stack, ['state']);
   expect(cli.code).toBe(0);
   const line = cli.stdout.split('\n').find((l) => l.includes(task.taskId));
   expect(line).toBeDefined();
-  expect(line!.trim().split(/\s+/)).toEqual(['sup-web', task.taskId, task.runtimeId, 'ready', '1', 'no', `${task.ports.public}/${task.ports.internal}`]);
+  expect(line!.trim().split(/\s+/)).toEqual(['sup-web', task.taskId, task.runtimeId, 'ready', '1', 'no']);
 
   const metrics = (await stack.api('GET', '/metrics', { role: null })).body as string;
   expect(metrics).toMatch(/^scalegate_task_restarts\{workload="sup-web"\} 1$/m);
