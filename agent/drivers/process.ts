@@ -120,6 +120,29 @@ function readSpawnMarker(stateDir: string, taskId: string): { incarnation: strin
   }
 }
 
+/**
+ * The task's restarts (domain/supervision.ts's record), written at each restart it schedules, so
+ * that an agent restarted while the task waits for its restart counts on, and backs off on, from
+ * there (no process record is left then: the process ended). Removed when the task is drained.
+ */
+export const SUPERVISION_RECORD_FILE = 'supervision.json';
+
+const SupervisionRecordSchema = z.object({
+  restarts: z.int().min(0),
+  consecutive: z.int().min(0),
+  recentRestartsAtMs: z.array(z.number()).max(10_000),
+  lastExit: z.object({ code: z.int().nullable(), signal: z.string().nullable(), at: z.string() }).nullable(),
+});
+
+export function readSupervisionRecord(stateDir: string, taskId: string): SupervisionRecord | null {
+  try {
+    const parsed = SupervisionRecordSchema.safeParse(JSON.parse(fs.readFileSync(path.join(taskFolder(stateDir, taskId), SUPERVISION_RECORD_FILE), 'utf8')));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Who a task's process is, written the moment it exists, so a restarted agent can find it again. */
 export const ProcessRecordSchema = z.object({
   version: z.literal(1),
@@ -417,7 +440,7 @@ class ProcessTask implements TaskHandle {
    */
   adopt(record: ProcessRecord): void {
     this.adopted = identityOf(record);
-    this.supervision = freshSupervision(record.restarts ?? 0);
+    this.supervision = readSupervisionRecord(this.ctx.stateDir, this.taskId) ?? freshSupervision(record.restarts ?? 0);
     this.alive = true;
     this.detail = 'adopted after an agent restart; waiting for readiness';
     this.ctx.log('task-adopted', { taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, pid: record.pid, ports: this.ports });
@@ -435,6 +458,20 @@ class ProcessTask implements TaskHandle {
     }
     this.watchTimer = undefined;
     this.guarded('adopted exit watcher', () => this.onExit(null, null));
+  }
+
+  /** An earlier agent's record of this task's restarts (it waited for a restart when that agent ended). */
+  resumeSupervision(record: SupervisionRecord | null): void {
+    if (record) this.supervision = record;
+  }
+
+  /** Keeps the restarts on disk; a failure is logged (an agent restart would then count from 0). */
+  private recordSupervision(): void {
+    try {
+      writePrivateFileSync(path.join(taskFolder(this.ctx.stateDir, this.taskId), SUPERVISION_RECORD_FILE), JSON.stringify(this.supervision));
+    } catch (error) {
+      this.ctx.log('task-supervision-record-failed', { taskId: this.taskId, error: messageOf(error) });
+    }
   }
 
   /** Its process runs, or a restart of it is pending or under way: a start retried joins it. */
@@ -528,6 +565,7 @@ class ProcessTask implements TaskHandle {
     const readyForMs = this.readyAtMs === undefined ? null : nowMs - this.readyAtMs;
     const next = scheduleRestart(this.supervision, this.policy, exit, readyForMs, nowMs);
     this.supervision = next.record;
+    this.recordSupervision();
     this.state = nextTaskState(this.state, 'restart-scheduled');
     this.nextRestartAtMs = next.restartAtMs;
     this.detail = `${this.detail ?? `exited with ${describeExit(exit)}`}; restart ${next.record.restarts} in ${next.delayMs} ms`;
@@ -752,6 +790,12 @@ class ProcessTask implements TaskHandle {
         await this.kill();
       }
     }
+    // Drained, the task is over: its restarts are not carried to anything later.
+    try {
+      fs.rmSync(path.join(taskFolder(this.ctx.stateDir, this.taskId), SUPERVISION_RECORD_FILE), { force: true });
+    } catch (error) {
+      this.ctx.log('task-supervision-record-failed', { taskId: this.taskId, error: messageOf(error) });
+    }
     // The replica is gone from this node: its pair goes to quarantine, not straight to another task.
     // Only if the record is still ours: a newer task of the same replica may have moved to a new pair.
     // The process is gone either way: a record that cannot be written is logged, not a failed drain.
@@ -804,6 +848,7 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
       ctx.log('port-pair-moved', { workload: task.workload, index: task.index, taskId: task.taskId, from: acquisition.moved.from, to: acquisition.moved.to });
     }
     const handle = new ProcessTask(ctx, ports, task, parsed.data, acquisition.ports);
+    handle.resumeSupervision(readSupervisionRecord(ctx.stateDir, task.taskId));
     // If the command cannot be run the pair stays recorded: the replica still belongs here.
     await handle.launch();
     tasks.set(task.taskId, handle);

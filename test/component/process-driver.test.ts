@@ -367,6 +367,24 @@ describe('process driver supervision', () => {
     expect(handle.status().state).toBe('stopped');
   });
 
+  test('an agent restarted while a task waits for its restart counts on from the recorded restarts', async () => {
+    const policy = { baseMs: 600_000, maxMs: 3_600_000 };
+    const first = harness(undefined, undefined, policy);
+    const task = serviceTask({ command: ['/bin/sh', '-c', 'exit 5'], readiness: { tcp: true } });
+    const before = await first.driver.start(task);
+    await waitForState(before, 'restarting');
+    expect(before.status().counts.restarts).toBe(1);
+    await first.driver.close!(); // the agent's shutdown: the pending restart is cancelled, the records kept
+
+    const second = harness(first.range, first.stateDir, policy);
+    const after = await second.driver.start(task);
+    await waitForState(after, 'restarting');
+    expect(after.status()).toMatchObject({ counts: { restarts: 2 }, lastExit: { code: 5 } });
+    // its backoff went on too: the second consecutive restart waits twice the first
+    expect(second.events.find((e) => e.event === 'task-restart-scheduled')?.fields).toMatchObject({ restarts: 2, delayMs: 1_200_000 });
+    await after.drain({});
+  });
+
   test('a drained task is never restarted: neither one that exits on SIGTERM nor one drained while it waits for its restart', async () => {
     const h = harness(undefined, undefined, { baseMs: 50, maxMs: 100 });
     const ready = await h.driver.start(serviceTask(fixtureSpec()));
