@@ -24,7 +24,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
+import { describeIssues, ServiceSpecSchema, TaskReportSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions, type ProbeAnswer } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
@@ -131,7 +131,7 @@ const SupervisionRecordSchema = z.object({
   restarts: z.int().min(0),
   consecutive: z.int().min(0),
   recentRestartsAtMs: z.array(z.number()).max(10_000),
-  lastExit: z.object({ code: z.int().nullable(), signal: z.string().nullable(), at: z.string() }).nullable(),
+  lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
 });
 
 export function readSupervisionRecord(stateDir: string, taskId: string): SupervisionRecord | null {
