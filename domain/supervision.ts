@@ -135,8 +135,14 @@ export const assignmentKey = (a: { runtimeId: string; taskId: string }): string 
 export function placedTask<R extends SupervisedReport>(
   a: { runtimeId: string; taskId: string; index: number },
   report: R | undefined,
-): { taskId: string; runtimeId: string; index: number; state: R['state'] | null; restarts: number | null; crashLooping: boolean } {
-  return { taskId: a.taskId, runtimeId: a.runtimeId, index: a.index, state: report?.state ?? null, restarts: report ? restartsOf(report) : null, crashLooping: report?.crashLooping === true };
+): {
+  taskId: string; runtimeId: string; index: number; state: R['state'] | null; restarts: number | null; crashLooping: boolean;
+  lastExit: TaskExit | null; nextRestartAt: string | null;
+} {
+  return {
+    taskId: a.taskId, runtimeId: a.runtimeId, index: a.index, state: report?.state ?? null, restarts: report ? restartsOf(report) : null,
+    crashLooping: report?.crashLooping === true, lastExit: report?.lastExit ?? null, nextRestartAt: report?.nextRestartAt ?? null,
+  };
 }
 
 /**

@@ -81,6 +81,9 @@ const StateTaskSchema = z.object({
   restarts: z.int().nullable(),
   /** restarted too often within its agent's window: not ready, and its workload's scale-out is refused */
   crashLooping: z.boolean(),
+  /** how its last run ended, and (while `restarting`) when its agent starts it again */
+  lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
+  nextRestartAt: z.string().nullable(),
 });
 
 /** GET /v1/state (DESIGN.md §6 gives its least shape; more fields are welcome). */

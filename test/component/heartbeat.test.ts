@@ -121,9 +121,9 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
     const web = body.workloads.find((w: { name: string }) => w.name === 'web');
     expect(web).toMatchObject({ status: 'degraded', ready: 0 });
     expect(web.tasks).toEqual([
-      { taskId: 'web-0', runtimeId: 'rt-a', index: 0, state: 'restarting', restarts: 6, crashLooping: true },
+      { taskId: 'web-0', runtimeId: 'rt-a', index: 0, state: 'restarting', restarts: 6, crashLooping: true, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt },
       // rt-b never reported: nothing is known of its task
-      { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false },
+      { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false, lastExit: null, nextRestartAt: null },
     ]);
     expect(body.crashLooping).toEqual([expect.objectContaining({
       workload: 'web', taskId: 'web-0', runtimeId: 'rt-a', restarts: 6,

@@ -65,7 +65,7 @@ it('a SIGKILLed service replica is restarted on its port: restarts 1 in the agen
     const t = await placedTaskOf('sup-web', task.taskId);
     return t?.restarts === 1 && t.state === 'ready' ? t : null;
   });
-  expect(placed).toMatchObject({ runtimeId: task.runtimeId, crashLooping: false });
+  expect(placed).toMatchObject({ runtimeId: task.runtimeId, crashLooping: false, lastExit: { code: null, signal: 'SIGKILL' }, nextRestartAt: null });
   expect((await state()).workloads.find((w: any) => w.name === 'sup-web')).toMatchObject({ status: 'placed', ready: 1 });
 
   const cli = await runCli(stack, ['state']);
