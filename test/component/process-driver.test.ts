@@ -338,7 +338,8 @@ describe('process driver supervision', () => {
   });
 
   test('a command that exits at once is restarted with growing gaps, is never ready, and is crash-looping after 3 restarts', async () => {
-    const h = harness(undefined, undefined, { baseMs: 150, maxMs: 60_000, crashLoopRestarts: 3 });
+    // Successive delays differ by at least 300 ms: more than a loaded machine's spawn jitter.
+    const h = harness(undefined, undefined, { baseMs: 300, maxMs: 60_000, crashLoopRestarts: 3 });
     // A TCP probe the command never answers: ready could only come from a passing probe.
     const handle = await h.driver.start(serviceTask({ command: ['/bin/sh', '-c', 'exit 7'], readiness: { tcp: true } }));
     const seen = new Set<string>();
@@ -351,10 +352,10 @@ describe('process driver supervision', () => {
     }, { timeoutMs: 30_000, intervalMs: 10 });
     const starts = startsOf(h, handle.taskId);
     const gaps = starts.slice(1).map((at, i) => at - starts[i]);
-    // Each gap longer than the one before: the backoff grows (150, 300, 600, 1200 ms asked).
+    // Each gap longer than the one before: the backoff grows (300, 600, 1200, 2400 ms asked).
     for (let i = 1; i < gaps.length; i++) expect(gaps[i]).toBeGreaterThan(gaps[i - 1]);
     const delays = h.events.filter((e) => e.event === 'task-restart-scheduled' && e.fields?.taskId === handle.taskId).map((e) => e.fields?.delayMs);
-    expect(delays.slice(0, 4)).toEqual([150, 300, 600, 1200]);
+    expect(delays.slice(0, 4)).toEqual([300, 600, 1200, 2400]);
     expect(seen.has('ready')).toBe(false);
     expect(h.events.some((e) => e.event === 'task-ready' && e.fields?.taskId === handle.taskId)).toBe(false);
     expect(seen.has('restarting')).toBe(true);
