@@ -81,6 +81,8 @@ export function evidenceActivities(deps: ActivityDeps) {
           ownedPartitions: status?.partitions?.length ?? 0, inFlight: status?.counts.inFlight ?? 0, ratePerSec: status?.counts.ratePerSec ?? 0,
           ...(status?.counts.cpuPercent !== undefined ? { cpuPercent: status.counts.cpuPercent } : {}),
           ...(status?.counts.rssBytes !== undefined ? { rssBytes: status.counts.rssBytes } : {}),
+          ...(status?.counts.restarts !== undefined ? { restarts: status.counts.restarts } : {}),
+          ...(status?.crashLooping ? { crashLooping: true } : {}),
         });
         rate += status?.counts.ratePerSec ?? 0;
         if (status?.latencyMs) {

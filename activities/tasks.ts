@@ -144,7 +144,8 @@ export function taskActivities(deps: ActivityDeps) {
         const statuses = await Promise.all(
           input.tasks.map(async (t) => (await agents.taskStatus(await agentOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
         );
-        const failed = statuses.find((s) => s?.state === 'failed');
+        // A task its agent is restarting after an exit failed too: a new replica that dies at once is not converging.
+        const failed = statuses.find((s) => s?.state === 'failed' || s?.state === 'restarting');
         if (failed) {
           throw ApplicationFailure.create({ type: 'task-failed', message: `task ${failed.taskId} failed: ${failed.detail ?? 'no detail'}`, nonRetryable: true });
         }

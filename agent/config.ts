@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { MIN_TOKEN_LENGTH } from '../http/auth';
 import { LabelsSchema, RuntimeId } from '../protocol';
 import { DEFAULT_ERROR_WINDOW_MS } from './drivers/error-count';
+import { DEFAULT_RESTART_POLICY } from '../domain/supervision';
 
 export const AgentConfigSchema = z.object({
   id: RuntimeId,
@@ -32,6 +33,14 @@ export const AgentConfigSchema = z.object({
   dockerSocket: z.string().min(1).max(4096).optional(),
   /** how far back a task's errors count as its current error rate (the scale-out baseline gate) */
   errorWindowMs: z.coerce.number().int().min(1_000).max(86_400_000).default(DEFAULT_ERROR_WINDOW_MS),
+  /** supervision of process tasks (domain/supervision.ts): the first restart's delay, doubling up to the ceiling */
+  restartBackoffMs: z.coerce.number().int().min(1).max(3_600_000).default(DEFAULT_RESTART_POLICY.baseMs),
+  restartBackoffMaxMs: z.coerce.number().int().min(1).max(86_400_000).default(DEFAULT_RESTART_POLICY.maxMs),
+  /** a run ready this long is healthy: the backoff starts over and a crash loop ends */
+  restartHealthyAfterMs: z.coerce.number().int().min(0).max(86_400_000).default(DEFAULT_RESTART_POLICY.healthyAfterMs),
+  /** this many restarts within the window make a task crash-looping (not ready; its heartbeat says so) */
+  crashLoopRestarts: z.coerce.number().int().min(1).max(1_000).default(DEFAULT_RESTART_POLICY.crashLoopRestarts),
+  crashLoopWindowMs: z.coerce.number().int().min(1_000).max(86_400_000).default(DEFAULT_RESTART_POLICY.crashLoopWindowMs),
   /**
    * A deliberately broken build, for proving that the chaos checker can fail (issue 20); never set
    * outside a test. `drain-skips-commit`: a consumer drain flushes one last batch to the sink but
@@ -87,6 +96,11 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
     kafkaBrokers: env.SCALEGATE_KAFKA_BROKERS || undefined,
     dockerSocket: socketPathOf(env.SCALEGATE_DOCKER_HOST || env.DOCKER_HOST),
     errorWindowMs: env.SCALEGATE_ERROR_WINDOW_MS,
+    restartBackoffMs: env.SCALEGATE_RESTART_BACKOFF_MS,
+    restartBackoffMaxMs: env.SCALEGATE_RESTART_BACKOFF_MAX_MS,
+    restartHealthyAfterMs: env.SCALEGATE_RESTART_HEALTHY_MS,
+    crashLoopRestarts: env.SCALEGATE_CRASH_LOOP_RESTARTS,
+    crashLoopWindowMs: env.SCALEGATE_CRASH_LOOP_WINDOW_MS,
     testBreak: env.SCALEGATE_TEST_BREAK || undefined,
   });
   if (!parsed.success) {

@@ -24,6 +24,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { DECISION_CODE } from '../domain/autoscale';
 import { GATE_ORDER } from '../domain/gates';
 import { REPLICA_STATES, replicaCounts } from '../domain/replicas';
+import { supervisionCounts } from '../domain/supervision';
 import { LEDGER_KIND, LEDGER_OUTCOMES, RUNTIME_STATUSES, type Labels, type Placement, type ReplicaCount, type Runtime, type TaskReport, type Unplaced } from '../protocol';
 import type { LedgerStats } from '../store/ledger';
 
@@ -111,6 +112,8 @@ export const METRIC_LABELS = {
   scalegate_unplaced_workloads: { reason: 'unplacedReason' },
   scalegate_runtimes: { status: 'runtimeStatus' },
   scalegate_workload_replicas: { workload: 'workload', state: 'replicaState' },
+  scalegate_task_restarts: { workload: 'workload' },
+  scalegate_tasks_crash_looping: { workload: 'workload' },
   scalegate_lease_expirations_total: {},
   scalegate_autoscaler_decisions_total: { decision: 'decision' },
   scalegate_recoveries_total: { outcome: 'ledgerOutcome' },
@@ -218,6 +221,14 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
     name: 'scalegate_workload_replicas', help: 'replicas of each workload not retired: desired (registry), placed (its placement), ready (its assigned tasks the agents report ready)',
     labelNames: ['workload', 'state'] as const, registers: [registry],
   });
+  const taskRestarts = new Gauge({
+    name: 'scalegate_task_restarts', help: 'restarts of the placed tasks of each workload not retired, as their agents report them (a task whose process exited on its own and was started again; a replaced task takes its count with it)',
+    labelNames: ['workload'] as const, registers: [registry],
+  });
+  const crashLooping = new Gauge({
+    name: 'scalegate_tasks_crash_looping', help: 'placed tasks of each workload not retired that their agents report crash-looping (restarted too often within the window)',
+    labelNames: ['workload'] as const, registers: [registry],
+  });
   const leaseExpirations = new Counter({ name: 'scalegate_lease_expirations_total', help: 'runtimes this API declared LOST because their lease ran out', registers: [registry] });
   const autoscaleDecisions = new Counter({ name: 'scalegate_autoscaler_decisions_total', help: 'autoscaler decisions, by decision code (ledger rows of kind autoscale: scale-out, scale-in, refused, within-tolerance, cooldown, ...)', labelNames: ['decision'] as const, registers: [registry] });
   const recoveries = new Counter({ name: 'scalegate_recoveries_total', help: 'runtime recoveries, by outcome (ledger rows of kind recover)', labelNames: ['outcome'] as const, registers: [registry] });
@@ -259,6 +270,13 @@ export function createMetrics(options: { processMetrics?: boolean } = {}) {
     const active = workloads.filter((w) => !w.retired);
     const counts = replicaCounts(active, placements, runtimeRows, Date.now());
     for (const w of active) for (const state of REPLICA_STATES) replicas.set({ workload: w.name, state }, counts[w.name][state]);
+    taskRestarts.reset();
+    crashLooping.reset();
+    const supervised = supervisionCounts(active, placements, runtimeRows);
+    for (const w of active) {
+      taskRestarts.set({ workload: w.name }, supervised[w.name].restarts);
+      crashLooping.set({ workload: w.name }, supervised[w.name].crashLooping);
+    }
     return marker;
   }
 

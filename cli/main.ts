@@ -194,8 +194,18 @@ function renderState(state: any): string {
   parts.push(section('OPERATIONS', state.operationsAvailable === false
     ? '(Temporal unreachable: running operations unknown)'
     : table(['workflow', 'kind', 'target', 'phase', 'started'], state.operations.map((o: any) => [o.workflowId, o.kind, o.target, o.phase, relative(o.startedAt)]))));
+  parts.push(...renderSupervision(state));
   parts.push(`reconcile: last pass ${relative(state.reconcile?.at)}${state.reconcile?.skipped ? ' (skipped: nothing changed)' : ''}, ${state.reconcile?.passes ?? 0} pass(es), ${state.reconcile?.skips ?? 0} skip(s)`);
   return parts.join('\n\n');
+}
+
+/** Each placed task as its runtime reports it, with its restarts; then the crash-looping ones and the decision (DESIGN.md §3 "Supervision"). */
+function renderSupervision(state: any): string[] {
+  const tasks = state.workloads.flatMap((w: any) => (w.tasks ?? []).map((t: any) =>
+    [w.name, t.taskId, t.runtimeId, t.state ?? '(not reported)', t.restarts ?? '-', t.crashLooping ? 'yes' : 'no']));
+  const parts = tasks.length ? [section('TASKS', table(['workload', 'task', 'runtime', 'state', 'restarts', 'crash-looping'], tasks))] : [];
+  if (state.crashLooping?.length) parts.push(section('CRASH-LOOPING', state.crashLooping.map((c: any) => c.reason).join('\n')));
+  return parts;
 }
 
 function renderWorkloadList(state: any): string {

@@ -22,6 +22,9 @@ export interface TaskEvidence {
   rssBytes?: number;
   /** why this task could not be measured (its agent did not answer, or does not host it): its zeros are no figures */
   unmeasured?: string;
+  /** supervision (DESIGN.md §3): restarted too often within its agent's window, and its restarts */
+  crashLooping?: boolean;
+  restarts?: number;
 }
 
 /**

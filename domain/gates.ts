@@ -81,6 +81,12 @@ export interface ScaleOutGateInput {
   probes: RuntimeProbe[];
   /** the healthy-baseline capture; when absent this evaluation does not judge it */
   baseline?: ProbeOutcome;
+  /**
+   * The baseline's tasks as their agents reported them: a task not ready (restarting, starting,
+   * failed, absent) or crash-looping refuses the baseline, named (DESIGN.md §3 "Supervision").
+   * Absent: not judged (runs recorded before patch baseline-tasks-ready).
+   */
+  baselineTasks?: readonly BaselineTask[];
   /** total input rate expected at the target size, compared with contract.downstream.maxRatePerSec (absent: unknown) */
   expectedRatePerSec?: number;
   /** the unknowns the request accepts instead of being refused for them (ScaleRequest `accept`) */
@@ -138,7 +144,34 @@ const fail = (gate: GateName, detail: string, missingEvidence: string): GateRow 
   missingEvidence,
 });
 
-function baselineGate({ baseline }: ScaleOutGateInput): GateRow {
+/** One task of the baseline, as captureEvidence read it from its agent (`absent`: no answer). */
+export interface BaselineTask {
+  taskId: string;
+  runtimeId: string;
+  state: string;
+  crashLooping?: boolean;
+  restarts?: number;
+}
+
+/** Why each baseline task cannot be scaled from: crash-looping, or not ready. Empty when every one is ready. */
+export function unreadyBaselineTasks(tasks: readonly BaselineTask[]): string[] {
+  return tasks.flatMap((t) => {
+    const restarted = t.restarts ? ` (restarted ${t.restarts} time(s))` : '';
+    if (t.crashLooping) return [`task ${t.taskId} on ${t.runtimeId} is crash-looping${restarted}, ${t.state}`];
+    if (t.state !== 'ready') return [`task ${t.taskId} on ${t.runtimeId} is ${t.state}, not ready${restarted}`];
+    return [];
+  });
+}
+
+function baselineGate({ baseline, baselineTasks }: ScaleOutGateInput): GateRow {
+  const unready = unreadyBaselineTasks(baselineTasks ?? []);
+  if (unready.length) {
+    return fail(
+      GATE.baseline,
+      `baseline is not healthy: ${unready.join('; ')}`,
+      'every task of the workload ready and none crash-looping, for a baseline to compare against after the change',
+    );
+  }
   if (baseline === undefined) return pass(GATE.baseline, 'no baseline supplied to this evaluation');
   if (baseline.ok) return pass(GATE.baseline, withDetail('healthy baseline captured', baseline.detail));
   return fail(

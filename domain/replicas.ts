@@ -3,7 +3,7 @@
 //   desired  what operations decided (the registry's replicas); `all`: the fresh READY runtimes
 //            its selector matches, as placement counts them
 //   placed   the assignments of its placement record
-//   ready    those assignments whose runtime (not LOST) reports that very task `ready`
+//   ready    those assignments whose runtime (not LOST) reports that very task `ready` (and not crash-looping)
 import type { Labels, Placement, ReplicaCount, Runtime, TaskReport } from '../protocol';
 import { eligibleRuntimes } from './placement';
 
@@ -20,7 +20,8 @@ export function replicaCounts(
   const readyTasks = new Set<string>();
   for (const runtime of runtimes) {
     if (runtime.status === 'LOST') continue;
-    for (const task of runtime.tasks) if (task.state === 'ready') readyTasks.add(`${runtime.id}\n${task.taskId}`);
+    // A crash-looping task is not ready, whatever its current run says (DESIGN.md §3 "Supervision").
+    for (const task of runtime.tasks) if (task.state === 'ready' && !task.crashLooping) readyTasks.add(`${runtime.id}\n${task.taskId}`);
   }
   const assignmentsOf = new Map(placements.map((p) => [p.workload, p.assignments]));
   const counts: Record<string, ReplicaCounts> = {};

@@ -2,7 +2,7 @@
 // a runtime message. The routes validate with them, the CLI builds its requests from them.
 import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
-import { RuntimeSummarySchema } from './runtime';
+import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { OPERATION_STATUSES } from './ledger';
 import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
@@ -118,6 +118,21 @@ export const ReadinessSchema = z
 
 const nullableInstant = z.string().nullable();
 
+/** A placed task in GET /v1/state, as its runtime last reported it (null: not reported). */
+const StateTaskSchema = z.object({
+  taskId: z.string(),
+  runtimeId: z.string(),
+  index: z.int(),
+  state: TaskReportSchema.shape.state.nullable(),
+  /** how often its agent restarted it after an exit nobody asked for (DESIGN.md §3 "Supervision") */
+  restarts: z.int().nullable(),
+  /** restarted too often within its agent's window: not ready, and its workload's scale-out is refused */
+  crashLooping: z.boolean(),
+  /** how its last run ended, and (while `restarting`) when its agent starts it again */
+  lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
+  nextRestartAt: z.string().nullable(),
+});
+
 /** GET /v1/state (DESIGN.md §6 gives its least shape; more fields are welcome). */
 export const StateSchema = z
   .object({
@@ -136,8 +151,20 @@ export const StateSchema = z
       revision: z.int(),
       status: z.enum(['retired', 'pending', 'degraded', 'placed']),
       placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(AssignmentSchema) }).nullable(),
+      /** each assignment's task as its runtime last reported it, in the placement's order */
+      tasks: z.array(StateTaskSchema),
     })),
     unplaced: z.array(UnplacedSchema.extend({ detail: z.string().nullable(), at: z.string() })),
+    /** tasks their agents report crash-looping, with the decision taken (DESIGN.md §3 "Supervision"): left running with their backoff */
+    crashLooping: z.array(z.object({
+      workload: z.string(),
+      taskId: z.string(),
+      runtimeId: z.string(),
+      restarts: z.int(),
+      lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
+      nextRestartAt: z.string().nullable(),
+      reason: z.string(),
+    })),
     /** running operations, from Temporal's visibility */
     operations: z.array(z.object({
       workflowId: z.string(),

@@ -19,13 +19,21 @@ export const TaskReportSchema = z.object({
   taskId: z.string().min(1).max(200),
   workload: z.string().min(1).max(63),
   incarnation: z.string().min(1).max(200),
-  state: z.enum(['starting', 'ready', 'draining', 'stopped', 'failed']),
+  /** `restarting`: its process exited on its own and the agent starts it again after a backoff (DESIGN.md §3 "Supervision") */
+  state: z.enum(['starting', 'ready', 'draining', 'stopped', 'failed', 'restarting']),
+  /** `restarts`: how often the agent restarted it after an exit nobody asked for */
   counts: z.record(z.string().max(63), z.number()).default({}),
   latencyMs: z.object({ p50: z.number(), p95: z.number() }).optional(),
   backlog: z.number().optional(),
   errors: z.number().default(0),
   /** errors within the agent's error window (SCALEGATE_ERROR_WINDOW_MS): the current error rate the baseline gate reads */
   recentErrors: z.number().optional(),
+  /** restarted too often within the agent's crash-loop window: not ready, whatever its state says */
+  crashLooping: z.boolean().optional(),
+  /** how its last run ended (a supervised task that exited at least once) */
+  lastExit: z.object({ code: z.int().nullable(), signal: z.string().max(32).nullable(), at: z.string().max(64) }).optional(),
+  /** while `restarting`: when the agent starts it again (ISO-8601) */
+  nextRestartAt: z.string().max(64).optional(),
 });
 export type TaskReport = z.infer<typeof TaskReportSchema>;
 

@@ -150,13 +150,26 @@ export interface SweepView {
  * A heartbeat's one statement ($1 id, $2 fence, $3 lease in ms, $4 task reports): the renewal, the
  * fence and status it was judged against, and the task ids placements assign to the runtime (found
  * through placements_assignments_idx, so its cost does not grow with the number of workloads).
+ * A renewal whose reports say a task is crash-looping that the runtime's previous reports did not
+ * records a `task.crash-looping` event (DESIGN.md §3 "Supervision": the control plane is told, and
+ * its decision, leaving the task running with its backoff, is recorded with it).
  */
 export const HEARTBEAT_STATEMENT = `
-  with renewed as (
+  with previous as (select tasks from runtimes where id = $1),
+  renewed as (
     update runtimes set lease_expires_at = now() + ($3::bigint * interval '1 millisecond'),
            last_heartbeat_at = now(), tasks = $4, held_at = null
      where id = $1 and fence = $2 and status <> 'LOST'
-     returning lease_expires_at, fence, status)
+     returning lease_expires_at, fence, status),
+  crash_looping as (
+    insert into events (type, subject, detail)
+    select 'task.crash-looping', t->>'taskId',
+           jsonb_build_object('runtimeId', $1::text, 'workload', t->>'workload', 'restarts', coalesce(t->'counts'->'restarts', '0'::jsonb),
+                              'lastExit', t->'lastExit', 'nextRestartAt', t->'nextRestartAt', 'decision', 'left running with its backoff')
+      from jsonb_array_elements($4::jsonb) t
+     where t->>'crashLooping' = 'true' and exists (select 1 from renewed)
+       and not exists (select 1 from previous p, jsonb_array_elements(p.tasks) o
+                        where o->>'taskId' = t->>'taskId' and o->>'crashLooping' = 'true'))
   select renewed.lease_expires_at, renewed.fence as renewed_fence, renewed.status as renewed_status,
          r.fence as current_fence, r.status as current_status,
          array(select a->>'taskId' from placements p, jsonb_array_elements(p.assignments) a

@@ -15,6 +15,13 @@ import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
+/**
+ * Patch (2026-12-03, issue 33 item 3, supervision): the baseline gate also judges the baseline's
+ * tasks, so a crash-looping or unready task refuses the scale-out, named. Runs recorded before it
+ * judged the baseline's errors only, and replay them so.
+ */
+export const BASELINE_TASKS_READY = 'baseline-tasks-ready';
+
 export { abortSignal, statusQuery } from './scale-operation';
 export type { ScaleStatus } from './scale-operation';
 
@@ -119,6 +126,8 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
       workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
       recipientRuntimeIds: recipients, broker: facts.broker,
       baseline: judgedSinceEvidencePatch(baselineHealth(status.baseline, from), () => baselineHealth(status.baseline!, from, false), (a, b) => a.ok !== b.ok),
+      // Since BASELINE_TASKS_READY: a crash-looping or unready task of the baseline refuses, named.
+      ...(patched(BASELINE_TASKS_READY) ? { baselineTasks: status.baseline.tasks } : {}),
       expectedRatePerSec: expectedRateAt(workload.kind, status.baseline, from, input.replicas),
       accepted: input.accept,
       unknownDownstreamPasses: !patched('unknown-downstream-refused'),

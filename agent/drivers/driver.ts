@@ -1,5 +1,6 @@
 // The one interface every task driver (process, consumer, stream) implements. The agent's task host
 // only talks to drivers through it.
+import type { RestartPolicy } from '../../domain/supervision';
 import { CodedError, type CheckpointClockAnswer, type CheckpointClockCommand, type CutoverAnswer, type CutoverCommand, type DrainOptions, type DrainReceipt, type ErrorCode, type ProbeAnswer, type TaskStart, type TaskStatus, type WorkloadKind } from '../../protocol';
 
 export type { DrainReceipt, TaskStart, TaskStatus } from '../../protocol';
@@ -31,6 +32,8 @@ export interface DriverContext {
   dataHost?: string;
   /** how far back a task's errors count as recent (agent/drivers/error-count.ts) */
   errorWindowMs?: number;
+  /** when a process task that exited on its own is started again, and what is a crash loop (default DEFAULT_RESTART_POLICY) */
+  restartPolicy?: RestartPolicy;
   log(event: string, fields?: Record<string, unknown>): void;
 }
 

@@ -30,7 +30,12 @@ function routeServices(processes: TaskDriver, containers: TaskDriver): TaskDrive
 export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Partial<Record<WorkloadKind, TaskDriver>> {
   // Stream data listeners bind where the agent's HTTP server does and are reached at its endpoint's host.
   const dataHost = config.endpoint ? new URL(config.endpoint).hostname : config.host;
-  const context: DriverContext = { runtimeId: config.id, stateDir: config.stateDir, databaseUrl: config.databaseUrl, kafkaBrokers: config.kafkaBrokers, dataBindHost: config.host, dataHost, errorWindowMs: config.errorWindowMs, log };
+  const context: DriverContext = { runtimeId: config.id, stateDir: config.stateDir, databaseUrl: config.databaseUrl, kafkaBrokers: config.kafkaBrokers, dataBindHost: config.host, dataHost, errorWindowMs: config.errorWindowMs, log,
+    restartPolicy: {
+      baseMs: config.restartBackoffMs, maxMs: config.restartBackoffMaxMs, healthyAfterMs: config.restartHealthyAfterMs,
+      crashLoopRestarts: config.crashLoopRestarts, crashLoopWindowMs: config.crashLoopWindowMs,
+    },
+  };
   const ports = new PortAllocator({
     stateDir: config.stateDir,
     rangeStart: config.portRangeStart,

@@ -11,16 +11,24 @@
 // again, its end noticed by polling since it is no longer the agent's child. When it cannot be
 // adopted (another generation or spec, its port pair no longer the replica's) its whole process
 // group is stopped (SIGTERM, grace, SIGKILL) before a fresh one starts. One process per task, never two.
+//
+// Supervision (DESIGN.md §3): a process that exits or dies without being asked to (not drained,
+// stopped or failed by the driver itself) is started again on the same task id and port pair, as a
+// new incarnation, after a backoff (domain/supervision.ts: 1 s doubling to 5 min, reset by a healthy
+// run; the agent's SCALEGATE_RESTART_* settings). Meanwhile the task is `restarting`; its status
+// counts `restarts` and says how it last ended, when it starts again and whether it crash-loops.
+// A drain, a stop or the agent's shutdown cancels a pending restart: nothing stopped is restarted.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, LATENCY_SAMPLES_REPORTED, ServiceSpecSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
+import { describeIssues, LATENCY_SAMPLES_REPORTED, ServiceSpecSchema, TaskReportSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
+import { DEFAULT_RESTART_POLICY, describeExit, freshSupervision, isCrashLooping, scheduleRestart, type RestartPolicy, type SupervisionRecord } from '../../domain/supervision';
 import { ErrorCount } from './error-count';
 import { connectTcp } from './tcp-connect';
 import { canIdentifyProcesses, CpuSampler, residentBytes, environmentVariable, groupMembers, identify, isSameProcess, processesWithEnvironment, type ProcessIdentity } from './proc';
@@ -57,7 +65,7 @@ export const ADOPTED_POLL_MS = 100;
 /** The task's process record, in its folder. */
 export const PROCESS_RECORD_FILE = 'process.json';
 
-export type ProcessEvent = 'probe-passed' | 'drain-requested' | 'exited';
+export type ProcessEvent = 'probe-passed' | 'drain-requested' | 'exited' | 'restart-scheduled' | 'relaunched';
 
 /** The task's lifecycle, as a pure function so every (state, event) pair is decided in one place. */
 export function nextTaskState(state: TaskState, event: ProcessEvent): TaskState {
@@ -65,11 +73,18 @@ export function nextTaskState(state: TaskState, event: ProcessEvent): TaskState 
     case 'probe-passed':
       return state === 'starting' ? 'ready' : state;
     case 'drain-requested':
+      // A task waiting for its restart has no process to drain: it is stopped at once.
+      if (state === 'restarting') return 'stopped';
       return state === 'starting' || state === 'ready' ? 'draining' : state;
     case 'exited':
       // An exit nobody asked for is a failure; one during a drain is the drain finishing.
       if (state === 'draining') return 'stopped';
       return state === 'starting' || state === 'ready' ? 'failed' : state;
+    case 'restart-scheduled':
+      // Only a failure is restarted: never a task drained or stopped.
+      return state === 'failed' ? 'restarting' : state;
+    case 'relaunched':
+      return state === 'restarting' ? 'starting' : state;
     default:
       return assertNever(event, 'process event');
   }
@@ -106,6 +121,29 @@ function readSpawnMarker(stateDir: string, taskId: string): { incarnation: strin
   }
 }
 
+/**
+ * The task's restarts (domain/supervision.ts's record), written at each restart it schedules, so
+ * that an agent restarted while the task waits for its restart counts on, and backs off on, from
+ * there (no process record is left then: the process ended). Removed when the task is drained.
+ */
+export const SUPERVISION_RECORD_FILE = 'supervision.json';
+
+const SupervisionRecordSchema = z.object({
+  restarts: z.int().min(0),
+  consecutive: z.int().min(0),
+  recentRestartsAtMs: z.array(z.number()).max(10_000),
+  lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
+});
+
+export function readSupervisionRecord(stateDir: string, taskId: string): SupervisionRecord | null {
+  try {
+    const parsed = SupervisionRecordSchema.safeParse(JSON.parse(fs.readFileSync(path.join(taskFolder(stateDir, taskId), SUPERVISION_RECORD_FILE), 'utf8')));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Who a task's process is, written the moment it exists, so a restarted agent can find it again. */
 export const ProcessRecordSchema = z.object({
   version: z.literal(1),
@@ -121,6 +159,8 @@ export const ProcessRecordSchema = z.object({
   bootId: z.string().nullable(),
   ports: z.object({ public: z.int(), internal: z.int() }),
   spawnedAt: z.string(),
+  /** the task's restarts so far, so an agent that adopts the process keeps counting from there */
+  restarts: z.int().min(0).optional(),
 });
 export type ProcessRecord = z.infer<typeof ProcessRecordSchema>;
 
@@ -294,7 +334,8 @@ async function stopLeftProcess(record: ProcessRecord, graceMs: number): Promise<
 
 class ProcessTask implements TaskHandle {
   readonly taskId: string;
-  readonly incarnation: string;
+  /** changes with every (re)start of its process */
+  private currentIncarnation: string;
   private state: TaskState = 'starting';
   private readonly errors: ErrorCount;
   private detail: string | undefined = 'waiting for readiness';
@@ -302,8 +343,19 @@ class ProcessTask implements TaskHandle {
   /** a process left by an earlier agent and adopted: not our child, so its end is polled for */
   private adopted: ProcessIdentity | undefined;
   private watchTimer: NodeJS.Timeout | undefined;
-  private readonly exited: Promise<void>;
+  /** settles when the current run's process has ended (a new promise per run) */
+  private exited: Promise<void>;
   private markExited!: () => void;
+  private readonly policy: RestartPolicy;
+  private supervision: SupervisionRecord = freshSupervision();
+  /** when the current run became ready */
+  private readyAtMs: number | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private nextRestartAtMs: number | undefined;
+  /** a restart under way (spawning): a drain waits for it, then stops what it started */
+  private relaunching: Promise<void> | undefined;
+  /** a drain, stop or shutdown was asked for: no restart is scheduled any more */
+  private stopRequested = false;
   private alive = false;
   private draining: Promise<DrainReceipt> | undefined;
   /** answers of the readiness path once ready: when, and how long each took */
@@ -319,9 +371,14 @@ class ProcessTask implements TaskHandle {
     incarnation: string = randomUUID(),
   ) {
     this.taskId = start.taskId;
-    this.incarnation = incarnation;
+    this.currentIncarnation = incarnation;
     this.errors = new ErrorCount(ctx.errorWindowMs);
+    this.policy = ctx.restartPolicy ?? DEFAULT_RESTART_POLICY;
     this.exited = new Promise((resolve) => (this.markExited = resolve));
+  }
+
+  get incarnation(): string {
+    return this.currentIncarnation;
   }
 
   get pid(): number | undefined {
@@ -352,6 +409,7 @@ class ProcessTask implements TaskHandle {
       bootId: identity.bootId,
       ports: this.ports,
       spawnedAt: new Date().toISOString(),
+      restarts: this.supervision.restarts,
     };
     writePrivateFileSync(processRecordPath(this.ctx.stateDir, this.taskId), JSON.stringify(record));
   }
@@ -383,6 +441,7 @@ class ProcessTask implements TaskHandle {
    */
   adopt(record: ProcessRecord): void {
     this.adopted = identityOf(record);
+    this.supervision = readSupervisionRecord(this.ctx.stateDir, this.taskId) ?? freshSupervision(record.restarts ?? 0);
     this.alive = true;
     this.detail = 'adopted after an agent restart; waiting for readiness';
     this.ctx.log('task-adopted', { taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, pid: record.pid, ports: this.ports });
@@ -402,8 +461,23 @@ class ProcessTask implements TaskHandle {
     this.guarded('adopted exit watcher', () => this.onExit(null, null));
   }
 
-  get isAlive(): boolean {
-    return this.alive;
+  /** An earlier agent's record of this task's restarts (it waited for a restart when that agent ended). */
+  resumeSupervision(record: SupervisionRecord | null): void {
+    if (record) this.supervision = record;
+  }
+
+  /** Keeps the restarts on disk; a failure is logged (an agent restart would then count from 0). */
+  private recordSupervision(): void {
+    try {
+      writePrivateFileSync(path.join(taskFolder(this.ctx.stateDir, this.taskId), SUPERVISION_RECORD_FILE), JSON.stringify(this.supervision));
+    } catch (error) {
+      this.ctx.log('task-supervision-record-failed', { taskId: this.taskId, error: messageOf(error) });
+    }
+  }
+
+  /** Its process runs, or a restart of it is pending or under way: a start retried joins it. */
+  get isSupervised(): boolean {
+    return this.alive || this.restartTimer !== undefined || this.relaunching !== undefined;
   }
 
   /** Spawns the command; resolves once the OS process exists, rejects (spawn-failed) if it could not be started. */
@@ -483,6 +557,73 @@ class ProcessTask implements TaskHandle {
   }
 
   /**
+   * After an exit nobody asked for (the task is `failed`): the task becomes `restarting` and its
+   * process is started again after the backoff, unless a stop was asked for meanwhile.
+   */
+  private restartLater(exit: { code: number | null; signal: string | null; at: string }): void {
+    if (this.stopRequested) return;
+    const nowMs = Date.now();
+    const readyForMs = this.readyAtMs === undefined ? null : nowMs - this.readyAtMs;
+    const next = scheduleRestart(this.supervision, this.policy, exit, readyForMs, nowMs);
+    this.supervision = next.record;
+    this.recordSupervision();
+    this.state = nextTaskState(this.state, 'restart-scheduled');
+    this.nextRestartAtMs = next.restartAtMs;
+    this.detail = `${this.detail ?? `exited with ${describeExit(exit)}`}; restart ${next.record.restarts} in ${next.delayMs} ms`;
+    this.ctx.log('task-restart-scheduled', {
+      taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, exit: describeExit(exit),
+      restarts: next.record.restarts, delayMs: next.delayMs,
+    });
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      const relaunch = this.relaunch().finally(() => {
+        if (this.relaunching === relaunch) this.relaunching = undefined;
+      });
+      this.relaunching = relaunch;
+    }, next.delayMs);
+    // A pending restart keeps no process alive: the agent's server does.
+    this.restartTimer.unref();
+  }
+
+  /** The restart itself: a new incarnation of the task on the same task id and port pair. */
+  private async relaunch(): Promise<void> {
+    if (this.state !== 'restarting' || this.stopRequested) return;
+    this.state = nextTaskState(this.state, 'relaunched');
+    this.currentIncarnation = randomUUID();
+    this.child = undefined;
+    this.adopted = undefined;
+    this.readyAtMs = undefined;
+    this.nextRestartAtMs = undefined;
+    this.latencies.length = 0;
+    this.exited = new Promise((resolve) => (this.markExited = resolve));
+    this.detail = `restart ${this.supervision.restarts}: waiting for readiness`;
+    try {
+      await this.launch();
+    } catch (error) {
+      // Could not even be spawned this time (or not recorded, and so killed): counted like an exit.
+      this.alive = false;
+      this.markExited();
+      this.state = 'failed';
+      this.detail = `restart ${this.supervision.restarts} failed: ${messageOf(error)}`;
+      this.restartLater({ code: null, signal: null, at: new Date().toISOString() });
+    }
+  }
+
+  /**
+   * A drain, stop or shutdown: no restart from now on, at once. Answers the restart under way, if
+   * any, for the caller to wait for (and then stop what it started).
+   */
+  private stopSupervising(): Promise<void> | undefined {
+    this.stopRequested = true;
+    if (this.restartTimer) {
+      clearTimeout(this.restartTimer);
+      this.restartTimer = undefined;
+    }
+    this.nextRestartAtMs = undefined;
+    return this.relaunching;
+  }
+
+  /**
    * The task cannot work as configured: it is failed with the reason and its processes are stopped
    * (SIGTERM, then SIGKILL after its grace period), so a failed task never keeps running unseen.
    */
@@ -521,6 +662,7 @@ class ProcessTask implements TaskHandle {
     } else if (this.state === 'failed') {
       this.errors.add();
       this.detail = `process ${how} while ${before}`;
+      this.restartLater({ code, signal, at: new Date().toISOString() });
     } else {
       this.detail = `process ${how}`;
     }
@@ -554,6 +696,7 @@ class ProcessTask implements TaskHandle {
       }
       if (outcome.ready) {
         this.state = nextTaskState(this.state, 'probe-passed');
+        this.readyAtMs = Date.now();
         this.detail = undefined;
         this.ctx.log('task-ready', { taskId: this.taskId, incarnation: this.incarnation });
         if (readiness !== undefined && 'http' in readiness) void this.watchLatency(readiness.http);
@@ -595,7 +738,7 @@ class ProcessTask implements TaskHandle {
 
   status(): TaskStatus {
     const latencyMs = this.latency();
-    const counts: Record<string, number> = { restarts: 0 };
+    const counts: Record<string, number> = { restarts: this.supervision.restarts };
     if (this.pid !== undefined) {
       counts.pid = this.pid;
       // The task's resources as its process uses them (the evidence before and after a change).
@@ -605,6 +748,13 @@ class ProcessTask implements TaskHandle {
       if (rssBytes !== null) counts.rssBytes = rssBytes;
     }
     if (this.adopted) counts.adopted = 1;
+    const nowMs = Date.now();
+    const readyForMs = this.state === 'ready' && this.readyAtMs !== undefined ? nowMs - this.readyAtMs : null;
+    const supervision = {
+      ...(isCrashLooping(this.supervision, this.policy, nowMs, readyForMs) ? { crashLooping: true } : {}),
+      ...(this.supervision.lastExit ? { lastExit: this.supervision.lastExit } : {}),
+      ...(this.nextRestartAtMs !== undefined ? { nextRestartAt: new Date(this.nextRestartAtMs).toISOString() } : {}),
+    };
     return {
       taskId: this.taskId,
       workload: this.start.workload,
@@ -617,6 +767,7 @@ class ProcessTask implements TaskHandle {
       generation: this.start.generation,
       ...(latencyMs ? { latencyMs, latencySamples: this.latencySamples() } : {}),
       ...(this.detail !== undefined ? { detail: this.detail } : {}),
+      ...supervision,
     };
   }
 
@@ -632,6 +783,8 @@ class ProcessTask implements TaskHandle {
     // waits, never how soon a process that asked for more time is killed (a kill is `forced`).
     const graceMs = options.graceMs ?? this.spec.graceMs;
     let forced = false;
+    const relaunching = this.stopSupervising();
+    if (relaunching) await relaunching;
     this.state = nextTaskState(this.state, 'drain-requested');
     if (this.alive && this.pid !== undefined) {
       if (this.state === 'draining') this.detail = 'draining: SIGTERM sent';
@@ -643,6 +796,12 @@ class ProcessTask implements TaskHandle {
         this.ctx.log('task-drain-forced', { taskId: this.taskId, incarnation: this.incarnation, graceMs });
         await this.kill();
       }
+    }
+    // Drained, the task is over: its restarts are not carried to anything later.
+    try {
+      fs.rmSync(path.join(taskFolder(this.ctx.stateDir, this.taskId), SUPERVISION_RECORD_FILE), { force: true });
+    } catch (error) {
+      this.ctx.log('task-supervision-record-failed', { taskId: this.taskId, error: messageOf(error) });
     }
     // The replica is gone from this node: its pair goes to quarantine, not straight to another task.
     // Only if the record is still ours: a newer task of the same replica may have moved to a new pair.
@@ -657,8 +816,10 @@ class ProcessTask implements TaskHandle {
 
   /** SIGKILL the whole group and wait for the exit (agent shutdown, or a drain out of grace). */
   async kill(): Promise<void> {
-    if (!this.alive || this.pid === undefined) return;
+    const relaunching = this.stopSupervising();
+    if (relaunching) await relaunching;
     this.state = nextTaskState(this.state, 'drain-requested');
+    if (!this.alive || this.pid === undefined) return;
     const refused = signalGroup(this.pid, 'SIGKILL');
     if (refused) this.ctx.log('task-signal-failed', { taskId: this.taskId, incarnation: this.incarnation, error: refused });
     const exited = await Promise.race([this.exited.then(() => true), delay(KILL_WAIT_MS).then(() => false)]);
@@ -676,7 +837,7 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
     if (!parsed.success) throw new DriverError('invalid-spec', `service spec for ${task.workload}: ${describeIssues(parsed.error)}`);
 
     const running = tasks.get(task.taskId);
-    if (running?.isAlive) return running; // the same start retried: it is already running
+    if (running?.isSupervised) return running; // the same start retried: it is already running (or restarting)
 
     const adopted = await takeOverLeftProcess(task, parsed.data);
     if (adopted) {
@@ -694,6 +855,7 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
       ctx.log('port-pair-moved', { workload: task.workload, index: task.index, taskId: task.taskId, from: acquisition.moved.from, to: acquisition.moved.to });
     }
     const handle = new ProcessTask(ctx, ports, task, parsed.data, acquisition.ports);
+    handle.resumeSupervision(readSupervisionRecord(ctx.stateDir, task.taskId));
     // If the command cannot be run the pair stays recorded: the replica still belongs here.
     await handle.launch();
     tasks.set(task.taskId, handle);

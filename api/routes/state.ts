@@ -1,5 +1,6 @@
 import { LedgerPageSchema, LedgerQuerySchema, PHASE_KEY, StateSchema, WORKLOAD_KEY } from '../../protocol';
 import { replicaCounts } from '../../domain/replicas';
+import { assignmentKey, crashLoopingTasks, placedTask, reportsByAssignment } from '../../domain/supervision';
 import type { ApiDeps } from '../deps';
 import { defineRoute, ok } from '../../http/route';
 
@@ -26,8 +27,8 @@ export async function runningOperations(deps: ApiDeps) {
   }
 }
 
-/** The events /v1/state lists: runtimes declared LOST and mass expiries. */
-const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry'];
+/** The events /v1/state lists: runtimes declared LOST, mass expiries, tasks reported crash-looping. */
+const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping'];
 
 export function stateRoutes(deps: ApiDeps) {
   return [
@@ -53,6 +54,9 @@ export function stateRoutes(deps: ApiDeps) {
         };
         const placementOf = Object.fromEntries(placements.map((p) => [p.workload, p]));
         const counts = replicaCounts(workloads, placements, runtimes, Date.now());
+        // Supervision (DESIGN.md §3): each assignment's task as reported, and the crash-looping ones with their reason.
+        const reports = reportsByAssignment(runtimes);
+        const crashLooping = crashLoopingTasks(placements, runtimes);
         return ok({
           runtimes: runtimes.map(({ tasks, ...r }) => ({ ...r, tasks: tasks.length })),
           workloads: workloads.map((w) => {
@@ -62,13 +66,16 @@ export function stateRoutes(deps: ApiDeps) {
               // fresh runtimes) beside placed (what the placement holds) and ready (what its agents report ready)
               name: w.name, kind: w.kind, replicas: w.replicas, ...counts[w.name],
               selector: w.selector, revision: w.revision,
-              status: w.retired ? 'retired' : !placement ? 'pending' : unplaced.some((u) => u.workload === w.name) ? 'degraded' : 'placed',
+              status: w.retired ? 'retired' : !placement ? 'pending'
+                : unplaced.some((u) => u.workload === w.name) || crashLooping.some((c) => c.workload === w.name) ? 'degraded' : 'placed',
               placement: placement
                 ? { fence: placement.fence, generation: placement.generation, assignments: placement.assignments }
                 : null,
+              tasks: (placement?.assignments ?? []).map((a) => placedTask(a, reports.get(assignmentKey(a)))),
             };
           }),
           unplaced,
+          crashLooping,
           operations: operations ?? [],
           operationsAvailable: operations !== null,
           reconcile: { at: reconcile.at, skipped: reconcile.skipped, passes: reconcile.passes, skips: reconcile.skips },

@@ -25,6 +25,7 @@ import { identify } from '../../agent/drivers/proc';
 import { TASK_RECORDS_FILE, TaskHost } from '../../agent/host';
 import { CREDENTIAL_FILE, LeaseKeeper, retryDelayMs } from '../../agent/lease';
 import { PortAllocator } from '../../agent/ports';
+import { DEFAULT_RESTART_POLICY, type RestartPolicy } from '../../domain/supervision';
 import { freePort, spawnService, type ServiceProcess } from '../../embedded/processes';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor } from '../support/wait-for';
@@ -107,11 +108,11 @@ interface Agent {
 }
 
 /** A task host over the real process driver, as agent/main.ts builds it; a restart passes the folder and range of the first. */
-function hostAgent(stateDir = newStateDir(), range: PortRange = nextSlice()): Agent {
+function hostAgent(stateDir = newStateDir(), range: PortRange = nextSlice(), restartPolicy?: RestartPolicy): Agent {
   const events: Agent['events'] = [];
   const log = (event: string, fields?: Record<string, unknown>) => events.push({ event, fields });
   const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 30_000 });
-  const host = new TaskHost({ service: createProcessDriver({ runtimeId: 'rt-restart', stateDir, log }, ports) }, { stateDir, log });
+  const host = new TaskHost({ service: createProcessDriver({ runtimeId: 'rt-restart', stateDir, log, ...(restartPolicy ? { restartPolicy } : {}) }, ports) }, { stateDir, log });
   hosts.push(host);
   return { stateDir, range, host, events };
 }
@@ -277,8 +278,10 @@ describe('an agent restarted over its state folder runs one process per task', (
     await waitFor('the task process stopped with the agent', () => pidsRunning(marker).length === 0, WAIT);
   });
 
-  test('a host restarted over the folder of one that was killed adopts its processes; an adopted process ending is noticed; a drain stops it', async () => {
-    const first = hostAgent();
+  test('a host restarted over the folder of one that was killed adopts its processes; an adopted process ending is noticed and restarted, its restart count recorded for the next host; a drain stops it', async () => {
+    // `first` is abandoned below as if SIGKILLed, but its timers live on in this jest process: a
+    // restart backoff longer than the test keeps it from restarting the process it lost too.
+    const first = hostAgent(undefined, undefined, { ...DEFAULT_RESTART_POLICY, baseMs: 3_600_000 });
     const marker = newMarker();
     const start = serviceStart('web-0-g1', 0, serviceSpec(marker));
     await first.host.ensure(start);
@@ -292,16 +295,21 @@ describe('an agent restarted over its state folder runs one process per task', (
     expect(pidsRunning(marker)).toEqual([before.counts.pid]);
     expect(second.events).toContainEqual({ event: 'task restored', fields: expect.objectContaining({ taskId: start.taskId, adopted: true }) });
 
-    // Its end is seen by polling (it is not this host's child): failed, with the reason.
+    // Its end is seen by polling (it is not this host's child), and the host's driver starts it
+    // again itself (supervision): a new incarnation on the same ports, one restart, its end recorded.
     process.kill(before.counts.pid!, 'SIGKILL');
-    const failed = await waitFor('the adopted task failed', () => second.host.get(start.taskId)?.state === 'failed' && second.host.get(start.taskId)!, WAIT);
-    expect(failed.detail).toContain('adopted');
-    expect(fs.existsSync(processRecordPath(first.stateDir, start.taskId))).toBe(false);
+    const restarted = await waitFor('the adopted task restarted', () => {
+      const status = second.host.get(start.taskId);
+      return status?.state === 'ready' && status.incarnation !== before.incarnation && status;
+    }, { ...WAIT, context: () => JSON.stringify(second.host.get(start.taskId)) });
+    expect(restarted).toMatchObject({ ports: before.ports, counts: { restarts: 1 }, lastExit: { code: null, signal: null } });
+    expect(restarted.counts.adopted).toBeUndefined();
+    expect(restarted.counts.pid).not.toBe(before.counts.pid);
+    expect(pidsRunning(marker)).toEqual([restarted.counts.pid]);
+    // Its record names the new process and its restarts: what the next agent adopts it with (adopt()).
+    expect(readProcessRecord(first.stateDir, start.taskId)).toMatchObject({ incarnation: restarted.incarnation, pid: restarted.counts.pid, restarts: 1 });
 
-    // The control plane starts it again; a drain stops it and nothing is left.
-    expect(await second.host.ensure(start)).toMatchObject({ created: true });
-    const again = await readyOn(second.host, start.taskId);
-    expect(pidsRunning(marker)).toEqual([again.counts.pid]);
+    // A drain stops it and nothing is left.
     await second.host.remove(start.taskId);
     expect(pidsRunning(marker)).toEqual([]);
   });

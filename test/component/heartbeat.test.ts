@@ -96,6 +96,52 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
     expect(after.lease_expires_at).toEqual(before.lease_expires_at);
   });
 
+  it('records a task reported crash-looping once, still in one statement, and GET /v1/state shows its restarts and the decision', async () => {
+    const crashEvents = async () => (await db.query(`select subject, detail from events where type = 'task.crash-looping' order by id`)).rows;
+    const looping = {
+      ...report('web-0'), state: 'restarting', counts: { restarts: 5 }, crashLooping: true,
+      lastExit: { code: 7, signal: null, at: '2026-12-03T00:00:00.000Z' }, nextRestartAt: '2026-12-03T00:00:16.000Z',
+    };
+    // Restarted, not (yet) crash-looping: counted, no event.
+    await post('/v1/runtimes/rt-a/heartbeat', credential, { fence, tasks: [{ ...report('web-0'), counts: { restarts: 2 } }] });
+    expect(await crashEvents()).toEqual([]);
+    statements = 0;
+    expect((await post('/v1/runtimes/rt-a/heartbeat', credential, { fence, tasks: [looping] })).status).toBe(200);
+    expect(statements).toBe(2);
+    // Reported again: the control plane was told already.
+    await post('/v1/runtimes/rt-a/heartbeat', credential, { fence, tasks: [{ ...looping, counts: { restarts: 6 } }] });
+    expect(await crashEvents()).toEqual([{
+      subject: 'web-0',
+      detail: { runtimeId: 'rt-a', workload: 'web', restarts: 5, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt, decision: 'left running with its backoff' },
+    }]);
+
+    const state = await fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${tokens.viewer}` } });
+    expect(state.status).toBe(200);
+    const body = (await state.json()) as any;
+    const web = body.workloads.find((w: { name: string }) => w.name === 'web');
+    expect(web).toMatchObject({ status: 'degraded', ready: 0 });
+    expect(web.tasks).toEqual([
+      { taskId: 'web-0', runtimeId: 'rt-a', index: 0, state: 'restarting', restarts: 6, crashLooping: true, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt },
+      // rt-b never reported: nothing is known of its task
+      { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false, lastExit: null, nextRestartAt: null },
+    ]);
+    expect(body.crashLooping).toEqual([expect.objectContaining({
+      workload: 'web', taskId: 'web-0', runtimeId: 'rt-a', restarts: 6,
+      reason: expect.stringMatching(/^crash-looping: task web-0 on rt-a restarted 6 time\(s\), last exit code 7; left running with its backoff/),
+    })]);
+    expect(body.runtimeEvents).toContainEqual(expect.objectContaining({ type: 'task.crash-looping', subject: 'web-0' }));
+    // and the metrics count them, one series per workload
+    const metrics = await (await fetch(`${apiUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^scalegate_task_restarts\{workload="web"\} 6$/m);
+    expect(metrics).toMatch(/^scalegate_tasks_crash_looping\{workload="web"\} 1$/m);
+
+    // Healthy again: the workload reads placed, nothing is listed.
+    await post('/v1/runtimes/rt-a/heartbeat', credential, { fence, tasks: [{ ...report('web-0'), counts: { restarts: 6 } }] });
+    const healthy = (await (await fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${tokens.viewer}` } })).json()) as any;
+    expect(healthy.crashLooping).toEqual([]);
+    expect(healthy.workloads.find((w: { name: string }) => w.name === 'web')).toMatchObject({ status: 'placed', ready: 1 });
+  });
+
   it('finds the tasks placed on its runtime through an index, not by reading every placement', async () => {
     // Enough placements that reading them all would be the wrong plan.
     const names = Array.from({ length: 10_000 }, (_, i) => `svc-${i}`);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
 import { createProcessDriver, portKeyFor, taskFolder, taskLogPath } from '../../agent/drivers/process';
 import { PortAllocator } from '../../agent/ports';
+import { DEFAULT_RESTART_POLICY, type RestartPolicy } from '../../domain/supervision';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor as pollUntil } from '../support/wait-for';
 
@@ -18,7 +19,7 @@ const stateDirs: string[] = [];
 const drivers: TaskDriver[] = [];
 let block: PortRange;
 let slicesTaken = 0;
-const SLICE_SIZE = 16;
+const SLICE_SIZE = 12;
 
 beforeAll(async () => {
   block = await reservePortRange();
@@ -36,20 +37,30 @@ interface Harness {
   ports: PortAllocator;
   driver: TaskDriver;
   events: Array<{ event: string; fields?: Record<string, unknown> }>;
+  /** when (Date.now()) each event of `events` was logged, by position */
+  loggedAt: number[];
 }
 
 /**
  * A driver over its own state folder and, unless given one (an agent restart reuses the range and
  * folder of the first), its own slice of the reserved block, so no two tests draw the same ports.
  */
-function harness(range: PortRange = block.slice(SLICE_SIZE * slicesTaken++, SLICE_SIZE), stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-process-'))): Harness {
+function harness(
+  range: PortRange = block.slice(SLICE_SIZE * slicesTaken++, SLICE_SIZE),
+  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-process-')),
+  restartPolicy?: Partial<RestartPolicy>,
+): Harness {
   if (!stateDirs.includes(stateDir)) stateDirs.push(stateDir);
   const events: Harness['events'] = [];
-  const ctx: DriverContext = { runtimeId: 'rt-test', stateDir, log: (event, fields) => events.push({ event, fields }) };
+  const loggedAt: number[] = [];
+  const ctx: DriverContext = {
+    runtimeId: 'rt-test', stateDir, log: (event, fields) => loggedAt.push(Date.now()) && events.push({ event, fields }),
+    ...(restartPolicy ? { restartPolicy: { ...DEFAULT_RESTART_POLICY, ...restartPolicy } } : {}),
+  };
   const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 30_000 });
   const driver = createProcessDriver(ctx, ports);
   drivers.push(driver);
-  return { stateDir, range, ports, driver, events };
+  return { stateDir, range, ports, driver, events, loggedAt };
 }
 
 let taskCounter = 0;
@@ -191,8 +202,9 @@ describe('process driver', () => {
     expect(isRunning(pid)).toBe(false);
   });
 
-  test('an exit nobody asked for is failed with the exit code; the env is the spec env plus ports, minus agent settings', async () => {
-    const { driver, stateDir } = harness();
+  test('an exit nobody asked for is restarting (after a backoff) with the exit code; the env is the spec env plus ports, minus agent settings', async () => {
+    // A backoff longer than the test: the task stays restarting, so env.json is the first run's.
+    const { driver, stateDir } = harness(undefined, undefined, { baseMs: 600_000 });
     const previousToken = process.env.SCALEGATE_AGENT_TOKEN;
     process.env.SCALEGATE_AGENT_TOKEN = 'agent-secret-token';
     const script = [
@@ -203,9 +215,9 @@ describe('process driver', () => {
     const task = serviceTask({ command: [process.execPath, '-e', script], env: { GREETING: 'hello' } });
     try {
       const handle = await driver.start(task);
-      await waitForState(handle, 'failed');
+      await waitForState(handle, 'restarting');
       expect(handle.status().detail).toContain('code 3');
-      expect(handle.status().errors).toBe(1);
+      expect(handle.status()).toMatchObject({ errors: 1, counts: { restarts: 1 }, lastExit: { code: 3, signal: null }, nextRestartAt: expect.any(String) });
 
       const env = JSON.parse(fs.readFileSync(path.join(taskFolder(stateDir, task.taskId), 'env.json'), 'utf8')) as Record<string, string>;
       const { ports: pair } = handle.status();
@@ -293,5 +305,108 @@ describe('process driver', () => {
     expect(await getJson(pair.public)).toMatchObject({ taskId: 'api-0-g2', incarnation: after.incarnation });
     expect(second.events.some((entry) => entry.event === 'port-pair-moved')).toBe(false);
     await after.drain({});
+  });
+});
+
+// Supervision (DESIGN.md §3): a process that exits or dies on its own is started again, on the same
+// task id and ports, with a backoff that grows; a drained or stopped task never is.
+describe('process driver supervision', () => {
+  /** When each run of the task was spawned, from the driver's own log. */
+  const startsOf = (h: Harness, taskId: string) =>
+    h.events.flatMap((e, i) => (e.event === 'task-started' && e.fields?.taskId === taskId ? [h.loggedAt[i]] : []));
+
+  test('a SIGKILLed service process is replaced: a new process serves the same port, restarts 1, the kill recorded', async () => {
+    const h = harness(undefined, undefined, { baseMs: 50 });
+    const handle = await h.driver.start(serviceTask(fixtureSpec()));
+    await waitForState(handle, 'ready');
+    const before = handle.status();
+    const pid = pidOf(handle);
+    expect(before.counts.restarts).toBe(0);
+
+    process.kill(pid, 'SIGKILL');
+    const after = await waitFor('a new process of the task ready', () => {
+      const status = handle.status();
+      return status.state === 'ready' && status.counts.pid !== pid && status;
+    });
+    expect(after).toMatchObject({ taskId: before.taskId, ports: before.ports, counts: { restarts: 1 }, lastExit: { code: null, signal: 'SIGKILL' } });
+    expect(after.incarnation).not.toBe(before.incarnation);
+    expect(after.crashLooping).toBeUndefined();
+    expect(isRunning(pid)).toBe(false);
+    // The new process answers on the replica's port, as the new incarnation.
+    expect(await getJson(before.ports!.public)).toMatchObject({ taskId: before.taskId, incarnation: after.incarnation, pid: after.counts.pid });
+    await handle.drain({});
+  });
+
+  test('a command that exits at once is restarted with growing gaps, is never ready, and is crash-looping after 3 restarts', async () => {
+    // Successive delays differ by at least 300 ms: more than a loaded machine's spawn jitter.
+    const h = harness(undefined, undefined, { baseMs: 300, maxMs: 60_000, crashLoopRestarts: 3 });
+    // A TCP probe the command never answers: ready could only come from a passing probe.
+    const handle = await h.driver.start(serviceTask({ command: ['/bin/sh', '-c', 'exit 7'], readiness: { tcp: true } }));
+    const seen = new Set<string>();
+    let crashLoopingSeen = 0;
+    await pollUntil('five runs of the command', () => {
+      const status = handle.status();
+      seen.add(status.state);
+      if (status.crashLooping) crashLoopingSeen = Math.max(crashLoopingSeen, status.counts.restarts);
+      return startsOf(h, handle.taskId).length >= 5;
+    }, { timeoutMs: 30_000, intervalMs: 10 });
+    const starts = startsOf(h, handle.taskId);
+    const gaps = starts.slice(1).map((at, i) => at - starts[i]);
+    // Each gap longer than the one before: the backoff grows (300, 600, 1200, 2400 ms asked).
+    for (let i = 1; i < gaps.length; i++) expect(gaps[i]).toBeGreaterThan(gaps[i - 1]);
+    const delays = h.events.filter((e) => e.event === 'task-restart-scheduled' && e.fields?.taskId === handle.taskId).map((e) => e.fields?.delayMs);
+    expect(delays.slice(0, 4)).toEqual([300, 600, 1200, 2400]);
+    expect(seen.has('ready')).toBe(false);
+    expect(h.events.some((e) => e.event === 'task-ready' && e.fields?.taskId === handle.taskId)).toBe(false);
+    expect(seen.has('restarting')).toBe(true);
+    // Crash-looping from its third restart on, and it says so while it waits.
+    expect(crashLoopingSeen).toBeGreaterThanOrEqual(3);
+    await waitForState(handle, 'restarting');
+    expect(handle.status()).toMatchObject({ crashLooping: true, lastExit: { code: 7, signal: null }, nextRestartAt: expect.any(String) });
+    expect(handle.status().counts.restarts).toBeGreaterThanOrEqual(4);
+    await handle.drain({});
+    expect(handle.status().state).toBe('stopped');
+  });
+
+  test('an agent restarted while a task waits for its restart counts on from the recorded restarts', async () => {
+    const policy = { baseMs: 600_000, maxMs: 3_600_000 };
+    const first = harness(undefined, undefined, policy);
+    const task = serviceTask({ command: ['/bin/sh', '-c', 'exit 5'], readiness: { tcp: true } });
+    const before = await first.driver.start(task);
+    await waitForState(before, 'restarting');
+    expect(before.status().counts.restarts).toBe(1);
+    await first.driver.close!(); // the agent's shutdown: the pending restart is cancelled, the records kept
+
+    const second = harness(first.range, first.stateDir, policy);
+    const after = await second.driver.start(task);
+    await waitForState(after, 'restarting');
+    expect(after.status()).toMatchObject({ counts: { restarts: 2 }, lastExit: { code: 5 } });
+    // its backoff went on too: the second consecutive restart waits twice the first
+    expect(second.events.find((e) => e.event === 'task-restart-scheduled')?.fields).toMatchObject({ restarts: 2, delayMs: 1_200_000 });
+    await after.drain({});
+  });
+
+  test('a drained task is never restarted: neither one that exits on SIGTERM nor one drained while it waits for its restart', async () => {
+    const h = harness(undefined, undefined, { baseMs: 50, maxMs: 100 });
+    const ready = await h.driver.start(serviceTask(fixtureSpec()));
+    const waiting = await h.driver.start(serviceTask({ command: ['/bin/sh', '-c', 'exit 1'], readiness: { tcp: true } }, { index: 1000 }));
+    // A witness restarted every 100 ms at most: once it has run 5 more times, the others had time to restart.
+    const witness = await h.driver.start(serviceTask({ command: ['/bin/sh', '-c', 'exit 1'], readiness: { tcp: true } }, { index: 1001 }));
+    await waitForState(ready, 'ready');
+    await waitForState(waiting, 'restarting');
+
+    const receipts = await Promise.all([ready.drain({}), waiting.drain({})]);
+    expect(receipts.map((r) => r.forced)).toEqual([false, false]);
+    const drainedAt = Date.now();
+    const witnessRuns = startsOf(h, witness.taskId).length;
+    await pollUntil('the witness restarted 5 more times', () => startsOf(h, witness.taskId).length >= witnessRuns + 5, { timeoutMs: 20_000, intervalMs: 10 });
+
+    for (const drained of [ready, waiting]) {
+      expect(drained.status()).toMatchObject({ state: 'stopped' });
+      expect(drained.status().nextRestartAt).toBeUndefined();
+      expect(startsOf(h, drained.taskId).filter((at) => at >= drainedAt)).toEqual([]);
+    }
+    expect(ready.status().counts.restarts).toBe(0);
+    await witness.drain({});
   });
 });

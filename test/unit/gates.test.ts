@@ -7,6 +7,8 @@ import {
   type GateName,
   type GateReport,
   type ScaleOutGateInput,
+  unreadyBaselineTasks,
+  type BaselineTask,
 } from '../../domain/gates';
 import { UNKNOWN_CONTRACT, type Contract } from '../../protocol';
 import { expectedRateAt } from '../../domain/evidence';
@@ -114,6 +116,31 @@ describe('evaluateScaleOutGates', () => {
       const report = evaluateScaleOutGates(input);
       expect(report.passed).toBe(true);
       expect(row(report, GATE.baseline).detail).toMatch(/no baseline supplied/);
+    });
+
+    // Supervision (DESIGN.md §3): a crash-looping or unready task of the workload refuses a scale-out, named.
+    const task = (taskId: string, state: string, extra: Partial<BaselineTask> = {}): BaselineTask => ({ taskId, runtimeId: 'rt-a', state, ...extra });
+
+    it('fails alone, naming it, while a task crash-loops, even one whose current run is ready', () => {
+      const input = passingInput();
+      input.baselineTasks = [task('web-0-g1', 'ready'), task('web-1-g1', 'ready', { crashLooping: true, restarts: 6 })];
+      expectOnlyFailure(evaluateScaleOutGates(input), GATE.baseline, /task web-1-g1 on rt-a is crash-looping \(restarted 6 time\(s\)\), ready/, /none crash-looping/);
+    });
+
+    it('fails naming every task not ready: restarting, starting, absent', () => {
+      const input = passingInput();
+      input.baselineTasks = [task('web-0-g1', 'restarting', { restarts: 1 }), task('web-1-g1', 'ready'), task('web-2-g1', 'absent')];
+      const detail = row(evaluateScaleOutGates(input), GATE.baseline).detail;
+      expect(detail).toContain('task web-0-g1 on rt-a is restarting, not ready (restarted 1 time(s))');
+      expect(detail).toContain('task web-2-g1 on rt-a is absent, not ready');
+      expect(detail).not.toContain('web-1-g1');
+    });
+
+    it('passes tasks that are all ready and not crash-looping, restarted or not', () => {
+      expect(unreadyBaselineTasks([task('web-0-g1', 'ready', { restarts: 3 }), task('web-1-g1', 'ready', { crashLooping: false })])).toEqual([]);
+      const input = passingInput();
+      input.baselineTasks = [task('web-0-g1', 'ready', { restarts: 3 })];
+      expect(evaluateScaleOutGates(input).passed).toBe(true);
     });
   });
 

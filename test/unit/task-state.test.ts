@@ -12,4 +12,11 @@ describe('nextTaskState', () => {
     expect(nextTaskState('draining', 'exited')).toBe('stopped');
     expect(nextTaskState('failed', 'drain-requested')).toBe('failed');
   });
+
+  test('supervision restarts only a failure; a task waiting for its restart is stopped by a drain', () => {
+    const after = (state: Parameters<typeof nextTaskState>[0], event: Parameters<typeof nextTaskState>[1]) => nextTaskState(state, event);
+    expect(['failed', 'stopped', 'draining'].map((state) => after(state as 'failed', 'restart-scheduled'))).toEqual(['restarting', 'stopped', 'draining']);
+    expect(['restarting', 'stopped'].map((state) => after(state as 'failed', 'relaunched'))).toEqual(['starting', 'stopped']);
+    expect(after('restarting', 'drain-requested')).toBe('stopped');
+  });
 });
