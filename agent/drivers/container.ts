@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { ContainerLimitsSchema, describeIssues, imageDigestOf, ServiceSpecSchema, type ServiceSpec } from '../../protocol';
 import { doublingDelays } from '../../lib/backoff';
+import { DEFAULT_RESTART_POLICY, isCrashLooping, scheduleRestart, type SupervisionRecord, freshSupervision, describeExit } from '../../domain/supervision';
 import type { PortAllocator } from '../ports';
 import { DriverError, serviceHasNoEndpoints, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart, type TaskStatus } from './driver';
 import { EngineError, type ContainerInspect, type Engine } from './engine';
@@ -46,12 +47,20 @@ export function engineLimits(limits: z.infer<typeof ContainerLimitsSchema> | und
 /** A container name unique on an engine that several agents share. */
 export const containerNameFor = (runtimeId: string, taskId: string): string => `scalegate-${runtimeId}-${taskId}`.replace(/[^A-Za-z0-9_.-]/g, '_');
 
+/** Creates and starts a fresh container for a task on its pair; answers its id and incarnation. */
+type Launch = () => Promise<{ containerId: string; incarnation: string }>;
+
 class ContainerTask implements TaskHandle {
   private state: TaskStatus['state'] = 'starting';
   private detail: string | undefined;
   private stopping = false;
   private cpuSample: { total: number; system: number } | null = null;
   private usage: { cpuPercent?: number; memoryBytes?: number } = {};
+  /** supervision (DESIGN.md §3, domain/supervision.ts): restarts with backoff, as the process driver's */
+  private supervision: SupervisionRecord = freshSupervision();
+  private readyAtMs: number | undefined;
+  private nextRestartAtMs: number | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly ctx: DriverContext,
@@ -60,29 +69,38 @@ class ContainerTask implements TaskHandle {
     readonly start: TaskStart,
     private readonly spec: ServiceSpec,
     readonly pair: { public: number; internal: number },
-    readonly containerId: string,
-    readonly incarnation: string,
+    private containerId: string,
+    private currentIncarnation: string,
     readonly adopted: boolean,
+    private readonly launch: Launch,
   ) {}
 
   get taskId(): string {
     return this.start.taskId;
   }
 
+  get incarnation(): string {
+    return this.currentIncarnation;
+  }
+
   get isLive(): boolean {
-    return this.state === 'starting' || this.state === 'ready';
+    return this.state === 'starting' || this.state === 'ready' || this.state === 'restarting';
+  }
+
+  private get policy() {
+    return this.ctx.restartPolicy ?? DEFAULT_RESTART_POLICY;
   }
 
   /** Readiness, then a watch of the container's state and usage until it ends or is stopped. */
   run(): void {
-    void this.supervise().catch((error: unknown) => this.fail(`watching container ${this.containerId}: ${messageOf(error)}`));
+    void this.supervise().catch((error: unknown) => this.ended(`watching container ${this.containerId}: ${messageOf(error)}`, { code: null, signal: null }));
   }
 
   private async supervise(): Promise<void> {
     const began = Date.now();
     const nextDelay = doublingDelays(20, 250);
     while (this.state === 'starting' && !this.stopping) {
-      if (await this.ended()) return;
+      if (await this.exited()) return;
       const readiness = this.spec.readiness;
       let outcome: ProbeOutcome;
       if (readiness === undefined) outcome = { ready: Date.now() - began >= 200, detail: 'no readiness probe: ready once running for 200 ms' };
@@ -92,6 +110,7 @@ class ContainerTask implements TaskHandle {
       if (outcome.broken) return this.fail(outcome.detail);
       if (outcome.ready) {
         this.state = 'ready';
+        this.readyAtMs = Date.now();
         this.detail = undefined;
         this.ctx.log('task-ready', { taskId: this.taskId, incarnation: this.incarnation, container: this.containerId });
         break;
@@ -100,19 +119,61 @@ class ContainerTask implements TaskHandle {
       await delay(nextDelay());
     }
     while (this.state === 'ready' && !this.stopping) {
-      if (await this.ended()) return;
+      if (await this.exited()) return;
       await this.sampleUsage();
       await delay(WATCH_MS);
     }
   }
 
-  /** True (and the task failed, with the engine's reason) when the container is no longer running. */
-  private async ended(): Promise<boolean> {
+  /** True (and a restart scheduled, with the engine's reason) when the container is no longer running. */
+  private async exited(): Promise<boolean> {
     const inspected = await this.engine.inspect(this.containerId);
     if (this.stopping) return true;
     if (inspected?.State.Running) return false;
-    this.fail(inspected ? exitDetail(inspected) : `container ${this.containerId} was removed outside scalegate`);
+    if (inspected) this.ended(exitDetail(inspected), { code: inspected.State.ExitCode, signal: inspected.State.OOMKilled ? 'SIGKILL' : null });
+    else this.ended(`container ${this.containerId} was removed outside scalegate`, { code: null, signal: null });
     return true;
+  }
+
+  /** An end nobody asked for: the task is `restarting`, and a fresh container starts after the backoff. */
+  private ended(detail: string, exit: { code: number | null; signal: string | null }): void {
+    if (this.stopping || !this.isLive) return;
+    const nowMs = Date.now();
+    const readyForMs = this.readyAtMs === undefined ? null : nowMs - this.readyAtMs;
+    const next = scheduleRestart(this.supervision, this.policy, { ...exit, at: new Date(nowMs).toISOString() }, readyForMs, nowMs);
+    this.supervision = next.record;
+    this.state = 'restarting';
+    this.readyAtMs = undefined;
+    this.nextRestartAtMs = next.restartAtMs;
+    this.detail = `${detail}; restart ${next.record.restarts} in ${next.delayMs} ms`;
+    this.ctx.log('task-restart-scheduled', { taskId: this.taskId, container: this.containerId, exit: describeExit(exit), restarts: next.record.restarts, delayMs: next.delayMs });
+    this.restartTimer = setTimeout(() => void this.relaunch(), next.delayMs);
+    this.restartTimer.unref();
+  }
+
+  /** The restart: the ended container goes, a fresh one of the same task starts on the same pair. */
+  private async relaunch(): Promise<void> {
+    this.restartTimer = undefined;
+    if (this.stopping || this.state !== 'restarting') return;
+    this.nextRestartAtMs = undefined;
+    try {
+      await this.engine.remove(this.containerId);
+      const launched = await this.launch();
+      if (this.stopping) {
+        await this.engine.remove(launched.containerId);
+        return;
+      }
+      this.containerId = launched.containerId;
+      this.currentIncarnation = launched.incarnation;
+      this.cpuSample = null;
+      this.usage = {};
+      this.state = 'starting';
+      this.detail = `restart ${this.supervision.restarts}: waiting for readiness`;
+      this.run();
+    } catch (error) {
+      this.state = 'ready'; // so ended() takes it as a live task's end
+      this.ended(`restart ${this.supervision.restarts} failed: ${messageOf(error)}`, { code: null, signal: null });
+    }
   }
 
   private async sampleUsage(): Promise<void> {
@@ -128,6 +189,7 @@ class ContainerTask implements TaskHandle {
     if (stats.memory_stats.usage !== undefined) this.usage.memoryBytes = stats.memory_stats.usage;
   }
 
+  /** A failure no restart mends (a readiness probe that cannot be made). */
   private fail(detail: string): void {
     if (!this.isLive) return;
     this.state = 'failed';
@@ -136,22 +198,30 @@ class ContainerTask implements TaskHandle {
   }
 
   status(): TaskStatus {
-    const counts: Record<string, number> = { restarts: 0 };
+    const counts: Record<string, number> = { restarts: this.supervision.restarts };
     if (this.usage.cpuPercent !== undefined) counts.cpuPercent = this.usage.cpuPercent;
     // the container's memory as its engine counts it: the evidence's resident bytes
     if (this.usage.memoryBytes !== undefined) counts.rssBytes = this.usage.memoryBytes;
     if (this.adopted) counts.adopted = 1;
+    const nowMs = Date.now();
+    const readyForMs = this.state === 'ready' && this.readyAtMs !== undefined ? nowMs - this.readyAtMs : null;
     return {
       taskId: this.taskId, workload: this.start.workload, incarnation: this.incarnation, state: this.state, counts, errors: 0,
       ports: this.pair, generation: this.start.generation,
       detail: this.detail ?? `container ${this.containerId.slice(0, 12)} of ${this.spec.image}`,
+      ...(isCrashLooping(this.supervision, this.policy, nowMs, readyForMs) ? { crashLooping: true } : {}),
+      ...(this.supervision.lastExit ? { lastExit: this.supervision.lastExit } : {}),
+      ...(this.nextRestartAtMs !== undefined ? { nextRestartAt: new Date(this.nextRestartAtMs).toISOString() } : {}),
     };
   }
 
-  /** The engine's stop with the task's grace, then remove; the port pair goes back to the allocator. */
+  /** The engine's stop with the task's grace, then remove; the port pair goes back to the allocator. Never restarted after. */
   async drain(options: DrainOptions): Promise<DrainReceipt> {
     const began = Date.now();
     this.stopping = true;
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+    this.nextRestartAtMs = undefined;
     this.state = 'draining';
     const graceMs = options.graceMs ?? this.spec.graceMs;
     const before = await this.engine.inspect(this.containerId);
@@ -193,8 +263,41 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
     }
   }
 
+  /**
+   * A fresh container of the task on its pair: created with its labels and limits, then started.
+   * Nothing is left half-started: a container that would not start is removed.
+   */
+  const launcher = (task: TaskStart, spec: ServiceSpec & { image: string }, fingerprint: string, pair: { public: number; internal: number }): Launch => async () => {
+    const incarnation = randomUUID();
+    await engine!.ensureNetwork(WORKLOAD_NETWORK);
+    const containerId = await engine!.create({
+      name: containerNameFor(ctx.runtimeId, task.taskId),
+      image: spec.image,
+      command: spec.command,
+      env: { ...spec.env, PORT: String(CONTAINER_PORTS.public), INTERNAL_PORT: String(CONTAINER_PORTS.internal), SCALEGATE_TASK_ID: task.taskId },
+      labels: {
+        ...ownLabels, [LABEL.workload]: task.workload, [LABEL.task]: task.taskId, [LABEL.incarnation]: incarnation,
+        [LABEL.generation]: String(task.generation), [LABEL.spec]: fingerprint,
+      },
+      publish: {
+        [`${CONTAINER_PORTS.public}/tcp`]: { hostIp: options.bindHost, hostPort: pair.public },
+        [`${CONTAINER_PORTS.internal}/tcp`]: { hostIp: options.bindHost, hostPort: pair.internal },
+      },
+      network: WORKLOAD_NETWORK,
+      ...engineLimits(spec.limits),
+    });
+    try {
+      await engine!.start(containerId);
+    } catch (error) {
+      await engine!.remove(containerId).catch(() => undefined);
+      throw error;
+    }
+    ctx.log('task-container-started', { taskId: task.taskId, incarnation, container: containerId, image: spec.image });
+    return { containerId, incarnation };
+  };
+
   /** The container an earlier agent left for this task: adopted when it runs this generation and spec, else removed. */
-  async function takeOver(task: TaskStart, spec: ServiceSpec, fingerprint: string): Promise<ContainerTask | null> {
+  async function takeOver(task: TaskStart, spec: ServiceSpec & { image: string }, fingerprint: string): Promise<ContainerTask | null> {
     const left = await engine!.list({ ...ownLabels, [LABEL.task]: task.taskId });
     let adopted: ContainerTask | null = null;
     for (const summary of left) {
@@ -203,7 +306,8 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
       const reusable = adopted === null && summary.State === 'running' && labels[LABEL.generation] === String(task.generation)
         && labels[LABEL.spec] === fingerprint && recordedPair !== undefined && (await ports.claim(portKeyFor(task), recordedPair));
       if (reusable) {
-        adopted = new ContainerTask(ctx, engine!, ports, task, spec, recordedPair, summary.Id, labels[LABEL.incarnation] ?? randomUUID(), true);
+        const launch = launcher(task, spec, fingerprint, recordedPair);
+        adopted = new ContainerTask(ctx, engine!, ports, task, spec, recordedPair, summary.Id, labels[LABEL.incarnation] ?? randomUUID(), true, launch);
         ctx.log('task-container-adopted', { taskId: task.taskId, container: summary.Id });
         continue;
       }
@@ -222,12 +326,13 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
     if (!image || !imageDigestOf(image)) {
       throw new DriverError('invalid-spec', `service ${task.workload}: image ${image ?? '(none)'} is not pinned by digest (define the workload through the API, which resolves tags)`);
     }
+    const pinned = { ...spec, image };
     const running = tasks.get(task.taskId);
     if (running?.isLive) return running; // the same start retried
 
     await ensureImage(image);
     const fingerprint = specFingerprint(spec);
-    const adopted = await takeOver(task, spec, fingerprint);
+    const adopted = await takeOver(task, pinned, fingerprint);
     if (adopted) {
       tasks.set(task.taskId, adopted);
       adopted.run();
@@ -237,41 +342,15 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
       if (error instanceof DriverError) throw error;
       throw new DriverError('placement-unavailable', `no port pair for ${task.workload}/${task.index}: ${messageOf(error)}`);
     });
-    const incarnation = randomUUID();
+    const launch = launcher(task, pinned, fingerprint, acquisition.ports);
     try {
-      await engine!.ensureNetwork(WORKLOAD_NETWORK);
-      const id = await engine!.create({
-        name: containerNameFor(ctx.runtimeId, task.taskId),
-        image,
-        command: spec.command,
-        env: { ...spec.env, PORT: String(CONTAINER_PORTS.public), INTERNAL_PORT: String(CONTAINER_PORTS.internal), SCALEGATE_TASK_ID: task.taskId },
-        labels: {
-          ...ownLabels, [LABEL.workload]: task.workload, [LABEL.task]: task.taskId, [LABEL.incarnation]: incarnation,
-          [LABEL.generation]: String(task.generation), [LABEL.spec]: fingerprint,
-        },
-        publish: {
-          [`${CONTAINER_PORTS.public}/tcp`]: { hostIp: options.bindHost, hostPort: acquisition.ports.public },
-          [`${CONTAINER_PORTS.internal}/tcp`]: { hostIp: options.bindHost, hostPort: acquisition.ports.internal },
-        },
-        network: WORKLOAD_NETWORK,
-        ...engineLimits(spec.limits),
-      });
-      const handle = new ContainerTask(ctx, engine!, ports, task, spec, acquisition.ports, id, incarnation, false);
+      const { containerId, incarnation } = await launch();
+      const handle = new ContainerTask(ctx, engine!, ports, task, pinned, acquisition.ports, containerId, incarnation, false, launch);
       tasks.set(task.taskId, handle);
-      try {
-        await engine!.start(id);
-      } catch (error) {
-        // created but not started: nothing may be left half-started
-        await engine!.remove(id).catch(() => undefined);
-        tasks.delete(task.taskId);
-        throw error;
-      }
-      ctx.log('task-container-started', { taskId: task.taskId, incarnation, container: id, image });
       handle.run();
       return handle;
     } catch (error) {
       await ports.release(portKeyFor(task), acquisition.ports).catch(() => undefined);
-      if (error instanceof DriverError) throw error;
       const code = error instanceof EngineError && error.status === 404 ? 'image-unavailable' : 'spawn-failed';
       throw new DriverError(code, `runtime ${ctx.runtimeId} could not start a container of ${image} for ${task.taskId}: ${messageOf(error)}`);
     }

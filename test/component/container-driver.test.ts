@@ -8,6 +8,7 @@ import { CONTAINER_PORTS, createContainerDriver, LABEL } from '../../agent/drive
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
 import { createEngine, type Engine } from '../../agent/drivers/engine';
 import { PortAllocator } from '../../agent/ports';
+import type { RestartPolicy } from '../../domain/supervision';
 import { testEnv } from '../support/env';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor as pollUntil } from '../support/wait-for';
@@ -41,13 +42,13 @@ interface Harness {
 
 let runtimes = 0;
 /** One agent's container driver; a restart reuses the runtime id, state folder and port range of the first. */
-function harness(previous?: Harness): Harness {
+function harness({ previous, policy }: { previous?: Harness; policy?: RestartPolicy } = {}): Harness {
   const runtimeId = previous?.runtimeId ?? `ct-${process.pid}-${++runtimes}`;
   const stateDir = previous?.stateDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-container-'));
   if (!previous) stateDirs.push(stateDir);
   const range = previous?.range ?? block.slice(8 * slices++, 8);
   const events: string[] = [];
-  const ctx: DriverContext = { runtimeId, stateDir, log: (event) => events.push(event) };
+  const ctx: DriverContext = { runtimeId, stateDir, log: (event) => events.push(event), ...(policy ? { restartPolicy: policy } : {}) };
   const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 0 });
   return { runtimeId, driver: createContainerDriver(ctx, engine, ports, { bindHost: '127.0.0.1' }), events, stateDir, range };
 }
@@ -110,7 +111,7 @@ describe('the container driver', () => {
     expect(before.size).toBe(2);
 
     // The agent is gone (its driver with it); the containers run on. A new one starts what it recorded.
-    const second = harness(first);
+    const second = harness({ previous: first });
     const adopted = await second.driver.start(kept);
     expect(adopted.incarnation).toBe(keptHandle.incarnation);
     await ready(adopted);
@@ -121,13 +122,39 @@ describe('the container driver', () => {
     await adopted.drain({ graceMs: 1000 });
   });
 
-  it('reports a container removed behind its back as failed, with the reason', async () => {
+  it('restarts a container that ends or is removed behind its back: a new container on the same port, counted', async () => {
     const agent = harness();
     const handle = await agent.driver.start(start(httpd));
     await ready(handle);
-    const [summary] = await containersOf(agent.runtimeId);
-    await engine.remove(summary.Id);
-    await pollUntil('the task failed', () => handle.status().state === 'failed', { timeoutMs: 15_000 });
-    expect(handle.status().detail).toMatch(/removed outside scalegate/);
+    const port = handle.status().ports!.public;
+    const [first] = await containersOf(agent.runtimeId);
+    await engine.remove(first.Id);
+    await pollUntil('restarted and ready', () => handle.status().state === 'ready' && handle.status().counts.restarts === 1, { timeoutMs: 30_000 });
+    const [second] = await containersOf(agent.runtimeId);
+    expect(second.Id).not.toBe(first.Id);
+    expect(handle.status().lastExit).toMatchObject({ code: null });
+    expect(await (await fetch(`http://127.0.0.1:${port}/index.html`)).text()).toBe('v1\n');
+    await handle.drain({ graceMs: 1000 });
+    expect(await containersOf(agent.runtimeId)).toEqual([]);
+  });
+
+  it('a container that exits at once is restarted with growing delays, never ready, and crash-loops; a drain ends it for good', async () => {
+    const agent = harness({ policy: { baseMs: 100, maxMs: 10_000, healthyAfterMs: 60_000, crashLoopRestarts: 3, crashLoopWindowMs: 600_000 } });
+    const handle = await agent.driver.start(start({ command: ['sh', '-c', 'exit 3'], readiness: { tcp: true }, graceMs: 500 }));
+    const delays: number[] = [];
+    await pollUntil('three restarts scheduled', () => {
+      const status = handle.status();
+      expect(status.state).not.toBe('ready');
+      if (status.state === 'restarting' && status.nextRestartAt && status.counts.restarts > delays.length) {
+        delays.push(Date.parse(status.nextRestartAt) - Date.parse(status.lastExit!.at));
+      }
+      return delays.length >= 3;
+    }, { timeoutMs: 30_000 });
+    expect(delays[1]).toBeGreaterThan(delays[0]);
+    expect(delays[2]).toBeGreaterThan(delays[1]);
+    expect(handle.status()).toMatchObject({ crashLooping: true, lastExit: { code: 3 } });
+    await handle.drain({ graceMs: 500 });
+    expect(handle.status().state).toBe('stopped');
+    expect(await containersOf(agent.runtimeId)).toEqual([]);
   });
 });
