@@ -34,9 +34,13 @@ const ERROR_RESPONSES: Record<number, { name: string; description: string }> = {
   401: { name: 'Unauthorized', description: 'No token, an unknown token, or not the credential of the runtime named.' },
   403: { name: 'Forbidden', description: 'A valid token of a role this route does not take.' },
   404: { name: 'NotFound', description: 'What the path names does not exist.' },
+  405: { name: 'MethodNotAllowed', description: 'The path exists but not with this method (this path answers it to any method it does not list); the Allow header lists those it takes.' },
   409: { name: 'Conflict', description: 'A conflict with what is there now: an operation already runs on the target, a stale plan or fence, an Idempotency-Key used for another request.' },
+  413: { name: 'PayloadTooLarge', description: 'The body is larger than the server reads (1 MiB).' },
+  414: { name: 'UriTooLong', description: 'A path segment is longer than the router takes (100 characters: longer than any name the API accepts).' },
   415: { name: 'UnsupportedMediaType', description: 'The body is not application/json.' },
   422: { name: 'ValidationFailed', description: 'The input is well-formed but invalid; validation-failed lists every bad field in `issues`.' },
+  431: { name: 'HeadersTooLarge', description: 'The request headers are larger than the server reads (16 KiB in all).' },
   503: { name: 'Unavailable', description: 'PostgreSQL or Temporal did not answer in time; nothing was started. Retry (with the same Idempotency-Key).' },
 };
 
@@ -44,12 +48,15 @@ const codesOf = (status: number) => Object.entries(ERROR_CODES).filter(([, c]) =
 
 /** The error statuses a route can answer: from its access, inputs and starts, plus those its handler declares. */
 export function errorStatusesOf(route: RouteSpec): number[] {
-  const statuses = new Set<number>(route.errors ?? []);
+  // Any request: headers too large (431), another method than the path's (405); a path parameter
+  // longer than the router takes (414).
+  const statuses = new Set<number>([...(route.errors ?? []), 405, 431]);
+  if (route.path.includes('/:')) statuses.add(414);
   // Authentication: a missing or unknown token (401), a token of another role (403); a runtime's
   // credential is looked up, and every authenticated route reads PostgreSQL or Temporal (503).
   if (route.access !== 'none') [401, 403, 503].forEach((s) => statuses.add(s));
   if (route.params || route.query || route.body) statuses.add(422);
-  if (route.body) [400, 415].forEach((s) => statuses.add(s));
+  if (route.body) [400, 413, 415].forEach((s) => statuses.add(s));
   // A malformed Idempotency-Key (400); a target that is busy, or a key used for another request (409).
   if (route.startsOperation) [400, 409].forEach((s) => statuses.add(s));
   return [...statuses].sort((a, b) => a - b);
@@ -146,7 +153,8 @@ export function openApiDocument(routes: RouteSpec[], options: DocumentOptions) {
 
   const responses = Object.fromEntries([...usedErrors].sort((a, b) => a - b).map((code) => {
     const { name, description } = ERROR_RESPONSES[code];
-    return [name, { description: `${description} The codes with this status (protocol/errors.ts, the API's and the agents' alike): ${codesOf(code).join(', ')}.`, content: { 'application/json': { schema: ref('schemas/Error') } } }];
+    const headers = code === 405 ? { headers: { Allow: { description: 'the methods the path takes, e.g. `GET, HEAD`', schema: { type: 'string' } } } } : {};
+    return [name, { description: `${description} The codes with this status (protocol/errors.ts, the API's and the agents' alike): ${codesOf(code).join(', ')}.`, ...headers, content: { 'application/json': { schema: ref('schemas/Error') } } }];
   }));
   return {
     openapi: '3.1.0',

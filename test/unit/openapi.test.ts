@@ -96,6 +96,22 @@ describe('the OpenAPI document', () => {
     expect(operationAt('get', '/readyz').responses['503'].content!['application/json'].schema).toEqual({ $ref: '#/components/schemas/Readiness' });
   });
 
+  it('documents the answers any request can get before a route runs: 405 with Allow, 431, 414 on a path parameter, 413 on a body', () => {
+    for (const { where, operation } of operations) {
+      const statuses = Object.keys(operation.responses);
+      expect([where, statuses]).toEqual([where, expect.arrayContaining(['405', '431'])]);
+      if (where.includes('{')) expect([where, statuses]).toEqual([where, expect.arrayContaining(['414'])]);
+      if (operation.requestBody) expect([where, statuses]).toEqual([where, expect.arrayContaining(['413'])]);
+    }
+    expect(Object.keys(operationAt('get', '/v1/tiers/{tier}').responses)).toEqual(expect.arrayContaining(['414']));
+    const responses = doc.components.responses as Record<string, { headers?: Record<string, unknown>; description: string }>;
+    expect(Object.keys(responses.MethodNotAllowed.headers!)).toEqual(['Allow']);
+    expect(responses.MethodNotAllowed.description).toMatch(/method-not-allowed/);
+    expect(responses.HeadersTooLarge.description).toMatch(/headers-too-large/);
+    expect(responses.UriTooLong.description).toMatch(/uri-too-long/);
+    expect(responses.PayloadTooLarge.description).toMatch(/body-too-large/);
+  });
+
   it('documents the Idempotency-Key of every route that starts an operation', () => {
     const starts = [['post', '/v1/workloads/{name}/scale'], ['delete', '/v1/workloads/{name}'], ['post', '/v1/plans/{id}/apply'], ['post', '/v1/runtimes/{id}/recover'], ['post', '/v1/jobs/{job}/operators/{op}/rescale']];
     for (const [method, path] of starts) {
