@@ -179,12 +179,23 @@ export function readDefinitions(file: string): { name: string; definition: unkno
 // ---------------------------------------------------------------------------------------------
 // Readable renderings of the API's answers
 
-function renderState(state: any): string {
+/**
+ * A workload's counts as /v1/state reports them (desired, placed, ready), and its status with the
+ * tasks that are placed but not ready named by number, so a failed task never reads as `placed`.
+ */
+export function workloadCounts(w: any): [Cell, Cell, Cell, Cell] {
+  const placed = w.placed ?? w.placement?.assignments.length ?? 0;
+  const unready = typeof w.ready === 'number' ? placed - w.ready : 0;
+  const desired = w.replicas === 'all' ? `all (${w.desired ?? '?'})` : w.desired ?? w.replicas;
+  return [desired, placed, w.ready, unready > 0 && w.status !== 'retired' ? `${w.status}, ${unready} not ready` : w.status];
+}
+
+export function renderState(state: any): string {
   const parts = [
     section('RUNTIMES', table(['id', 'status', 'labels', 'slots', 'tasks', 'lease', 'fence'],
       state.runtimes.map((r: any) => [r.id, r.status, labels(r.labels), r.slots, r.tasks, relative(r.leaseExpiresAt), r.fence]))),
-    section('WORKLOADS', table(['name', 'kind', 'desired', 'status', 'placed', 'runtimes', 'fence'],
-      state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments), w.placement?.fence]))),
+    section('WORKLOADS', table(['name', 'kind', 'desired', 'placed', 'ready', 'status', 'runtimes', 'fence'],
+      state.workloads.map((w: any) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments), w.placement?.fence]))),
   ];
   if (state.unplaced.length) parts.push(section('UNPLACED', table(['workload', 'reason', 'missing'], state.unplaced.map((u: any) => [u.workload, u.reason, u.missing]))));
   parts.push(section('OPERATIONS', state.operationsAvailable === false
@@ -195,8 +206,8 @@ function renderState(state: any): string {
 }
 
 function renderWorkloadList(state: any): string {
-  return table(['name', 'kind', 'desired', 'status', 'placed', 'runtimes'],
-    state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments)]));
+  return table(['name', 'kind', 'desired', 'placed', 'ready', 'status', 'runtimes'],
+    state.workloads.map((w: any) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments)]));
 }
 
 const assignmentRows = (assignments: any[]) => assignments.map((a: any) => [a.index, a.taskId, a.runtimeId, a.ports ? `${a.ports.public}/${a.ports.internal}` : null, a.partitions?.join(',')]);

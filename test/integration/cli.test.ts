@@ -101,8 +101,8 @@ spec:${SPEC}
     // A replica moved by a recovery (a lease lapsed on a loaded machine) keeps its index with an -rN suffix.
     expect(web).toMatch(/^0\s+cli-web-0-g1(-r\d+)?\s+cli-[ab]\s+\d+\/\d+/m);
     const list = await ok(['workloads', 'list']);
-    expect(list).toMatch(/^NAME\s+KIND\s+DESIRED\s+STATUS\s+PLACED\s+RUNTIMES$/m);
-    expect(list).toMatch(/^cli-web\s+service\s+1\s+placed\s+1\s+cli-[ab]$/m);
+    expect(list).toMatch(/^NAME\s+KIND\s+DESIRED\s+PLACED\s+READY\s+STATUS\s+RUNTIMES$/m);
+    expect(list).toMatch(/^cli-web\s+service\s+1\s+1\s+1\s+placed\s+cli-[ab]$/m);
   });
 });
 
@@ -247,12 +247,15 @@ describe('runtimes', () => {
     expect(await ok(['uncordon', 'cli-b'])).toMatch(/^status:\s+READY$/m);
   });
 
-  it('asks for a recovery and prints what the server answers', async () => {
-    const run = await cli(['recover', 'cli-b']);
-    // recoverRuntime lands with the recovery work; until then the API has no such route and the
-    // CLI passes its message on
-    if (run.code === 0) expect(run.stdout).toMatch(/recover/);
-    else expect(run.stderr).toMatch(/^scalegate: not-found: no route POST \/v1\/runtimes\/cli-b\/recover$/m);
+  it('recovers a runtime: recoverRuntime declares it LOST and completes, and the agent registers again', async () => {
+    const run = await cli(['recover', 'cli-b', '--wait']);
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    expect(run.stdout).toMatch(/^recovering recoverRuntime recover:cli-b /m);
+    expect(run.stdout).toMatch(/^completed/m);
+    const recovery = await json(['operations', 'show', 'recover:cli-b']);
+    expect(recovery).toMatchObject({ kind: 'recoverRuntime', status: 'completed', result: { runtime: 'cli-b', by: 'operator', lost: { outcome: 'declared' } } });
+    // The tests below use both runtimes: the recovered agent registers anew once it learns it is LOST.
+    await stack.waitFor('cli-b READY again', async () => (await json(['state'])).runtimes.find((r: any) => r.id === 'cli-b')?.status === 'READY');
   });
 });
 

@@ -1,6 +1,6 @@
 // cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
 import { table, TABLE_WIDTH } from '../../cli/format';
-import { renderOperation } from '../../cli/main';
+import { renderOperation, renderState } from '../../cli/main';
 import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
 
 const running = (fields: Record<string, unknown>) => ({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
@@ -122,5 +122,27 @@ describe('operations show renders every kind', () => {
   test('any other kind: its fields, one per line, lists joined', () => {
     const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } });
     expect(printed).toMatch(/^RESULT\nstopped:\s+web-0-g1, web-1-g1\nunreachable:\s+\(none\)$/m);
+  });
+});
+
+describe('state shows desired, placed and ready per workload', () => {
+  const workload = (name: string, fields: Record<string, unknown>) => ({
+    name, kind: 'service', replicas: 2, desired: 2, placed: 2, ready: 2, status: 'placed',
+    placement: { fence: 3, generation: 1, assignments: [{ runtimeId: 'agent-a', index: 0, taskId: `${name}-0-g1` }, { runtimeId: 'agent-b', index: 1, taskId: `${name}-1-g1` }] },
+    ...fields,
+  });
+  const state = (workloads: unknown[]) => ({ runtimes: [], workloads, unplaced: [], operations: [], operationsAvailable: true, reconcile: { at: null, skipped: false, passes: 0, skips: 0 } });
+
+  test('a workload whose task failed reads as not ready, with its counts', () => {
+    const printed = renderState(state([workload('web', {}), workload('api', { ready: 1 }), workload('all', { replicas: 'all', desired: 3, placed: 2, ready: 0, status: 'degraded' })]));
+    expect(printed).toMatch(/^NAME\s+KIND\s+DESIRED\s+PLACED\s+READY\s+STATUS\s+RUNTIMES\s+FENCE$/m);
+    expect(printed).toMatch(/^web\s+service\s+2\s+2\s+2\s+placed\s+agent-a,agent-b\s+3$/m);
+    expect(printed).toMatch(/^api\s+service\s+2\s+2\s+1\s+placed, 1 not ready\s+/m);
+    expect(printed).toMatch(/^all\s+service\s+all \(3\)\s+2\s+0\s+degraded, 2 not ready\s+/m);
+  });
+
+  test('a pending workload has nothing placed and nothing to call unready', () => {
+    const printed = renderState(state([workload('new', { placement: null, placed: 0, ready: 0, status: 'pending' })]));
+    expect(printed).toMatch(/^new\s+service\s+2\s+0\s+0\s+pending\s+-\s+-$/m);
   });
 });
