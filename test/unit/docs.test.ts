@@ -564,6 +564,8 @@ function check(docs: Doc[], ctx: Context): Findings {
           if (arg === '-X' || arg === '--request') method = value;
           if (['-d', '--data', '--data-raw', '--data-binary', '--json'].includes(arg)) body = value;
         } else if (/^https?:\/\//.test(arg)) url = arg;
+        // the banner's export (README "Drive it"): the API, whatever port it has
+        else if (/^\$\{?SCALEGATE_API_URL\}?\//.test(arg)) url = arg.replace(/^\$\{?SCALEGATE_API_URL\}?/, 'http://127.0.0.1:8080');
       }
       const target = url && /^https?:\/\/(?:127\.0\.0\.1|localhost):(\d+)(\/[^?#]*)?/.exec(url);
       if (!target) return;
@@ -720,6 +722,7 @@ describe('the checks catch what they are for', () => {
   test('curl lines and routes', () => {
     expect(problemsOf(fence(`curl -s -X POST -H "Authorization: Bearer $OP" \\\n  http://127.0.0.1:8080/v1/workloads/orders/scale -d '{"replicas": 3}'`))).toEqual([]);
     expect(problemsOf(fence('curl -s http://127.0.0.1:8080/v1/workload/orders'))).toEqual([expect.stringContaining('declares no route /v1/workload/orders')]);
+    expect(problemsOf(fence('curl -s "$SCALEGATE_API_URL/v1/workload/orders"'))).toEqual([expect.stringContaining('declares no route /v1/workload/orders')]);
     expect(problemsOf(fence('curl -s -X DELETE http://127.0.0.1:8080/v1/state'))).toEqual([expect.stringContaining('no DELETE on /v1/state')]);
     expect(problemsOf(fence(`curl -s http://127.0.0.1:8080/v1/workloads/orders/scale -d '{"replica": 3}'`))).toEqual([expect.stringContaining("the body is refused by scaleWorkload's body schema")]);
     expect(problemsOf('`GET /v1/tasks/:taskId` on an agent, `POST /v1/operations/<id>/abort`, `PUT /v1/nope`')).toEqual([expect.stringContaining('declares no route /v1/nope')]);
