@@ -125,6 +125,11 @@ export const TierPolicyAnswerSchema = z
   .object({ ...storedTierPolicy, workflowId: z.string().describe('autoscale:<tier>') })
   .meta({ title: 'TierPolicyAnswer' });
 
+/** GET /v1/tiers: every tier with a policy, by name; `GET /v1/tiers/:tier` has what its autoscaler does. */
+export const TierListSchema = z
+  .object({ tiers: z.array(z.object({ ...storedTierPolicy, workflowId: z.string().describe('autoscale:<tier>') })) })
+  .meta({ title: 'TierList' });
+
 /** POST /v1/tiers/:tier/signals (202): the autoscaler workflow the observation went to. */
 export const TierSignalAnswerSchema = z.object({ workflowId: z.string().describe('autoscale:<tier>') }).meta({ title: 'TierSignalAnswer' });
 

@@ -3,6 +3,7 @@
 // default, the API's JSON with --json, and a non-zero exit with the server's message on an error.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startStack, Stack } from '../support/stack';
@@ -256,6 +257,27 @@ describe('runtimes', () => {
     expect(recovery).toMatchObject({ kind: 'recoverRuntime', status: 'completed', result: { runtime: 'cli-b', by: 'operator', lost: { outcome: 'declared' } } });
     // The tests below use both runtimes: the recovered agent registers anew once it learns it is LOST.
     await stack.waitFor('cli-b READY again', async () => (await json(['state'])).runtimes.find((r: any) => r.id === 'cli-b')?.status === 'READY');
+  });
+});
+
+describe('an API that is stopped', () => {
+  it('says within seconds what it waits for, and gives up with a message (exit 1); a refused connection says so at once', async () => {
+    // A stopped API (SIGSTOP): the kernel takes the connection, nothing ever answers.
+    const silent = net.createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    try {
+      const hung = await cli(['state'], { SCALEGATE_API_URL: url, SCALEGATE_CLI_TIMEOUT_MS: '5000' });
+      expect(hung).toMatchObject({ code: 1, stdout: '' });
+      expect(hung.stderr).toMatch(new RegExp(`^scalegate: waiting for the scalegate API at ${url} \\(no answer after 3 s; giving up after 5 s`, 'm'));
+      expect(hung.stderr).toMatch(new RegExp(`^scalegate: no answer from the scalegate API at ${url} within 5 s \\(is npm start running\\?`, 'm'));
+    } finally {
+      silent.close();
+    }
+    // Nothing listens there now: refused at once, no waiting line.
+    const refused = await cli(['state'], { SCALEGATE_API_URL: url });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`scalegate: cannot reach the scalegate API at ${url}: connection refused (is npm start running? --api or SCALEGATE_API_URL names another API)\n`);
   });
 });
 

@@ -4,7 +4,10 @@
 // what the OpenAPI document declares is what the API accepts.
 import http from 'node:http';
 import { ERROR_CODES } from '../../protocol/errors';
+import { createSourceFeed } from '../../store/source-feed';
+import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../support/stack';
+import { defineWorkload } from '../support/workloads';
 
 let stack: Stack;
 
@@ -68,5 +71,46 @@ describe('errors before a route runs have the one shape', () => {
     expectErrorShape(body, 'body-too-large');
     // and the API still serves
     expect((await stack.api('GET', '/healthz', { role: null })).status).toBe(200);
+  });
+});
+
+describe('tiers and jobs list with no argument', () => {
+  it('GET /v1/tiers lists every tier with a policy by name, and scalegate tiers prints them', async () => {
+    expect((await stack.api('GET', '/v1/tiers', { role: 'viewer' })).body).toEqual({ tiers: [] });
+    for (const tier of ['zeta', 'alpha']) {
+      expect((await stack.api('PUT', `/v1/tiers/${tier}/policy`, { body: { workloads: [`${tier}-web`], maxReplicas: 4, targets: { qpsPerInstance: 50 } } })).status).toBe(201);
+    }
+    expect((await stack.api('PUT', '/v1/tiers/zeta/policy', { body: { workloads: ['zeta-web'], maxReplicas: 5, targets: { qpsPerInstance: 50 } } })).status).toBe(200);
+    const listed = await stack.api('GET', '/v1/tiers', { role: 'viewer' });
+    expect(listed.status).toBe(200);
+    expect(listed.body.tiers.map((t: any) => [t.tier, t.revision, t.policy.maxReplicas, t.workflowId])).toEqual([['alpha', 1, 4, 'autoscale:alpha'], ['zeta', 2, 5, 'autoscale:zeta']]);
+    const printed = await runCli(stack, ['tiers']);
+    expect(printed).toMatchObject({ code: 0, stderr: '' });
+    expect(printed.stdout).toMatch(/^TIER\s+WORKLOADS\s+REPLICAS\s+TARGETS\s+REVISION\s+UPDATED\nalpha\s+alpha-web\s+1–4\s+qpsPerInstance 50\s+1\s+.*\nzeta\s+zeta-web\s+1–5\s+qpsPerInstance 50\s+2\s+/m);
+    const ages = (text: string) => text.replace(/\S+ ago$/gm, '');
+    expect(ages((await runCli(stack, ['tiers', 'list'])).stdout)).toBe(ages(printed.stdout));
+  });
+
+  it('GET /v1/jobs lists every stream job (not a service) with its subtasks desired, placed and ready, and scalegate jobs prints them', async () => {
+    await createSourceFeed(stack.db).ensureTables('contract_in');
+    await defineWorkload(stack, 'contract-job', {
+      kind: 'stream', selector: {},
+      contract: { ownership: 'partitioned', partitions: 2, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' },
+      spec: { source: 'contract_in', sink: 'contract_out', partitions: 2, checkpointIntervalMs: 500, operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 1 }, { id: 'out', kind: 'sink', parallelism: 1 }] },
+    }, 3);
+    await defineWorkload(stack, 'contract-web', { kind: 'service', replicas: 1, spec: { command: ['node', '-e', 'require("http").createServer((q, s) => s.end("ok")).listen(process.env.PORT)'], readiness: { http: '/' } } }, 1);
+    const listed = await stack.waitFor('the job listed with its 3 subtasks ready', async () => {
+      const answer = await stack.api('GET', '/v1/jobs', { role: 'viewer' });
+      return answer.body.jobs?.[0]?.ready === 3 ? answer : null;
+    });
+    expect(listed.body).toEqual({ jobs: [{
+      job: 'contract-job', generation: expect.any(Number), desired: 3, placed: 3, ready: 3,
+      operators: [{ id: 'src', kind: 'source', parallelism: 1 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 1 }, { id: 'out', kind: 'sink', parallelism: 1 }],
+    }] });
+    const printed = await runCli(stack, ['jobs']);
+    expect(printed).toMatchObject({ code: 0, stderr: '' });
+    expect(printed.stdout).toMatch(/^JOB\s+OPERATORS\s+GENERATION\s+DESIRED\s+PLACED\s+READY\ncontract-job\s+src 1 → agg 1 → out 1\s+\d+\s+3\s+3\s+3$/m);
+    // and one job by name, as before
+    expect((await runCli(stack, ['jobs', 'contract-job'])).stdout).toMatch(/^job:\s+contract-job$/m);
   });
 });

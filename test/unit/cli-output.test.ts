@@ -1,6 +1,6 @@
 // cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
 import { table, TABLE_WIDTH } from '../../cli/format';
-import { renderOperation, renderState } from '../../cli/main';
+import { renderJobList, renderOperation, renderState, renderTierList } from '../../cli/main';
 import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
 
 const running = (fields: Record<string, unknown>) => ({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
@@ -145,4 +145,12 @@ describe('state shows desired, placed and ready per workload', () => {
     const printed = renderState(state([workload('new', { placement: null, placed: 0, ready: 0, status: 'pending' })]));
     expect(printed).toMatch(/^new\s+service\s+2\s+0\s+0\s+pending\s+-\s+-$/m);
   });
+});
+
+test('jobs and tiers with no argument list them all', () => {
+  const jobs = renderJobList({ jobs: [{ job: 'clicks', generation: 2, operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 4 }, { id: 'out', kind: 'sink', parallelism: 1 }], desired: 7, placed: 7, ready: 6 }] });
+  expect(jobs).toMatch(/^JOB\s+OPERATORS\s+GENERATION\s+DESIRED\s+PLACED\s+READY\nclicks\s+src 2 → agg 4 → out 1\s+2\s+7\s+7\s+6$/m);
+  expect(renderJobList({ jobs: [] })).toBe('(none)');
+  const tiers = renderTierList({ tiers: [{ tier: 'demo', revision: 3, updatedAt: new Date().toISOString(), workflowId: 'autoscale:demo', policy: { workloads: ['demo-web'], minReplicas: 1, maxReplicas: 6, targets: { qpsPerInstance: 100 } } }] });
+  expect(tiers).toMatch(/^TIER\s+WORKLOADS\s+REPLICAS\s+TARGETS\s+REVISION\s+UPDATED\ndemo\s+demo-web\s+1–6\s+qpsPerInstance 100\s+3\s+/m);
 });

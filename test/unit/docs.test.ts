@@ -480,7 +480,9 @@ function check(docs: Doc[], ctx: Context): Findings {
       const candidates = cli.entries.filter((e) => e.words[0] === command);
       if (!candidates.length) return say('scalegate', line, `scalegate ${args.join(' ')}: no command ${command} (USAGE has ${[...new Set(cli.entries.map((e) => e.words[0]))].join(', ')})`);
       const withSub = candidates.filter((e) => e.words.length > 1);
-      const entry = withSub.length ? withSub.find((e) => e.words[1] === sub) : candidates[0];
+      // `jobs` and `jobs <job>`, `tiers` and `tiers show <tier>`: a subcommand by name, else the plain form whose arguments fit
+      const plain = candidates.filter((e) => e.words.length === 1);
+      const entry = withSub.find((e) => e.words[1] === sub) ?? plain.find((e) => positionals.length - 1 === e.args.length) ?? (withSub.length ? undefined : candidates[0]);
       if (!entry) {
         if (sub === undefined && !strict) return;
         return say('scalegate', line, `scalegate ${args.join(' ')}: no subcommand ${command} ${sub ?? ''} (USAGE has ${withSub.map((e) => e.words.join(' ')).join(', ')})`);

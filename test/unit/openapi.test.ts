@@ -34,7 +34,7 @@ describe('the OpenAPI document', () => {
     expect(operations.map((o) => o.where).sort()).toEqual([
       'DELETE /v1/workloads/{name}',
       'GET /healthz', 'GET /metrics', 'GET /openapi.json', 'GET /readyz',
-      'GET /v1/jobs/{job}', 'GET /v1/ledger', 'GET /v1/operations/{workflowId}', 'GET /v1/operations/{workflowId}/report', 'GET /v1/state', 'GET /v1/tiers/{tier}', 'GET /v1/workloads/{name}',
+      'GET /v1/jobs', 'GET /v1/jobs/{job}', 'GET /v1/ledger', 'GET /v1/operations/{workflowId}', 'GET /v1/operations/{workflowId}/report', 'GET /v1/state', 'GET /v1/tiers', 'GET /v1/tiers/{tier}', 'GET /v1/workloads/{name}',
       'POST /v1/jobs/{job}/operators/{op}/rescale',
       'POST /v1/operations/{workflowId}/abort', 'POST /v1/operations/{workflowId}/approve',
       'POST /v1/plans/{id}/apply',
