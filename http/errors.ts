@@ -43,7 +43,18 @@ const errorBody = (code: ErrorCode, message: string): ErrorBody => ({ error: cod
 /** Installs the one error mapping, the 404 for unknown paths and the 405 for unknown methods on a Fastify app. */
 export function installErrorHandling(app: FastifyInstance, handling: ErrorHandling): void {
   const methodsAt = routeMethods(app);
-  app.setErrorHandler((error: FastifyError | CodedError, _request, reply) => {
+  const noRoute = (request: FastifyRequest, reply: FastifyReply) => {
+    const path = request.url.split('?')[0];
+    const allowed = methodsAt(request.url);
+    if (allowed.length) {
+      return reply.status(405).header('allow', allowed.join(', ')).send(errorBody('method-not-allowed', `${path} takes ${allowed.join(', ')}, not ${request.method}`));
+    }
+    return reply.status(404).send(errorBody('not-found', `no route ${request.method} ${path}`));
+  };
+  app.setErrorHandler((error: FastifyError | CodedError, request, reply) => {
+    // No route matched, and Fastify refused the request before the not-found handler ran (a QUERY
+    // without a content type): the path or the method is what is wrong.
+    if (request.is404) return noRoute(request, reply);
     if (error instanceof CodedError) return reply.status(error.status).send(error.toBody());
     const body = frameworkErrorBody(error);
     if (body) return reply.status(body.status).send(body.body);
@@ -52,24 +63,26 @@ export function installErrorHandling(app: FastifyInstance, handling: ErrorHandli
     handling.onUnexpected(error);
     return reply.status(500).send({ error: 'internal', message: 'internal error; see the log' } satisfies ErrorBody);
   });
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0];
-    const allowed = methodsAt(request.url);
-    if (allowed.length) {
-      return reply.status(405).header('allow', allowed.join(', ')).send(errorBody('method-not-allowed', `${path} takes ${allowed.join(', ')}, not ${request.method}`));
-    }
-    return reply.status(404).send(errorBody('not-found', `no route ${request.method} ${path}`));
-  });
+  app.setNotFoundHandler(noRoute);
 }
 
 /**
  * What a Fastify app answers before any route runs, in the one error shape (Fastify's own bodies
  * are `{error: "Bad Request", code, statusCode}`): pass both to `Fastify({...})`.
- *   frameworkErrors     a path parameter longer than the router takes (414), a URL that does not decode (400)
+ *   routerOptions       path segments up to MAX_PARAM_LENGTH
+ *   frameworkErrors     a path parameter longer than that (414), a URL that does not decode (400)
  *   clientErrorHandler  headers larger than Node reads (431), a request that arrived too slowly (408),
  *                       bytes that are not HTTP (400); written on the socket, which is then closed
  */
+/**
+ * The longest path segment the router takes, as sent (percent-encoded): above every valid path
+ * parameter's (a workflow id: 300 characters, up to 12 bytes each encoded), so a request the
+ * document accepts is never refused 414; a longer one is.
+ */
+export const MAX_PARAM_LENGTH = 4096;
+
 export const frameworkErrorOptions = {
+  routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
     const path = request.url.split('?')[0];
     const body = error.code === 'FST_ERR_MAX_PARAM_LENGTH'

@@ -37,7 +37,7 @@ const ERROR_RESPONSES: Record<number, { name: string; description: string }> = {
   405: { name: 'MethodNotAllowed', description: 'The path exists but not with this method (this path answers it to any method it does not list); the Allow header lists those it takes.' },
   409: { name: 'Conflict', description: 'A conflict with what is there now: an operation already runs on the target, a stale plan or fence, an Idempotency-Key used for another request.' },
   413: { name: 'PayloadTooLarge', description: 'The body is larger than the server reads (1 MiB).' },
-  414: { name: 'UriTooLong', description: 'A path segment is longer than the router takes (100 characters: longer than any name the API accepts).' },
+  414: { name: 'UriTooLong', description: 'A path segment is longer than the router takes (4096 characters as sent, percent-encoded: longer than any valid parameter).' },
   415: { name: 'UnsupportedMediaType', description: 'The body is not application/json.' },
   422: { name: 'ValidationFailed', description: 'The input is well-formed but invalid; validation-failed lists every bad field in `issues`.' },
   431: { name: 'HeadersTooLarge', description: 'The request headers are larger than the server reads (16 KiB in all).' },
@@ -64,6 +64,9 @@ export function errorStatusesOf(route: RouteSpec): number[] {
 
 const ref = (to: string) => ({ $ref: `#/components/${to}` });
 
+/** No NUL character anywhere (JSON Schema's regex dialect is ECMA-262's, as JavaScript's). */
+const NO_NUL = '^[^\\u0000]*$';
+
 /** JSON Schema of a zod schema, as OpenAPI 3.1 embeds it (no `$schema`, no safe-integer bounds on every integer). */
 function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const { $schema: _dialect, ...json } = z.toJSONSchema(schema, {
@@ -75,6 +78,9 @@ function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string,
       if (node.maximum === Number.MAX_SAFE_INTEGER) delete node.maximum;
       // An answer may gain fields (DESIGN.md §6: more fields are welcome): only requests are closed.
       if (io === 'output' && node.additionalProperties === false) delete node.additionalProperties;
+      // A request's strings and keys take no NUL (http/route.ts nulPath: PostgreSQL stores none).
+      if (io === 'input' && node.type === 'string' && node.pattern === undefined && node.const === undefined && node.enum === undefined) node.pattern = NO_NUL;
+      if (io === 'input' && node.type === 'object' && node.additionalProperties !== false && node.propertyNames === undefined) node.propertyNames = { pattern: NO_NUL };
     },
   });
   return json;

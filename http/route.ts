@@ -82,8 +82,8 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown, S extends z.Zo
   /** overrides the server's request deadline (e.g. a route that waits for a workflow's update) */
   deadlineMs?: number;
   /**
-   * The route starts an operation: a request whose Idempotency-Key already started one is answered
-   * that operation (202) before anything else is looked at (DESIGN.md §4 "Unambiguous starts").
+   * The route starts an operation: a valid request whose Idempotency-Key already started one is
+   * answered that operation (202) before the handler runs (DESIGN.md §4 "Unambiguous starts").
    */
   startsOperation?: boolean;
   /**
@@ -170,14 +170,16 @@ export function registerRoutes(
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const handle = async (): Promise<Reply> => {
           const { role, runtime } = await authenticate(route, tokens, request);
-          if (route.startsOperation && options.earlierStart) {
-            const earlier = await options.earlierStart(request);
-            if (earlier) return ok(earlier, 202);
-          }
+          // A request the document refuses is refused, a retry with a used Idempotency-Key too
+          // (it answered 202 with the first operation, even with no body at all).
           const params = parseWith(route.params, request.params, 'params');
           const query = parseWith(route.query, request.query, 'query');
           if (route.body && request.body === undefined) throw new ApiError('bad-request', 'a JSON body is required');
           const body = parseWith(route.body, request.body, 'body', route.bodyName);
+          if (route.startsOperation && options.earlierStart) {
+            const earlier = await options.earlierStart(request);
+            if (earlier) return ok(earlier, 202);
+          }
           return route.handler({ params, query, body, role, runtime, request });
         };
         const deadlineMs = route.deadlineMs ?? options.deadlineMs;

@@ -43,9 +43,19 @@ export const Replicas = z.union([
     .int({ message: 'replicas must be an integer ≥ 1 or "all"' })
     .refine((n) => n !== 0, { message: 'replicas 0 is refused: retire (DELETE) or delete the workload instead' })
     .refine((n) => n >= 1, { message: 'replicas must be an integer ≥ 1 or "all"' })
-    .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` }),
+    .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` })
+    // the refinements above, as the OpenAPI document states them (a refine is not JSON Schema)
+    .meta({ minimum: 1, maximum: LIMITS.replicas }),
 ]);
 export type ReplicaCount = z.infer<typeof Replicas>;
+
+/**
+ * JSON Schema that an object has at least one of `names` (for a refine's `.meta()`, so the OpenAPI
+ * document states it); each alternative names its property, as Redocly's lint asks.
+ */
+export const oneOfPresent = (...names: string[]) => ({ anyOf: names.map((name) => requiredSchema(name)) });
+/** JSON Schema that an object has `name`. */
+export const requiredSchema = (name: string, schema: Record<string, unknown> = {}) => ({ required: [name], properties: { [name]: schema } });
 
 /**
  * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,

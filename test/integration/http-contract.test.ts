@@ -12,7 +12,7 @@ import { defineWorkload } from '../support/workloads';
 let stack: Stack;
 
 beforeAll(async () => {
-  stack = await startStack({ agents: [{ id: 'contract-a', labels: { zone: 'a' } }] });
+  stack = await startStack({ agents: [{ id: 'contract-a', labels: { zone: 'a' }, slots: 8 }] });
 });
 afterAll(async () => {
   await stack?.stop();
@@ -60,9 +60,13 @@ describe('errors before a route runs have the one shape', () => {
     const headers = await raw({ method: 'GET', path: '/healthz', headers: { 'x-filler': 'a'.repeat(20_000) } });
     expect(headers.status).toBe(431);
     expectErrorShape(headers, 'headers-too-large');
-    const long = await raw({ method: 'GET', path: `/v1/tiers/${'a'.repeat(150)}`, headers: { authorization: `Bearer ${stack.tokens.viewer}` } });
+    const long = await raw({ method: 'GET', path: `/v1/tiers/${'a'.repeat(5000)}`, headers: { authorization: `Bearer ${stack.tokens.viewer}` } });
     expect(long.status).toBe(414);
     expectErrorShape(long, 'uri-too-long');
+    // a valid workflow id (300 characters, any of them percent-encoded) is routed, never a 414
+    const workflowId = encodeURIComponent('scale:' + '\u{1F4A5}'.repeat(147));
+    expect(workflowId.length).toBeGreaterThan(1_700);
+    expect((await raw({ method: 'GET', path: `/v1/operations/${workflowId}`, headers: { authorization: `Bearer ${stack.tokens.viewer}` } })).status).toBe(404);
     const body = await raw({
       method: 'POST', path: '/v1/workloads/web/plan', body: JSON.stringify({ replicas: 1, filler: 'a'.repeat(1_100_000) }),
       headers: { authorization: `Bearer ${stack.tokens.operator}`, 'content-type': 'application/json' },
@@ -112,5 +116,24 @@ describe('tiers and jobs list with no argument', () => {
     expect(printed.stdout).toMatch(/^JOB\s+OPERATORS\s+GENERATION\s+DESIRED\s+PLACED\s+READY\ncontract-job\s+src 1 → agg 1 → out 1\s+\d+\s+3\s+3\s+3$/m);
     // and one job by name, as before
     expect((await runCli(stack, ['jobs', 'contract-job'])).stdout).toMatch(/^job:\s+contract-job$/m);
+  });
+});
+
+describe('what the document refuses is refused', () => {
+  it('a used Idempotency-Key with no body or a body the schema refuses is 400 / 422, not the first operation\'s 202', async () => {
+    await defineWorkload(stack, 'contract-key', { kind: 'service', replicas: 1, spec: { command: ['node', '-e', 'require("http").createServer((q, s) => s.end("ok")).listen(process.env.PORT)'], readiness: { http: '/' } } }, 1);
+    const headers = { authorization: `Bearer ${stack.tokens.operator}`, 'content-type': 'application/json', 'idempotency-key': 'contract-key-1' };
+    const first = await raw({ method: 'POST', path: '/v1/workloads/contract-key/scale', headers, body: JSON.stringify({ replicas: 2, soakMs: 0 }) });
+    expect(first).toMatchObject({ status: 202, body: { workflowId: 'scale:contract-key' } });
+    const { 'content-type': _type, ...noBodyHeaders } = headers;
+    const noBody = await raw({ method: 'POST', path: '/v1/workloads/contract-key/scale', headers: noBodyHeaders });
+    expect(noBody.status).toBe(400);
+    expectErrorShape(noBody, 'bad-request');
+    const zero = await raw({ method: 'POST', path: '/v1/workloads/contract-key/scale', headers, body: JSON.stringify({ replicas: 0 }) });
+    expect(zero.status).toBe(422);
+    expect(zero.body).toMatchObject({ error: 'validation-failed', issues: expect.arrayContaining([expect.objectContaining({ path: 'body.replicas' })]) });
+    // the same request again is still answered the operation it started
+    const again = await raw({ method: 'POST', path: '/v1/workloads/contract-key/scale', headers, body: JSON.stringify({ replicas: 2, soakMs: 0 }) });
+    expect(again).toMatchObject({ status: 202, body: { workflowId: 'scale:contract-key', runId: first.body.runId } });
   });
 });

@@ -112,6 +112,30 @@ describe('the OpenAPI document', () => {
     expect(responses.PayloadTooLarge.description).toMatch(/body-too-large/);
   });
 
+  it('states the refinements the API enforces, so a request valid by the document is not refused as malformed', () => {
+    const body = (method: string, path: string) => operationAt(method, path).requestBody!.content['application/json'].schema as Record<string, any>;
+    // replicas: 0 is refused on scale, plan and a workload's definition
+    for (const [method, path] of [['post', '/v1/workloads/{name}/scale'], ['post', '/v1/workloads/{name}/plan']]) {
+      expect(body(method, path).properties.replicas.anyOf).toContainEqual(expect.objectContaining({ type: 'integer', minimum: 1 }));
+    }
+    for (const kind of body('put', '/v1/workloads/{name}').oneOf) expect(kind.properties.replicas.anyOf).toContainEqual(expect.objectContaining({ type: 'integer', minimum: 1 }));
+    // a signal carries at least one figure; a policy at least one target, each workload once
+    expect(body('post', '/v1/tiers/{tier}/signals').anyOf.map((a: any) => a.required)).toEqual([['qps'], ['activeUsers'], ['cpuUtilization'], ['queueDepth']]);
+    const policy = body('put', '/v1/tiers/{tier}/policy');
+    expect(policy.properties.targets.minProperties).toBe(1);
+    expect(policy.properties.workloads.uniqueItems).toBe(true);
+    expect(policy.dependentSchemas.observe.properties.targets.required).toEqual(['queueDepthPerInstance']);
+    expect(policy.description).toMatch(/minReplicas ≤ maxReplicas/);
+    // a partitioned contract names its partitions; no control-plane table as a source or sink; bounded labels
+    const consumer = body('put', '/v1/workloads/{name}').oneOf[1];
+    expect(consumer.properties.contract.then.required).toEqual(['partitions']);
+    expect(JSON.stringify(consumer.properties.spec)).toContain('"not":{"anyOf":[{"enum":[');
+    expect(consumer.properties.selector.maxProperties).toBeGreaterThan(0);
+    // no NUL in a request's strings or keys (http/route.ts refuses them)
+    expect(body('post', '/v1/workloads/{name}/scale').properties.reason.pattern).toBe('^[^\\u0000]*$');
+    expect(new RegExp(body('post', '/v1/workloads/{name}/scale').properties.reason.pattern).test('a\u0000b')).toBe(false);
+  });
+
   it('documents the Idempotency-Key of every route that starts an operation', () => {
     const starts = [['post', '/v1/workloads/{name}/scale'], ['delete', '/v1/workloads/{name}'], ['post', '/v1/plans/{id}/apply'], ['post', '/v1/runtimes/{id}/recover'], ['post', '/v1/jobs/{job}/operators/{op}/rescale']];
     for (const [method, path] of starts) {
