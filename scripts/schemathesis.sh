@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=4.32.5
-EXAMPLES=${SCHEMATHESIS_EXAMPLES:-10}
+EXAMPLES=${SCHEMATHESIS_EXAMPLES:-5}
 SEED=${SCHEMATHESIS_SEED:-1}
 venv="${XDG_CACHE_HOME:-$HOME/.cache}/scalegate/schemathesis-$VERSION"
 if [ ! -x "$venv/bin/schemathesis" ]; then
