@@ -67,20 +67,20 @@ export function installErrorHandling(app: FastifyInstance, handling: ErrorHandli
 }
 
 /**
+ * The longest path segment the router takes, as sent (percent-encoded): above every valid path
+ * parameter's (a workflow id: 300 characters, each up to 12 once percent-encoded), so a request the
+ * document accepts is never refused 414; a longer one is.
+ */
+export const MAX_PARAM_LENGTH = 4096;
+
+/**
  * What a Fastify app answers before any route runs, in the one error shape (Fastify's own bodies
- * are `{error: "Bad Request", code, statusCode}`): pass both to `Fastify({...})`.
+ * are `{error: "Bad Request", code, statusCode}`): spread into `Fastify({...})`.
  *   routerOptions       path segments up to MAX_PARAM_LENGTH
  *   frameworkErrors     a path parameter longer than that (414), a URL that does not decode (400)
  *   clientErrorHandler  headers larger than Node reads (431), a request that arrived too slowly (408),
  *                       bytes that are not HTTP (400); written on the socket, which is then closed
  */
-/**
- * The longest path segment the router takes, as sent (percent-encoded): above every valid path
- * parameter's (a workflow id: 300 characters, up to 12 bytes each encoded), so a request the
- * document accepts is never refused 414; a longer one is.
- */
-export const MAX_PARAM_LENGTH = 4096;
-
 export const frameworkErrorOptions = {
   routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
