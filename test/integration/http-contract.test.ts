@@ -132,6 +132,9 @@ describe('what the document refuses is refused', () => {
     const zero = await raw({ method: 'POST', path: '/v1/workloads/contract-key/scale', headers, body: JSON.stringify({ replicas: 0 }) });
     expect(zero.status).toBe(422);
     expect(zero.body).toMatchObject({ error: 'validation-failed', issues: expect.arrayContaining([expect.objectContaining({ path: 'body.replicas' })]) });
+    // "all" is a definition's replicas, no scale's: the document says integer, the API refuses it as malformed
+    const allReplicas = await stack.api('POST', '/v1/workloads/contract-key/scale', { body: { replicas: 'all' } });
+    expect(allReplicas).toMatchObject({ status: 422, body: { error: 'validation-failed', issues: [{ path: 'body.replicas', message: 'scale takes a replica count; "all" is a workload definition (PUT)' }] } });
     // the same request again is still answered the operation it started
     const again = await raw({ method: 'POST', path: '/v1/workloads/contract-key/scale', headers, body: JSON.stringify({ replicas: 2, soakMs: 0 }) });
     expect(again).toMatchObject({ status: 202, body: { workflowId: 'scale:contract-key', runId: first.body.runId } });

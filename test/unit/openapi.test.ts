@@ -114,10 +114,9 @@ describe('the OpenAPI document', () => {
 
   it('states the refinements the API enforces, so a request valid by the document is not refused as malformed', () => {
     const body = (method: string, path: string) => operationAt(method, path).requestBody!.content['application/json'].schema as Record<string, any>;
-    // replicas: 0 is refused on scale, plan and a workload's definition
-    for (const [method, path] of [['post', '/v1/workloads/{name}/scale'], ['post', '/v1/workloads/{name}/plan']]) {
-      expect(body(method, path).properties.replicas.anyOf).toContainEqual(expect.objectContaining({ type: 'integer', minimum: 1 }));
-    }
+    // replicas: 0 is refused on scale, plan and a workload's definition; "all" is no scale's
+    expect(body('post', '/v1/workloads/{name}/scale').properties.replicas).toEqual({ type: 'integer', minimum: 1, maximum: 10_000 });
+    expect(body('post', '/v1/workloads/{name}/plan').properties.replicas.anyOf).toEqual([{ type: 'string', const: 'all' }, { type: 'integer', minimum: 1, maximum: 10_000 }]);
     for (const kind of body('put', '/v1/workloads/{name}').oneOf) expect(kind.properties.replicas.anyOf).toContainEqual(expect.objectContaining({ type: 'integer', minimum: 1 }));
     // a signal carries at least one figure; a policy at least one target, each workload once
     expect(body('post', '/v1/tiers/{tier}/signals').anyOf.map((a: any) => a.required)).toEqual([['qps'], ['activeUsers'], ['cpuUtilization'], ['queueDepth']]);
