@@ -2,9 +2,11 @@
 // appended layout, arm the affected subtasks, trigger and await the cutover barrier C, then retire
 // the old subtasks. Each is safe to retry after it took effect.
 import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
+import { buildPlan } from '../domain/plan';
 import { placeAppended, rescaleEligibility } from '../domain/rescale';
 import { eligibleRuntimes } from '../domain/placement';
-import { appendRescaled, blockOf, indicesOf, subtaskCount } from '../domain/stream';
+import { appendRescaled, blockOf, indicesOf, subtaskCount, withParallelism } from '../domain/stream';
+import { createPlanner } from '../store/planner';
 import type { Assignment, CutoverAnswer, StreamSpec } from '../protocol';
 import { StalePlacementError } from '../store/registry';
 import { cancellationRequested, heartbeat, idempotencyKey, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
@@ -36,6 +38,7 @@ export function rescaleActivities(deps: ActivityDeps) {
   const { registry, runtimes, streamJobs } = deps.stores;
   const { agents, now } = deps;
   const { agentOf, requireStreamJob: requireJob } = lookups(deps);
+  const planner = createPlanner(deps.stores, now);
 
   return {
     /**
@@ -64,7 +67,15 @@ export function rescaleActivities(deps: ActivityDeps) {
         runtimes: eligibleRuntimes(fleet, job, now()), usedSlots, jobSubtasks,
       });
       if (placed.missing.length) {
-        return { hot: false, reason: `no free slot for ${placed.missing.length} of the ${input.parallelism} new subtasks next to the running ones`, from: eligibility.from, to: input.parallelism };
+        const noSlot = `no free slot for ${placed.missing.length} of the ${input.parallelism} new subtasks next to the running ones`;
+        // Not hot; and when the whole job at this size does not fit a new generation either, the
+        // replan could not run it: refused here, before the clock pauses or anything else changes.
+        const resized = withParallelism(job.spec, { [input.operator]: input.parallelism });
+        const trial = buildPlan({ workload: { ...job, spec: resized }, replicas: subtaskCount(resized), ...(await planner.snapshot()), nowMs: now(), newGeneration: true });
+        if (trial.unplaced) {
+          throw nonRetryable('placement-unavailable', `${noSlot}, and ${trial.unplaced.missing} of the job's ${subtaskCount(resized)} subtasks at ${input.operator} = ${input.parallelism} do not fit the eligible runtimes' free slots in a new generation either (nothing was changed)`);
+        }
+        return { hot: false, reason: noSlot, from: eligibility.from, to: input.parallelism };
       }
 
       const coordinator = byIndex.get(blockOf(job.spec, 'sink').base)!;

@@ -2,7 +2,7 @@
 // this agent's runtime (DESIGN.md §3 "Credentials"): not the shared agent token, not another
 // runtime's credential. Before the agent has registered it has none, and answers 503.
 import Fastify from 'fastify';
-import { ApiError, installErrorHandling } from '../http/errors';
+import { ApiError, frameworkErrorOptions, installErrorHandling } from '../http/errors';
 import { defineRoute, ok, registerRoutes, type RuntimeAccess } from '../http/route';
 import { CheckpointClockBodySchema, CutoverBodySchema, DrainQuerySchema, ProbeBodySchema, TaskParamsSchema, TaskStartBodySchema, type StopAnswer } from '../protocol';
 import type { TaskHost } from './host';
@@ -17,7 +17,7 @@ export interface AgentServerOptions {
 }
 
 export function buildAgentServer(options: AgentServerOptions) {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, ...frameworkErrorOptions });
   const { host } = options;
   /** Every route: the caller must be this very runtime's control plane, proven by its credential. */
   const self: RuntimeAccess = {

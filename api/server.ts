@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { earlierStart } from './operations';
 import { createRedactor, REDACTED, secretsOf, workloadOfWorkflowId } from '../lib/log';
 import type { ApiDeps } from './deps';
-import { installErrorHandling } from '../http/errors';
+import { frameworkErrorOptions, installErrorHandling } from '../http/errors';
 import { dependencyFailure } from './dependencies';
 import { openApiDocument } from '../http/openapi';
 import { defineRoute, registerRoutes, RouteSpec } from '../http/route';
@@ -142,6 +142,8 @@ export function buildServer(deps: ApiDeps) {
     bodyLimit: 1024 * 1024,
     // Fastify's two lines per request are noise; the onResponse hook below writes one scoped line
     logController: new LogController({ disableRequestLogging: true }),
+    // a 414, 431 or undecodable URL in the one error shape, like every other error
+    ...frameworkErrorOptions,
   });
 
   installErrorHandling(app, { onUnexpected: (error) => app.log.error({ err: error }, 'unhandled error'), classify: dependencyFailure });

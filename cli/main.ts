@@ -48,11 +48,13 @@ export const USAGE = `usage: scalegate <command> [options]
   operations approve <workflowId>            approve a scale-out waiting for manual approval
   operations abort <workflowId>              abort (after a change, the replan compensates)
   ledger [--workload W] [--kind K] [--limit N]   scale events, newest first
+  jobs                                       every stream job: operators, subtasks desired, placed, ready
   jobs <job>                                 a stream job: operators, subtasks with their counters,
                                              last completed checkpoint, running operation
   rescale <job> <operator> <parallelism> [--reason TEXT] [--wait]
                                              rescale one operator: hot at a checkpoint barrier when it
                                              can (integer factor, keyed aggregate), else stop-the-world
+  tiers | tiers list                         every tier with a policy: workloads, replicas, targets
   tiers show <tier>                          policy, latest observations, last decision, running operation
   tiers policy <tier> -f FILE                set a tier's autoscaler policy (YAML or JSON)
   tiers signal <tier> [--qps N] [--active-users N] [--cpu-utilization F] [--queue-depth N] [--at ISO]
@@ -101,17 +103,38 @@ function token(role: Role): string {
   return found;
 }
 
-function client(api: string) {
+/** How long a call waits without a word before it says what it waits for (on stderr). */
+export const WAIT_NOTICE_MS = 3_000;
+/** How long a call waits for an answer at most: past the API's longest route deadline (60 s, an approval). */
+const DEFAULT_TIMEOUT_MS = 70_000;
+
+/** Why a call got no answer, in words: a stopped API refuses at once, a hung one never answers. */
+export function unreachableMessage(api: string, error: unknown, timeoutMs: number): string {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  const hint = '(is npm start running? --api or SCALEGATE_API_URL names another API)';
+  if ((error as Error).name === 'TimeoutError') return `no answer from the scalegate API at ${api} within ${Math.round(timeoutMs / 1000)} s ${hint}`;
+  if (cause?.code === 'ECONNREFUSED') return `cannot reach the scalegate API at ${api}: connection refused ${hint}`;
+  return `cannot reach the scalegate API at ${api}: ${cause?.message ?? (error as Error).message} ${hint}`;
+}
+
+function client(api: string, say: (line: string) => void) {
+  const timeoutMs = Number(process.env.SCALEGATE_CLI_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS;
   return async (method: string, urlPath: string, role: Role, body?: unknown): Promise<any> => {
     let response: Response;
+    // A call that gets no answer (an API stopped with SIGSTOP, a host that drops packets) says so
+    // within seconds, and gives up after timeoutMs with a message: never a silent hang.
+    const notice = setTimeout(() => say(`scalegate: waiting for the scalegate API at ${api} (no answer after ${WAIT_NOTICE_MS / 1000} s; giving up after ${Math.round(timeoutMs / 1000)} s, SCALEGATE_CLI_TIMEOUT_MS)`), WAIT_NOTICE_MS);
     try {
       response = await fetch(`${api}${urlPath}`, {
         method,
         headers: { authorization: `Bearer ${token(role)}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (error) {
-      throw new Error(`cannot reach the scalegate API at ${api}: ${(error as Error & { cause?: Error }).cause?.message ?? (error as Error).message}`);
+      throw new Error(unreachableMessage(api, error, timeoutMs));
+    } finally {
+      clearTimeout(notice);
     }
     const text = await response.text();
     let parsed: unknown = text;
@@ -183,12 +206,23 @@ export function readDefinitions(file: string): { name: string; definition: unkno
 // ---------------------------------------------------------------------------------------------
 // Readable renderings of the API's answers
 
-function renderState(state: any): string {
+/**
+ * A workload's counts as /v1/state reports them (desired, placed, ready), and its status with the
+ * tasks that are placed but not ready named by number, so a failed task never reads as `placed`.
+ */
+export function workloadCounts(w: any): [Cell, Cell, Cell, Cell] {
+  const placed = w.placed ?? w.placement?.assignments.length ?? 0;
+  const unready = typeof w.ready === 'number' ? placed - w.ready : 0;
+  const desired = w.replicas === 'all' ? `all (${w.desired ?? '?'})` : w.desired ?? w.replicas;
+  return [desired, placed, w.ready, unready > 0 && w.status !== 'retired' ? `${w.status}, ${unready} not ready` : w.status];
+}
+
+export function renderState(state: any): string {
   const parts = [
     section('RUNTIMES', table(['id', 'status', 'labels', 'slots', 'tasks', 'lease', 'fence'],
       state.runtimes.map((r: any) => [r.id, r.status, labels(r.labels), r.slots, r.tasks, relative(r.leaseExpiresAt), r.fence]))),
-    section('WORKLOADS', table(['name', 'kind', 'desired', 'status', 'placed', 'runtimes', 'fence'],
-      state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments), w.placement?.fence]))),
+    section('WORKLOADS', table(['name', 'kind', 'desired', 'placed', 'ready', 'status', 'runtimes', 'fence'],
+      state.workloads.map((w: any) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments), w.placement?.fence]))),
   ];
   if (state.unplaced.length) parts.push(section('UNPLACED', table(['workload', 'reason', 'missing'], state.unplaced.map((u: any) => [u.workload, u.reason, u.missing]))));
   parts.push(section('OPERATIONS', state.operationsAvailable === false
@@ -209,8 +243,8 @@ function renderSupervision(state: any): string[] {
 }
 
 function renderWorkloadList(state: any): string {
-  return table(['name', 'kind', 'desired', 'status', 'placed', 'runtimes'],
-    state.workloads.map((w: any) => [w.name, w.kind, w.replicas, w.status, w.placement?.assignments.length ?? 0, runtimesOf(w.placement?.assignments)]));
+  return table(['name', 'kind', 'desired', 'placed', 'ready', 'status', 'runtimes'],
+    state.workloads.map((w: any) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments)]));
 }
 
 const assignmentRows = (assignments: any[]) => assignments.map((a: any) => [a.index, a.taskId, a.runtimeId, a.ports ? `${a.ports.public}/${a.ports.internal}` : null, a.partitions?.join(',')]);
@@ -392,6 +426,19 @@ function renderJob(j: any): string {
   ].join('\n\n');
 }
 
+export function renderJobList(answer: any): string {
+  return table(['job', 'operators', 'generation', 'desired', 'placed', 'ready'], answer.jobs.map((j: any) => [
+    j.job, j.operators.map((o: any) => `${o.id} ${o.parallelism}`).join(' → '), j.generation, j.desired, j.placed, j.ready,
+  ]));
+}
+
+export function renderTierList(answer: any): string {
+  return table(['tier', 'workloads', 'replicas', 'targets', 'revision', 'updated'], answer.tiers.map((t: any) => [
+    t.tier, t.policy.workloads.join(', '), `${t.policy.minReplicas}–${t.policy.maxReplicas}`,
+    Object.entries(t.policy.targets).map(([k, v]) => `${k} ${v}`).join(', '), t.revision, relative(t.updatedAt),
+  ]));
+}
+
 function renderRuntime(r: any): string {
   return fields([['runtime', r.id], ['status', r.status], ['labels', labels(r.labels)], ['fence', r.fence], ['lease', relative(r.leaseExpiresAt)]]);
 }
@@ -439,7 +486,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
     return;
   }
   const api = (values.api ?? process.env.SCALEGATE_API_URL ?? readStackFile(stateHome())?.apiUrl ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
-  const call = client(api);
+  const call = client(api, (line) => process.stderr.write(`${line}\n`));
   const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
   // A start is followed to its end with --wait, and by default on a terminal (not with --json).
   const wait = values['no-wait'] ? false : values.wait ?? (Boolean(process.stdout.isTTY) && !values.json);
@@ -546,9 +593,11 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       return started('rescaling', await call('POST', path, 'operator', request));
     }
     case 'jobs':
-      return show(await call('GET', `/v1/jobs/${enc(need(sub, 'the job: jobs <job>'))}`, 'viewer'), renderJob);
+      if (sub === undefined) return show(await call('GET', '/v1/jobs', 'viewer'), renderJobList);
+      return show(await call('GET', `/v1/jobs/${enc(sub)}`, 'viewer'), renderJob);
     case 'tiers': {
-      const tier = enc(need(a, `the tier: tiers ${sub ?? 'show'} <tier>`));
+      if (sub === undefined || sub === 'list') return show(await call('GET', '/v1/tiers', 'viewer'), renderTierList);
+      const tier = enc(need(a, `the tier: tiers ${sub} <tier>`));
       if (sub === 'show') return show(await call('GET', `/v1/tiers/${tier}`, 'viewer'), renderTier);
       if (sub === 'policy') {
         const file = need(values.file, 'the file: tiers policy <tier> -f FILE');

@@ -71,7 +71,7 @@ export function demoTour(apiUrl: string): string[] {
     `  ${cli} jobs demo-clicks                        # the stream job: subtasks, counters, checkpoints`,
     `  ${cli} rescale demo-clicks agg 4 --wait        # hot rescale at a checkpoint barrier`,
     `  ${cli} rescale demo-clicks agg 3 --wait        # not an integer factor: the stop-the-world replan, saying why`,
-    `  ${cli} tiers signal demo --qps 150             # the autoscaler: desired = ceil(150 / 100) = 2, a scale-in after 10 s of it`,
+    `  ${cli} tiers signal demo --qps 150             # the autoscaler: desired = ceil(150 / 100) = 2, so demo-web 3 → 2 at once`,
     `  ${cli} recover agent-c --wait                  # recoverRuntime: move agent-c's work elsewhere`,
     `  ${cli} ledger --limit 10                       # every decision, newest first`,
   ];

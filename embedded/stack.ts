@@ -257,7 +257,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       `  API            ${apiUrl}   (OpenAPI: ${apiUrl}/openapi.json)`,
       `  Temporal       ${temporalAddress}   (namespace ${config.TEMPORAL_NAMESPACE}, task queue ${config.SCALEGATE_TASK_QUEUE})`,
       `  Web UI         ${uiUrl}`,
-      ...temporalCliLines(),
+      ...temporalCliLines(temporalAddress, config.TEMPORAL_NAMESPACE),
       `  PostgreSQL     ${databaseUrl}`,
       `  kafka: ${kafkaLine}`,
       `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c, ${config.SCALEGATE_AGENT_SLOTS} slots each)`,
@@ -266,6 +266,8 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       `                 agent=${tokens.agent}`,
       `  state          ${home} (logs in ${logs}; tokens in ${path.join(home, 'tokens.json')})`,
       '',
+      // the README's commands read these (its curl lines and the CLI: $SCALEGATE_API_URL; loadgen: $PG)
+      `  shell          ${shellExports({ apiUrl, home, databaseUrl })}`,
       `  try: curl -s -H "Authorization: Bearer ${tokens.viewer}" ${apiUrl}/v1/state`,
       ...tour,
       'Ctrl-C stops everything.',
@@ -275,12 +277,27 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   say(`ready: the API, ${config.SCALEGATE_WORKERS > 1 ? `${config.SCALEGATE_WORKERS} workers` : 'the worker'} (polling task queue ${config.SCALEGATE_TASK_QUEUE}) and ${agents.map((a) => a.id).join(', ')} (READY)`);
 }
 
-/** How to reach the Temporal CLI from a shell: through the scalegate CLI, or on PATH. */
-function temporalCliLines(): string[] {
-  const cli = installedTemporalCli();
+/**
+ * The banner's `export` line: what the README's commands read, with this stack's ports (the
+ * defaults 8080 and 54329 only when no SCALEGATE_API_PORT / SCALEGATE_PG_PORT moved them). `PG` is
+ * no setting of scalegate's (DATABASE_URL would make the next npm start use it as your own server).
+ */
+export function shellExports(stack: { apiUrl: string; home: string; databaseUrl: string }): string {
+  return `export SCALEGATE_API_URL=${stack.apiUrl} SCALEGATE_HOME=${stack.home} PG='${stack.databaseUrl}'`;
+}
+
+/**
+ * How to reach the Temporal CLI from a shell: through the scalegate CLI, or on PATH with this
+ * stack's address (a plain `temporal` dials 127.0.0.1:7233, namespace default). TEMPORAL_ADDRESS
+ * goes on the command, not into an export: exported, the next npm start would take it for a
+ * Temporal server of your own.
+ */
+export function temporalCliLines(address: string, namespace: string, cli = installedTemporalCli()): string[] {
   if (!cli) return [];
   const lines = ['  temporal CLI   npx scalegate temporal workflow list   (this stack\'s Temporal; any temporal command works)'];
+  const target = `TEMPORAL_ADDRESS=${address}${namespace === 'default' ? '' : ` TEMPORAL_NAMESPACE=${namespace}`}`;
   if (cli.source !== 'PATH') lines.push(`                 or put it on PATH: export PATH="${path.dirname(cli.path)}:$PATH"`);
+  lines.push(`                 plain temporal: ${target} temporal workflow list`);
   return lines;
 }
 

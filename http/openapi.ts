@@ -34,9 +34,13 @@ const ERROR_RESPONSES: Record<number, { name: string; description: string }> = {
   401: { name: 'Unauthorized', description: 'No token, an unknown token, or not the credential of the runtime named.' },
   403: { name: 'Forbidden', description: 'A valid token of a role this route does not take.' },
   404: { name: 'NotFound', description: 'What the path names does not exist.' },
+  405: { name: 'MethodNotAllowed', description: 'The path exists but not with this method (this path answers it to any method it does not list); the Allow header lists those it takes.' },
   409: { name: 'Conflict', description: 'A conflict with what is there now: an operation already runs on the target, a stale plan or fence, a PUT that changes a live workload\'s kind.' },
+  413: { name: 'PayloadTooLarge', description: 'The body is larger than the server reads (1 MiB).' },
+  414: { name: 'UriTooLong', description: 'A path segment is longer than the router takes (4096 characters as sent, percent-encoded: longer than any valid parameter).' },
   415: { name: 'UnsupportedMediaType', description: 'The body is not application/json.' },
   422: { name: 'ValidationFailed', description: 'The input is well-formed but invalid; validation-failed lists every bad field in `issues`; idempotency-key-reused: the Idempotency-Key already started an operation for another method, path or body (its `workflowId` and `runId` are in the answer).' },
+  431: { name: 'HeadersTooLarge', description: 'The request headers are larger than the server reads (16 KiB in all).' },
   503: { name: 'Unavailable', description: 'PostgreSQL or Temporal did not answer in time; nothing was started. Retry (with the same Idempotency-Key).' },
 };
 
@@ -44,18 +48,24 @@ const codesOf = (status: number) => Object.entries(ERROR_CODES).filter(([, c]) =
 
 /** The error statuses a route can answer: from its access, inputs and starts, plus those its handler declares. */
 export function errorStatusesOf(route: RouteSpec): number[] {
-  const statuses = new Set<number>(route.errors ?? []);
+  // Any request: headers too large (431), another method than the path's (405); a path parameter
+  // longer than the router takes (414).
+  const statuses = new Set<number>([...(route.errors ?? []), 405, 431]);
+  if (route.path.includes('/:')) statuses.add(414);
   // Authentication: a missing or unknown token (401), a token of another role (403); a runtime's
   // credential is looked up, and every authenticated route reads PostgreSQL or Temporal (503).
   if (route.access !== 'none') [401, 403, 503].forEach((s) => statuses.add(s));
   if (route.params || route.query || route.body) statuses.add(422);
-  if (route.body) [400, 415].forEach((s) => statuses.add(s));
+  if (route.body) [400, 413, 415].forEach((s) => statuses.add(s));
   // A malformed Idempotency-Key (400); a target that is busy (409); a key used for another request (422).
   if (route.startsOperation) [400, 409, 422].forEach((s) => statuses.add(s));
   return [...statuses].sort((a, b) => a - b);
 }
 
 const ref = (to: string) => ({ $ref: `#/components/${to}` });
+
+/** No NUL character anywhere (JSON Schema's regex dialect is ECMA-262's, as JavaScript's). */
+const NO_NUL = '^[^\\u0000]*$';
 
 /** JSON Schema of a zod schema, as OpenAPI 3.1 embeds it (no `$schema`, no safe-integer bounds on every integer). */
 function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
@@ -68,6 +78,9 @@ function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string,
       if (node.maximum === Number.MAX_SAFE_INTEGER) delete node.maximum;
       // An answer may gain fields (DESIGN.md §6: more fields are welcome): only requests are closed.
       if (io === 'output' && node.additionalProperties === false) delete node.additionalProperties;
+      // A request's strings and keys take no NUL (http/route.ts nulPath: PostgreSQL stores none).
+      if (io === 'input' && node.type === 'string' && node.pattern === undefined && node.const === undefined && node.enum === undefined) node.pattern = NO_NUL;
+      if (io === 'input' && node.type === 'object' && node.additionalProperties !== false && node.propertyNames === undefined) node.propertyNames = { pattern: NO_NUL };
     },
   });
   return json;
@@ -146,7 +159,8 @@ export function openApiDocument(routes: RouteSpec[], options: DocumentOptions) {
 
   const responses = Object.fromEntries([...usedErrors].sort((a, b) => a - b).map((code) => {
     const { name, description } = ERROR_RESPONSES[code];
-    return [name, { description: `${description} The codes with this status (protocol/errors.ts, the API's and the agents' alike): ${codesOf(code).join(', ')}.`, content: { 'application/json': { schema: ref('schemas/Error') } } }];
+    const headers = code === 405 ? { headers: { Allow: { description: 'the methods the path takes, e.g. `GET, HEAD`', schema: { type: 'string' } } } } : {};
+    return [name, { description: `${description} The codes with this status (protocol/errors.ts, the API's and the agents' alike): ${codesOf(code).join(', ')}.`, ...headers, content: { 'application/json': { schema: ref('schemas/Error') } } }];
   }));
   return {
     openapi: '3.1.0',

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { OPERATION_STATUSES } from './ledger';
+import { ScaleReplicas } from './names';
 import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
@@ -65,7 +66,7 @@ export type PlanRequest = z.infer<typeof PlanRequestSchema>;
 
 /** POST /v1/workloads/:name/scale */
 export const ScaleRequestSchema = z.strictObject({
-  replicas: Replicas,
+  replicas: ScaleReplicas,
   approval: z.enum(['auto', 'manual']).default('auto'),
   reason: z.string().max(500).optional(),
   soakMs: z.int().min(0).max(3_600_000).optional(),

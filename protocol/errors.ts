@@ -14,8 +14,17 @@ export const ERROR_CODES = {
   /** the runtime's own credential, but its lease lapsed (or it was declared LOST): register with the agent token */
   'credential-expired': { status: 401, retryable: false },
   'not-found': { status: 404, retryable: false },
+  /** the path exists, the method does not (the answer's Allow header lists those it takes) */
+  'method-not-allowed': { status: 405, retryable: false },
+  /** the request took longer to arrive than the server waits for one */
+  'request-timeout': { status: 408, retryable: true },
+  'body-too-large': { status: 413, retryable: false },
+  /** a path segment longer than the router takes (longer than any valid name) */
+  'uri-too-long': { status: 414, retryable: false },
   'unsupported-media-type': { status: 415, retryable: false },
   'validation-failed': { status: 422, retryable: false },
+  /** the request's headers are larger than the server reads */
+  'headers-too-large': { status: 431, retryable: false },
   // conflicts with what is there now
   'operation-in-progress': { status: 409, retryable: false },
   'stale-plan': { status: 409, retryable: false },

@@ -37,15 +37,33 @@ export const WorkloadName = z
 /** The unknowns a scale-out request may accept rather than be refused for (`accept`), each a gate row's. */
 export const ACCEPTABLE_UNKNOWNS = ['downstream'] as const;
 
+/** A replica count, 1 to LIMITS.replicas; `notInteger` is what a value of another type is told. */
+const replicaNumber = (notInteger: z.core.$ZodErrorMap | string, atLeastOne: string) => z
+  .int({ error: notInteger })
+  .refine((n) => n !== 0, { message: 'replicas 0 is refused: retire (DELETE) or delete the workload instead' })
+  .refine((n) => n >= 1, { message: atLeastOne })
+  .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` })
+  // the refinements above, as the OpenAPI document states them (a refine is not JSON Schema)
+  .meta({ minimum: 1, maximum: LIMITS.replicas });
+
 export const Replicas = z.union([
   z.literal('all'),
-  z
-    .int({ message: 'replicas must be an integer ≥ 1 or "all"' })
-    .refine((n) => n !== 0, { message: 'replicas 0 is refused: retire (DELETE) or delete the workload instead' })
-    .refine((n) => n >= 1, { message: 'replicas must be an integer ≥ 1 or "all"' })
-    .refine((n) => n <= LIMITS.replicas, { message: `replicas must be at most ${LIMITS.replicas}` }),
+  replicaNumber('replicas must be an integer ≥ 1 or "all"', 'replicas must be an integer ≥ 1 or "all"'),
 ]);
+/** A scale request's replicas: a count; "all" is a workload definition's (PUT). */
+export const ScaleReplicas = replicaNumber(
+  (issue) => (issue.input === 'all' ? 'scale takes a replica count; "all" is a workload definition (PUT)' : 'replicas must be an integer ≥ 1'),
+  'replicas must be an integer ≥ 1',
+);
 export type ReplicaCount = z.infer<typeof Replicas>;
+
+/**
+ * JSON Schema that an object has at least one of `names` (for a refine's `.meta()`, so the OpenAPI
+ * document states it); each alternative names its property, as Redocly's lint asks.
+ */
+export const oneOfPresent = (...names: string[]) => ({ anyOf: names.map((name) => requiredSchema(name)) });
+/** JSON Schema that an object has `name`. */
+export const requiredSchema = (name: string, schema: Record<string, unknown> = {}) => ({ required: [name], properties: { [name]: schema } });
 
 /**
  * A stepped scale-out (domain/steps.ts): n adds n replicas, "P%" reaches P % of the increase,

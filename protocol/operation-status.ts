@@ -36,7 +36,7 @@ export const RescaleStatusSchema = z.object({
   from: z.int().nullable(),
   to: z.int(),
   phase: z.string(),
-  outcome: z.enum(['running', 'completed', 'replanned', 'compensated', 'cancelled', 'failed']),
+  outcome: z.enum(['running', 'completed', 'replanned', 'compensated', 'cancelled', 'refused', 'failed']),
   hot: z.boolean().nullable(),
   reason: z.string().nullable(),
   checkpoint: z.number().nullable(),

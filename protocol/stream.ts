@@ -95,6 +95,18 @@ export const StreamJobViewSchema = z.object({
 }).meta({ title: 'Job' });
 export type StreamJobView = z.infer<typeof StreamJobViewSchema>;
 
+/** GET /v1/jobs: every stream job that is not retired, by name, with its subtasks desired, placed and ready (GET /v1/jobs/:job has each). */
+export const StreamJobListSchema = z.object({
+  jobs: z.array(z.object({
+    job: z.string(),
+    generation: z.int().nullable(),
+    operators: z.array(z.object({ id: z.string(), kind: z.string(), parallelism: z.int() })),
+    desired: z.int(),
+    placed: z.int(),
+    ready: z.int(),
+  })),
+}).meta({ title: 'JobList' });
+
 /**
  * POST /v1/tasks/:taskId/cutover: arms a subtask for a hot rescale at checkpoint C (the reference's
  * rules 2-4). `spec` is the job's layout after the rescale. What the subtask does follows from its

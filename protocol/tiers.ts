@@ -4,7 +4,7 @@
 // Cron expressions are checked here for shape only; the API parses them with cron-parser
 // (domain/change-windows.ts `cronProblem`) and answers 422 naming the field.
 import { z } from 'zod';
-import { LIMITS, StepsSchema, WorkloadName } from './names';
+import { LIMITS, oneOfPresent, requiredSchema, StepsSchema, WorkloadName } from './names';
 
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 export const TierName = z.string().min(1).max(63).regex(DNS_LABEL, 'tier names are DNS labels: lowercase letters, digits and inner dashes');
@@ -24,7 +24,8 @@ export const TierTargetsSchema = z
     queueDepthPerInstance: positive('queueDepthPerInstance').optional(),
   })
   .strict()
-  .refine((t) => Object.values(t).some((v) => v !== undefined), { message: 'at least one target is required' });
+  .refine((t) => Object.values(t).some((v) => v !== undefined), { message: 'at least one target is required' })
+  .meta({ minProperties: 1 });
 
 export const ChangeWindowPolicySchema = z
   .object({
@@ -53,7 +54,7 @@ export type TierObserve = z.infer<typeof TierObserveSchema>;
 
 export const TierPolicySchema = z
   .object({
-    workloads: z.array(WorkloadName).min(1).max(50).refine((w) => new Set(w).size === w.length, { message: 'workloads are listed once each' }),
+    workloads: z.array(WorkloadName).min(1).max(50).refine((w) => new Set(w).size === w.length, { message: 'workloads are listed once each' }).meta({ uniqueItems: true }),
     minReplicas: z.int().min(1, { message: 'minReplicas must be ≥ 1 (0 is a retire)' }).max(LIMITS.replicas).default(1),
     maxReplicas: z.int().min(1).max(LIMITS.replicas).default(20),
     targets: TierTargetsSchema,
@@ -80,6 +81,12 @@ export const TierPolicySchema = z
   })
   .refine((p) => !p.observe || p.workloads.includes(p.observe.kafkaLag.workload), {
     message: 'observe.kafkaLag.workload must be one of the tier\'s workloads', path: ['observe', 'kafkaLag', 'workload'],
+  })
+  // The refinements JSON Schema can say; minReplicas ≤ maxReplicas and observe.kafkaLag.workload
+  // being one of `workloads` compare two fields, which it cannot: the description says them.
+  .meta({
+    dependentSchemas: { observe: requiredSchema('targets', requiredSchema('queueDepthPerInstance')) },
+    description: 'minReplicas ≤ maxReplicas (absent: 1 and 20); with observe, targets.queueDepthPerInstance is set and observe.kafkaLag.workload is one of workloads (else 422 validation-failed)',
   });
 export type TierPolicy = z.infer<typeof TierPolicySchema>;
 export type TierPolicyInput = z.input<typeof TierPolicySchema>;
@@ -100,7 +107,8 @@ export const TierSignalSchema = z
   .strict()
   .refine((s) => s.qps !== undefined || s.activeUsers !== undefined || s.cpuUtilization !== undefined || s.queueDepth !== undefined, {
     message: 'a signal carries at least one of qps, activeUsers, cpuUtilization, queueDepth',
-  });
+  })
+  .meta(oneOfPresent('qps', 'activeUsers', 'cpuUtilization', 'queueDepth'));
 export type TierSignal = z.infer<typeof TierSignalSchema>;
 
 /** Answer of PUT /v1/tiers/:tier/policy and part of GET /v1/tiers/:tier. */
@@ -124,6 +132,11 @@ const storedTierPolicy = {
 export const TierPolicyAnswerSchema = z
   .object({ ...storedTierPolicy, workflowId: z.string().describe('autoscale:<tier>') })
   .meta({ title: 'TierPolicyAnswer' });
+
+/** GET /v1/tiers: every tier with a policy, by name; `GET /v1/tiers/:tier` has what its autoscaler does. */
+export const TierListSchema = z
+  .object({ tiers: z.array(z.object({ ...storedTierPolicy, workflowId: z.string().describe('autoscale:<tier>') })) })
+  .meta({ title: 'TierList' });
 
 /** POST /v1/tiers/:tier/signals (202): the autoscaler workflow the observation went to. */
 export const TierSignalAnswerSchema = z.object({ workflowId: z.string().describe('autoscale:<tier>') }).meta({ title: 'TierSignalAnswer' });

@@ -2,7 +2,7 @@
 // message, shared by the API, the workflows (which validate their own JSON input), the agents,
 // the CLI and the tests.
 import { z } from 'zod';
-import { DNS_LABEL, LIMITS, Replicas, StepsSchema, WorkloadName, type ReplicaCount } from './names';
+import { DNS_LABEL, LIMITS, oneOfPresent, Replicas, requiredSchema, StepsSchema, WorkloadName, type ReplicaCount } from './names';
 
 // The names, bounds and counts the workflows validate with live in ./names (see there why).
 export { ACCEPTABLE_UNKNOWNS, LIMITS, Replicas, RuntimeId, StepsSchema, WorkloadName, type ReplicaCount } from './names';
@@ -12,7 +12,8 @@ export const LabelsSchema = z
     z.string().min(1).max(63).regex(/^[A-Za-z0-9][A-Za-z0-9_.\/-]*$/, 'label keys are [A-Za-z0-9_./-]'),
     z.string().max(63),
   )
-  .refine((labels) => Object.keys(labels).length <= LIMITS.labels, { message: `at most ${LIMITS.labels} labels` });
+  .refine((labels) => Object.keys(labels).length <= LIMITS.labels, { message: `at most ${LIMITS.labels} labels` })
+  .meta({ maxProperties: LIMITS.labels });
 export type Labels = z.infer<typeof LabelsSchema>;
 
 const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
@@ -39,14 +40,16 @@ export const ContractSchema = z
         z.strictObject({ maxReplicas: z.int().min(1).max(LIMITS.replicas).optional(), maxRatePerSec: z.number().positive().max(1e9).optional() })
           .refine((d) => d.maxReplicas !== undefined || d.maxRatePerSec !== undefined, {
             message: 'a downstream declares maxReplicas, maxRatePerSec or both ("none" when there is no downstream to overload)',
-          }),
+          })
+          .meta(oneOfPresent('maxReplicas', 'maxRatePerSec')),
       ])
       .optional(),
   })
   .refine((c) => c.ownership !== 'partitioned' || c.partitions !== undefined, {
     message: 'contract.partitions is required when ownership is "partitioned"',
     path: ['partitions'],
-  });
+  })
+  .meta({ if: requiredSchema('ownership', { const: 'partitioned' }), then: requiredSchema('partitions') });
 export type Contract = z.infer<typeof ContractSchema>;
 export const UNKNOWN_CONTRACT: Contract = ContractSchema.parse({});
 
@@ -61,7 +64,8 @@ const EnvSchema = z
     z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'environment names are [A-Za-z_][A-Za-z0-9_]*'),
     z.string().max(LIMITS.envValueLength),
   )
-  .refine((env) => Object.keys(env).length <= LIMITS.envEntries, { message: `at most ${LIMITS.envEntries} environment entries` });
+  .refine((env) => Object.keys(env).length <= LIMITS.envEntries, { message: `at most ${LIMITS.envEntries} environment entries` })
+  .meta({ maxProperties: LIMITS.envEntries });
 
 /** Kafka's own rule for topic names: 1..249 of [A-Za-z0-9._-]. */
 const KafkaTopic = z.string().min(1).max(249).regex(/^[A-Za-z0-9._-]+$/, 'Kafka topic names are 1..249 of [A-Za-z0-9._-]');
@@ -130,7 +134,8 @@ const WorkloadTable = z
   .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'table names are lowercase SQL identifiers')
   .refine((name) => !(CONTROL_PLANE_TABLES as readonly string[]).includes(name) && !/^(scalegate_|pg_)/.test(name), {
     message: 'names a control-plane or system table (scalegate_*, pg_*, or one of the registry tables)',
-  });
+  })
+  .meta({ not: { anyOf: [{ enum: [...CONTROL_PLANE_TABLES] }, { pattern: '^(scalegate_|pg_)' }] } });
 
 // A fresh object per use: zod's refine moves `message` into `error` on the object it is handed.
 const sourceIsNotSink = () => ({ message: 'source and sink must be different tables', path: ['sink'] });

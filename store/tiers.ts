@@ -25,6 +25,12 @@ export function createTierStore(db: Pool) {
       return rows[0] ? toStored(rows[0]) : null;
     },
 
+    /** Every tier with a policy, by name. */
+    async listPolicies(): Promise<StoredTierPolicy[]> {
+      const { rows } = await db.query(`select tier, revision, policy, updated_at from tier_policies order by tier`);
+      return rows.map(toStored);
+    },
+
     /** Every tier whose policy names `workload` (its constraints hold at every entry point). */
     async policiesOfWorkload(workload: string): Promise<StoredTierPolicy[]> {
       const { rows } = await db.query(

@@ -52,7 +52,15 @@ export const RescaleInputSchema = z.strictObject({
 export type RescaleInput = z.input<typeof RescaleInputSchema>;
 
 /** `cancelled`: an abort or a Temporal cancellation before anything changed (the clock resumed). */
-export type RescaleOutcome = 'running' | 'completed' | 'replanned' | 'compensated' | 'cancelled' | 'failed';
+export type RescaleOutcome = 'running' | 'completed' | 'replanned' | 'compensated' | 'cancelled' | 'refused' | 'failed';
+
+/**
+ * Patch id (2026-12-03, issue 33): a rescale the fleet has no room for (no free slot for the hot
+ * cutover, nor for the job in a new generation: planRescale's placement-unavailable) ends
+ * `refused`, nothing changed; before it, such a run replanned and failed in the replan's resize.
+ * Retire once no open rescale nor kept history predates it.
+ */
+export const RESCALE_NO_ROOM_REFUSED = 'rescale-no-room-refused';
 
 export interface RescaleStatus {
   kind: 'rescaleOperator';
@@ -174,6 +182,14 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       // the store away): hot is not possible now, correct still is, through the replan at the asked
       // parallelism. Runs recorded before `rescale-plan-failure-replans` failed here.
       const refusal = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && ['invalid-input', 'not-found'].includes(error.cause.type ?? '');
+      const noRoom = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'placement-unavailable';
+      if (!abort && noRoom && patched(RESCALE_NO_ROOM_REFUSED)) {
+        status.outcome = 'refused';
+        status.error = failureMessage(error);
+        enter('refused');
+        await ledger('refused', { clockResumed: resumed }, { error: status.error });
+        return status;
+      }
       if (!abort && !refusal && patched('rescale-plan-failure-replans')) {
         status.hot = false;
         status.reason = `preparing the hot cutover failed (${failureMessage(error)}); the clock ${resumed === true ? 'resumed' : String(resumed)}`;

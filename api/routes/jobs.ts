@@ -4,7 +4,8 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { subtaskAt } from '../../domain/stream';
 import { PHASE_KEY, StartedOperationSchema, type Assignment, type StreamSpec, type TaskReport } from '../../protocol';
-import { JobParamsSchema, OperatorParamsSchema, RescaleRequestSchema, STREAM_COUNTERS, StreamJobViewSchema, type StreamJobView } from '../../protocol/stream';
+import { JobParamsSchema, OperatorParamsSchema, RescaleRequestSchema, STREAM_COUNTERS, StreamJobListSchema, StreamJobViewSchema, type StreamJobView } from '../../protocol/stream';
+import { replicaCounts } from '../../domain/replicas';
 import { rescaleOperator } from '../../workflows/rescale-operator';
 import { requireActiveWorkload, startOperation } from '../operations';
 import type { ApiDeps } from '../deps';
@@ -102,6 +103,23 @@ export async function streamJobView(deps: ApiDeps, job: string): Promise<StreamJ
 
 export function jobRoutes(deps: ApiDeps) {
   return [
+    defineRoute({
+      method: 'GET', path: '/v1/jobs', access: 'viewer', summary: 'every stream job (not retired), by name: operators, generation, subtasks desired, placed and ready', operationId: 'listJobs',
+      response: { schema: StreamJobListSchema, status: { 200: 'the stream jobs (none: an empty list)' } },
+      handler: async (_ctx) => {
+        const [workloads, placements, runtimes] = await Promise.all([deps.registry.listWorkloads(), deps.registry.listPlacements(), deps.runtimes.list()]);
+        const jobs = workloads.filter((w) => w.kind === 'stream' && !w.retired).sort((a, b) => a.name.localeCompare(b.name));
+        const counts = replicaCounts(jobs, placements, runtimes, Date.now());
+        const generationOf = new Map(placements.map((p) => [p.workload, p.generation]));
+        return ok({
+          jobs: jobs.map((w) => ({
+            job: w.name, generation: generationOf.get(w.name) ?? null,
+            operators: w.kind === 'stream' ? w.spec.operators.map(({ id, kind, parallelism }) => ({ id, kind, parallelism })) : [],
+            ...counts[w.name],
+          })),
+        });
+      },
+    }),
     defineRoute({
       method: 'GET', path: '/v1/jobs/:job', access: 'viewer',
       summary: 'a stream job: operators, subtasks with their counters, last completed checkpoint, running operation', operationId: 'getJob',

@@ -82,7 +82,6 @@ export function operationRoutes(deps: ApiDeps) {
       params: WorkloadParamsSchema, body: ScaleRequestSchema,
       handler: async ({ params, body, request }) => {
         const workload = await requireActiveWorkload(deps, params.name);
-        if (body.replicas === 'all') throw new ApiError('validation-failed', 'scale takes a replica count; "all" is a workload definition (PUT)');
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         const current = (await deps.registry.getPlacement(params.name))?.assignments.length ?? 0;
         const choice = chooseScale({ door: 'request', workload: params.name, kind: workload.kind, current, target: body.replicas, approval: body.approval });

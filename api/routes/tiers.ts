@@ -4,7 +4,7 @@
 // and a first observation racing each other still leave the workflow on the newest revision).
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { cronProblem } from '../../domain/change-windows';
-import { TierParamsSchema, TierPolicyAnswerSchema, TierPolicySchema, TierSignalAnswerSchema, TierSignalSchema, TierViewSchema, type StoredTierPolicy } from '../../protocol/tiers';
+import { TierListSchema, TierParamsSchema, TierPolicyAnswerSchema, TierPolicySchema, TierSignalAnswerSchema, TierSignalSchema, TierViewSchema, type StoredTierPolicy } from '../../protocol/tiers';
 import { sourceTopicOf, type Workload } from '../../protocol';
 import { createTierStore } from '../../store/tiers';
 import { autoscaler, autoscalerStatusQuery, observeSignal, policySignal, type AutoscalerStatus } from '../../workflows/autoscaler';
@@ -82,6 +82,11 @@ export function tierRoutes(deps: ApiDeps) {
         await signalWithStart(stored, 'observe', body);
         return ok({ workflowId: autoscalerWorkflowId(params.tier) }, 202);
       },
+    }),
+    defineRoute({
+      method: 'GET', path: '/v1/tiers', access: 'viewer', summary: 'every tier with a policy, by name', operationId: 'listTiers',
+      response: { schema: TierListSchema, status: { 200: 'the tiers (none: an empty list)' } },
+      handler: async (_ctx) => ok({ tiers: (await tiers.listPolicies()).map((stored) => ({ ...stored, workflowId: autoscalerWorkflowId(stored.tier) })) }),
     }),
     defineRoute({
       method: 'GET', path: '/v1/tiers/:tier', access: 'viewer',

@@ -3,6 +3,7 @@
 // default, the API's JSON with --json, and a non-zero exit with the server's message on an error.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startStack, Stack } from '../support/stack';
@@ -101,8 +102,8 @@ spec:${SPEC}
     // A replica moved by a recovery (a lease lapsed on a loaded machine) keeps its index with an -rN suffix.
     expect(web).toMatch(/^0\s+cli-web-0-g1(-r\d+)?\s+cli-[ab]\s+\d+\/\d+/m);
     const list = await ok(['workloads', 'list']);
-    expect(list).toMatch(/^NAME\s+KIND\s+DESIRED\s+STATUS\s+PLACED\s+RUNTIMES$/m);
-    expect(list).toMatch(/^cli-web\s+service\s+1\s+placed\s+1\s+cli-[ab]$/m);
+    expect(list).toMatch(/^NAME\s+KIND\s+DESIRED\s+PLACED\s+READY\s+STATUS\s+RUNTIMES$/m);
+    expect(list).toMatch(/^cli-web\s+service\s+1\s+1\s+1\s+placed\s+cli-[ab]$/m);
   });
 });
 
@@ -134,7 +135,8 @@ describe('state', () => {
     const state = await ok(['state']);
     expect(state).toMatch(/^RUNTIMES\nID\s+STATUS\s+LABELS\s+SLOTS\s+TASKS\s+LEASE\s+FENCE$/m);
     expect(state).toMatch(/^cli-a\s+READY\s+pool=cli,zone=a\s+4\s+\d+\s+in \d+s\s+\d+$/m);
-    expect(state).toMatch(/^WORKLOADS\nNAME\s+KIND\s+DESIRED\s+STATUS\s+PLACED\s+RUNTIMES\s+FENCE$/m);
+    expect(state).toMatch(/^WORKLOADS\nNAME\s+KIND\s+DESIRED\s+PLACED\s+READY\s+STATUS\s+RUNTIMES\s+FENCE$/m);
+    expect(state).toMatch(/^cli-web\s+service\s+1\s+1\s+1\s+placed\s+cli-[ab]\s+\d+$/m);
     expect(state).toMatch(/^OPERATIONS$/m);
     expect(state).toMatch(/^reconcile: last pass/m);
     const parsed = await json(['state']);
@@ -249,12 +251,39 @@ describe('runtimes', () => {
     expect(await ok(['uncordon', 'cli-b'])).toMatch(/^status:\s+READY$/m);
   });
 
-  it('asks for a recovery and prints what the server answers', async () => {
-    const run = await cli(['recover', 'cli-b']);
-    // recoverRuntime lands with the recovery work; until then the API has no such route and the
-    // CLI passes its message on
-    if (run.code === 0) expect(run.stdout).toMatch(/recover/);
-    else expect(run.stderr).toMatch(/^scalegate: not-found: no route POST \/v1\/runtimes\/cli-b\/recover$/m);
+  it('recovers a runtime: recoverRuntime declares it LOST and completes, and the agent registers again', async () => {
+    // cli-json never gets ready (its command exits at once): a recovery's convergence would wait for it in vain
+    expect(await ok(['workloads', 'retire', 'cli-json'])).toMatch(/retireWorkload scale:cli-json/);
+    expect((await finished('scale:cli-json')).status).toBe('completed');
+    const run = await cli(['recover', 'cli-b', '--wait']);
+    expect({ code: run.code, stderr: run.stderr, stdout: run.code === 0 ? '' : run.stdout }).toEqual({ code: 0, stderr: '', stdout: '' });
+    expect(run.stdout).toMatch(/^recovering recoverRuntime recover:cli-b /m);
+    expect(run.stdout).toMatch(/^completed/m);
+    const recovery = await json(['operations', 'show', 'recover:cli-b']);
+    expect(recovery).toMatchObject({ kind: 'recoverRuntime', status: 'completed', result: { runtime: 'cli-b', by: 'operator', lost: { outcome: 'declared' } } });
+    // The tests below use both runtimes: the recovered agent registers anew once it learns it is LOST.
+    await stack.waitFor('cli-b READY again', async () => (await json(['state'])).runtimes.find((r: any) => r.id === 'cli-b')?.status === 'READY');
+  });
+});
+
+describe('an API that is stopped', () => {
+  it('says within seconds what it waits for, and gives up with a message (exit 1); a refused connection says so at once', async () => {
+    // A stopped API (SIGSTOP): the kernel takes the connection, nothing ever answers.
+    const silent = net.createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    try {
+      const hung = await cli(['state'], { SCALEGATE_API_URL: url, SCALEGATE_CLI_TIMEOUT_MS: '5000' });
+      expect(hung).toMatchObject({ code: 1, stdout: '' });
+      expect(hung.stderr).toMatch(new RegExp(`^scalegate: waiting for the scalegate API at ${url} \\(no answer after 3 s; giving up after 5 s`, 'm'));
+      expect(hung.stderr).toMatch(new RegExp(`^scalegate: no answer from the scalegate API at ${url} within 5 s \\(is npm start running\\?`, 'm'));
+    } finally {
+      silent.close();
+    }
+    // Nothing listens there now: refused at once, no waiting line.
+    const refused = await cli(['state'], { SCALEGATE_API_URL: url });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`scalegate: cannot reach the scalegate API at ${url}: connection refused (is npm start running? --api or SCALEGATE_API_URL names another API)\n`);
   });
 });
 

@@ -126,7 +126,8 @@ function generator(routes: Route[], valid: { credentials: Record<string, string>
 
     let path = route.path.replace(/\{(\w+)\}/g, (_, name: string) => {
       if (breakPath) {
-        const hostile = pick(HOSTILE_STRINGS);
+        // '1e309' is a valid name (a DNS label): not hostile in a path.
+        const hostile = pick(HOSTILE_STRINGS.filter((h) => !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(h)));
         why.push(`path ${name} = ${JSON.stringify(hostile.slice(0, 30))}`);
         return encodeURIComponent(hostile);
       }

@@ -142,6 +142,23 @@ describe('HotRescale', () => {
     expect(ledger).toMatchObject({ kind: 'rescale', outcome: 'completed', fromReplicas: from, toReplicas: to, inputs: { operator: 'agg', hot: true, checkpoint: status.checkpoint } });
   });
 
+  test('a size the fleet has no room for (2 → 32: 35 subtasks, 24 slots) is refused, nothing changed: exit 3, the same incarnations, the clock running', async () => {
+    const before = (await subtasks()).map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort();
+    const run = await cli(['rescale', JOB, 'agg', '32', '--wait']);
+    expect(run.code).toBe(3); // refused (failed was 1)
+    expect(run.stdout).toMatch(/^refused/m);
+    const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
+    expect(operation).toMatchObject({ kind: 'rescaleOperator', status: 'refused', result: { outcome: 'refused', phase: 'refused', hot: null, compensation: null } });
+    expect(operation.result.error).toMatch(/no free slot for \d+ of the 32 new subtasks next to the running ones, and \d+ of the job's 35 subtasks at agg = 32 do not fit the eligible runtimes' free slots in a new generation either \(nothing was changed\)/);
+    const ledger = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale`, { role: 'viewer' })).body.events[0];
+    expect(ledger).toMatchObject({ outcome: 'refused', toReplicas: 32 });
+    expect((await subtasks()).map((s) => `${s.operator}/${s.index}/${s.task?.incarnation}`).sort()).toEqual(before);
+    expect((await stack.api('GET', `/v1/workloads/${JOB}`, { role: 'viewer' })).body.spec.operators.map((o: any) => o.parallelism)).toEqual([2, 2, 1]);
+    // the clock was never left paused: the load is checkpointed and exactly-once
+    await underLoad(async () => undefined, 2_000);
+    await expectExactlyOnce();
+  });
+
   test('the autoscaler sizes the job through rescaleOperator: twice the capacity cuts over hot, bounded by the source partitions, a non-factor size replans once, nothing loops', async () => {
     const tier = 'hot-tier';
     const rescales = async () => (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale&limit=1000`, { role: 'viewer' })).body.events as any[];

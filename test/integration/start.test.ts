@@ -87,6 +87,9 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   const kafkaBrokers = kafkaOff ? null : `127.0.0.1:${kafkaPort}`;
   expect(readStackFile(started.home)).toEqual({ apiUrl, uiUrl: expect.stringMatching(/^http/), temporalAddress: testEnv().temporalAddress, namespace: 'default', taskQueue, kafkaBrokers });
   expect(lines.slice(bannerAt, readyAt).join('\n')).toContain('npx scalegate temporal workflow list');
+  // Its ports are not the defaults: a plain `temporal` and the README's commands are told this stack's.
+  expect(lines.slice(bannerAt, readyAt)).toContain(`                 plain temporal: TEMPORAL_ADDRESS=${testEnv().temporalAddress} temporal workflow list`);
+  expect(lines.slice(bannerAt, readyAt).find((l) => l.startsWith('  shell '))).toMatch(new RegExp(`^  shell +export SCALEGATE_API_URL=${apiUrl} SCALEGATE_HOME=${started.home} PG='postgres://[^']+'$`));
 
   // The Kafka line: its broker (one JVM, answering for its cluster) or why there is none.
   const kafkaLine = lines.slice(bannerAt, readyAt).find((l) => l.startsWith('  kafka: '));

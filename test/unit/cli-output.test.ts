@@ -1,6 +1,6 @@
 // cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
 import { table, TABLE_WIDTH } from '../../cli/format';
-import { renderOperation, renderOperationList } from '../../cli/main';
+import { renderJobList, renderOperation, renderOperationList, renderState, renderTierList } from '../../cli/main';
 import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
 
 const running = (fields: Record<string, unknown>) => ({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
@@ -147,4 +147,34 @@ describe('operations list', () => {
     expect(printed[1]).toMatch(/stopTheWorldReplan\s+compensated\s+2026-12-01T10:00:00.000Z$/);
     expect(renderOperationList([])).toBe('(no operations)');
   });
+});
+
+describe('state shows desired, placed and ready per workload', () => {
+  const workload = (name: string, fields: Record<string, unknown>) => ({
+    name, kind: 'service', replicas: 2, desired: 2, placed: 2, ready: 2, status: 'placed',
+    placement: { fence: 3, generation: 1, assignments: [{ runtimeId: 'agent-a', index: 0, taskId: `${name}-0-g1` }, { runtimeId: 'agent-b', index: 1, taskId: `${name}-1-g1` }] },
+    ...fields,
+  });
+  const state = (workloads: unknown[]) => ({ runtimes: [], workloads, unplaced: [], operations: [], operationsAvailable: true, reconcile: { at: null, skipped: false, passes: 0, skips: 0 } });
+
+  test('a workload whose task failed reads as not ready, with its counts', () => {
+    const printed = renderState(state([workload('web', {}), workload('api', { ready: 1 }), workload('all', { replicas: 'all', desired: 3, placed: 2, ready: 0, status: 'degraded' })]));
+    expect(printed).toMatch(/^NAME\s+KIND\s+DESIRED\s+PLACED\s+READY\s+STATUS\s+RUNTIMES\s+FENCE$/m);
+    expect(printed).toMatch(/^web\s+service\s+2\s+2\s+2\s+placed\s+agent-a,agent-b\s+3$/m);
+    expect(printed).toMatch(/^api\s+service\s+2\s+2\s+1\s+placed, 1 not ready\s+/m);
+    expect(printed).toMatch(/^all\s+service\s+all \(3\)\s+2\s+0\s+degraded, 2 not ready\s+/m);
+  });
+
+  test('a pending workload has nothing placed and nothing to call unready', () => {
+    const printed = renderState(state([workload('new', { placement: null, placed: 0, ready: 0, status: 'pending' })]));
+    expect(printed).toMatch(/^new\s+service\s+2\s+0\s+0\s+pending\s+-\s+-$/m);
+  });
+});
+
+test('jobs and tiers with no argument list them all', () => {
+  const jobs = renderJobList({ jobs: [{ job: 'clicks', generation: 2, operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 4 }, { id: 'out', kind: 'sink', parallelism: 1 }], desired: 7, placed: 7, ready: 6 }] });
+  expect(jobs).toMatch(/^JOB\s+OPERATORS\s+GENERATION\s+DESIRED\s+PLACED\s+READY\nclicks\s+src 2 → agg 4 → out 1\s+2\s+7\s+7\s+6$/m);
+  expect(renderJobList({ jobs: [] })).toBe('(none)');
+  const tiers = renderTierList({ tiers: [{ tier: 'demo', revision: 3, updatedAt: new Date().toISOString(), workflowId: 'autoscale:demo', policy: { workloads: ['demo-web'], minReplicas: 1, maxReplicas: 6, targets: { qpsPerInstance: 100 } } }] });
+  expect(tiers).toMatch(/^TIER\s+WORKLOADS\s+REPLICAS\s+TARGETS\s+REVISION\s+UPDATED\ndemo\s+demo-web\s+1–6\s+qpsPerInstance 100\s+3\s+/m);
 });

@@ -480,7 +480,9 @@ function check(docs: Doc[], ctx: Context): Findings {
       const candidates = cli.entries.filter((e) => e.words[0] === command);
       if (!candidates.length) return say('scalegate', line, `scalegate ${args.join(' ')}: no command ${command} (USAGE has ${[...new Set(cli.entries.map((e) => e.words[0]))].join(', ')})`);
       const withSub = candidates.filter((e) => e.words.length > 1);
-      const entry = withSub.length ? withSub.find((e) => e.words[1] === sub) : candidates[0];
+      // `jobs` and `jobs <job>`, `tiers` and `tiers show <tier>`: a subcommand by name, else the plain form whose arguments fit
+      const plain = candidates.filter((e) => e.words.length === 1);
+      const entry = withSub.find((e) => e.words[1] === sub) ?? plain.find((e) => positionals.length - 1 === e.args.length) ?? (withSub.length ? undefined : candidates[0]);
       if (!entry) {
         if (sub === undefined && !strict) return;
         return say('scalegate', line, `scalegate ${args.join(' ')}: no subcommand ${command} ${sub ?? ''} (USAGE has ${withSub.map((e) => e.words.join(' ')).join(', ')})`);
@@ -564,6 +566,8 @@ function check(docs: Doc[], ctx: Context): Findings {
           if (arg === '-X' || arg === '--request') method = value;
           if (['-d', '--data', '--data-raw', '--data-binary', '--json'].includes(arg)) body = value;
         } else if (/^https?:\/\//.test(arg)) url = arg;
+        // the banner's export (README "Drive it"): the API, whatever port it has
+        else if (/^\$\{?SCALEGATE_API_URL\}?\//.test(arg)) url = arg.replace(/^\$\{?SCALEGATE_API_URL\}?/, 'http://127.0.0.1:8080');
       }
       const target = url && /^https?:\/\/(?:127\.0\.0\.1|localhost):(\d+)(\/[^?#]*)?/.exec(url);
       if (!target) return;
@@ -720,6 +724,7 @@ describe('the checks catch what they are for', () => {
   test('curl lines and routes', () => {
     expect(problemsOf(fence(`curl -s -X POST -H "Authorization: Bearer $OP" \\\n  http://127.0.0.1:8080/v1/workloads/orders/scale -d '{"replicas": 3}'`))).toEqual([]);
     expect(problemsOf(fence('curl -s http://127.0.0.1:8080/v1/workload/orders'))).toEqual([expect.stringContaining('declares no route /v1/workload/orders')]);
+    expect(problemsOf(fence('curl -s "$SCALEGATE_API_URL/v1/workload/orders"'))).toEqual([expect.stringContaining('declares no route /v1/workload/orders')]);
     expect(problemsOf(fence('curl -s -X DELETE http://127.0.0.1:8080/v1/state'))).toEqual([expect.stringContaining('no DELETE on /v1/state')]);
     expect(problemsOf(fence(`curl -s http://127.0.0.1:8080/v1/workloads/orders/scale -d '{"replica": 3}'`))).toEqual([expect.stringContaining("the body is refused by scaleWorkload's body schema")]);
     expect(problemsOf('`GET /v1/tasks/:taskId` on an agent, `POST /v1/operations/<id>/abort`, `PUT /v1/nope`')).toEqual([expect.stringContaining('declares no route /v1/nope')]);

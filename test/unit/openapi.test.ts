@@ -34,7 +34,7 @@ describe('the OpenAPI document', () => {
     expect(operations.map((o) => o.where).sort()).toEqual([
       'DELETE /v1/workloads/{name}',
       'GET /healthz', 'GET /metrics', 'GET /openapi.json', 'GET /readyz',
-      'GET /v1/jobs/{job}', 'GET /v1/ledger', 'GET /v1/operations', 'GET /v1/operations/{workflowId}', 'GET /v1/operations/{workflowId}/report', 'GET /v1/state', 'GET /v1/tiers/{tier}', 'GET /v1/workloads/{name}',
+      'GET /v1/jobs', 'GET /v1/jobs/{job}', 'GET /v1/ledger', 'GET /v1/operations', 'GET /v1/operations/{workflowId}', 'GET /v1/operations/{workflowId}/report', 'GET /v1/state', 'GET /v1/tiers', 'GET /v1/tiers/{tier}', 'GET /v1/workloads/{name}',
       'POST /v1/jobs/{job}/operators/{op}/rescale',
       'POST /v1/operations/{workflowId}/abort', 'POST /v1/operations/{workflowId}/approve',
       'POST /v1/plans/{id}/apply',
@@ -94,6 +94,45 @@ describe('the OpenAPI document', () => {
     expect(Object.keys(operationAt('post', '/v1/plans/{id}/apply').responses)).toEqual(expect.arrayContaining(['404', '409']));
     // /readyz's 503 is its own body, not an error
     expect(operationAt('get', '/readyz').responses['503'].content!['application/json'].schema).toEqual({ $ref: '#/components/schemas/Readiness' });
+  });
+
+  it('documents the answers any request can get before a route runs: 405 with Allow, 431, 414 on a path parameter, 413 on a body', () => {
+    for (const { where, operation } of operations) {
+      const statuses = Object.keys(operation.responses);
+      expect([where, statuses]).toEqual([where, expect.arrayContaining(['405', '431'])]);
+      if (where.includes('{')) expect([where, statuses]).toEqual([where, expect.arrayContaining(['414'])]);
+      if (operation.requestBody) expect([where, statuses]).toEqual([where, expect.arrayContaining(['413'])]);
+    }
+    expect(Object.keys(operationAt('get', '/v1/tiers/{tier}').responses)).toEqual(expect.arrayContaining(['414']));
+    const responses = doc.components.responses as Record<string, { headers?: Record<string, unknown>; description: string }>;
+    expect(Object.keys(responses.MethodNotAllowed.headers!)).toEqual(['Allow']);
+    expect(responses.MethodNotAllowed.description).toMatch(/method-not-allowed/);
+    expect(responses.HeadersTooLarge.description).toMatch(/headers-too-large/);
+    expect(responses.UriTooLong.description).toMatch(/uri-too-long/);
+    expect(responses.PayloadTooLarge.description).toMatch(/body-too-large/);
+  });
+
+  it('states the refinements the API enforces, so a request valid by the document is not refused as malformed', () => {
+    const body = (method: string, path: string) => operationAt(method, path).requestBody!.content['application/json'].schema as Record<string, any>;
+    // replicas: 0 is refused on scale, plan and a workload's definition; "all" is no scale's
+    expect(body('post', '/v1/workloads/{name}/scale').properties.replicas).toEqual({ type: 'integer', minimum: 1, maximum: 10_000 });
+    expect(body('post', '/v1/workloads/{name}/plan').properties.replicas.anyOf).toEqual([{ type: 'string', const: 'all' }, { type: 'integer', minimum: 1, maximum: 10_000 }]);
+    for (const kind of body('put', '/v1/workloads/{name}').oneOf) expect(kind.properties.replicas.anyOf).toContainEqual(expect.objectContaining({ type: 'integer', minimum: 1 }));
+    // a signal carries at least one figure; a policy at least one target, each workload once
+    expect(body('post', '/v1/tiers/{tier}/signals').anyOf.map((a: any) => a.required)).toEqual([['qps'], ['activeUsers'], ['cpuUtilization'], ['queueDepth']]);
+    const policy = body('put', '/v1/tiers/{tier}/policy');
+    expect(policy.properties.targets.minProperties).toBe(1);
+    expect(policy.properties.workloads.uniqueItems).toBe(true);
+    expect(policy.dependentSchemas.observe.properties.targets.required).toEqual(['queueDepthPerInstance']);
+    expect(policy.description).toMatch(/minReplicas ≤ maxReplicas/);
+    // a partitioned contract names its partitions; no control-plane table as a source or sink; bounded labels
+    const consumer = body('put', '/v1/workloads/{name}').oneOf[1];
+    expect(consumer.properties.contract.then.required).toEqual(['partitions']);
+    expect(JSON.stringify(consumer.properties.spec)).toContain('"not":{"anyOf":[{"enum":[');
+    expect(consumer.properties.selector.maxProperties).toBeGreaterThan(0);
+    // no NUL in a request's strings or keys (http/route.ts refuses them)
+    expect(body('post', '/v1/workloads/{name}/scale').properties.reason.pattern).toBe('^[^\\u0000]*$');
+    expect(new RegExp(body('post', '/v1/workloads/{name}/scale').properties.reason.pattern).test('a\u0000b')).toBe(false);
   });
 
   it('documents the Idempotency-Key of every route that starts an operation', () => {
