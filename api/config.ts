@@ -36,6 +36,15 @@ export const ApiConfigSchema = z.object({
   SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   /** Kafka brokers ("host:port,..."): a workload reading a topic is checked against the broker's partition count */
   SCALEGATE_KAFKA_BROKERS: z.string().max(4096).optional(),
+  /**
+   * The image registries (host[:port], comma-separated) a container workload may name, beside those on
+   * loopback (the embedded one); an image from any other is refused when the workload is defined
+   */
+  SCALEGATE_IMAGE_REGISTRIES: z
+    .string()
+    .max(4096)
+    .default('')
+    .transform((list) => list.split(',').map((entry) => entry.trim()).filter(Boolean)),
 });
 export type ApiConfig = z.infer<typeof ApiConfigSchema>;
 

@@ -35,7 +35,7 @@ export function parseImageName(image: string): ImageName {
   return colon === -1 ? { registry, repository: rest, tag: 'latest' } : { registry, repository: rest.slice(0, colon), tag: rest.slice(colon + 1) };
 }
 
-const isLoopback = (registry: string): boolean => /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/.test(registry);
+export const isLoopback = (registry: string): boolean => /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/.test(registry);
 
 /** Why an image could not be pinned: `missing` (the registry has no such tag) or `unreachable`. */
 export class ImageResolveError extends Error {

@@ -8,7 +8,7 @@ import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { retireWorkload } from '../../workflows/retire-workload';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
-import { ImageResolveError, pinImage } from '../../lib/image-registry';
+import { ImageResolveError, isLoopback, parseImageName, pinImage } from '../../lib/image-registry';
 import { ApiError } from '../../http/errors';
 import { startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
@@ -31,9 +31,17 @@ async function checkBrokerPartitions(deps: ApiDeps, topic: string | null, declar
   }
 }
 
-/** A container service's image pinned by digest (a tag resolved at its registry), so every node runs one image. */
-async function pinnedSpec<T extends { image?: string }>(spec: T): Promise<T> {
+/**
+ * A container service's image pinned by digest (a tag resolved at its registry), so every node runs
+ * one image. Only registries on loopback (the embedded one) and those SCALEGATE_IMAGE_REGISTRIES
+ * names may be pulled from: an image from any other is refused before anyone is asked.
+ */
+async function pinnedSpec<T extends { image?: string }>(spec: T, allowedRegistries: readonly string[]): Promise<T> {
   if (spec.image === undefined) return spec;
+  const { registry } = parseImageName(spec.image);
+  if (!isLoopback(registry) && !allowedRegistries.includes(registry)) {
+    throw new ApiError('invalid-spec', `image ${spec.image}: registry ${registry} is not one this control plane pulls from (loopback, or SCALEGATE_IMAGE_REGISTRIES: ${allowedRegistries.join(', ') || 'none'}); nothing was defined`);
+  }
   const image = await pinImage(spec.image).catch((error: unknown) => {
     if (error instanceof ImageResolveError && error.reason === 'missing') throw new ApiError('invalid-spec', `${error.message}; nothing was defined`);
     throw new ApiError('image-unavailable', `${(error as Error).message}; nothing was defined, retry`);
@@ -60,7 +68,7 @@ export function workloadRoutes(deps: ApiDeps) {
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, sourceTopicOf(body.spec), body.spec.partitions, 'spec.partitions');
         if (body.kind === 'service' && body.spec.kafka) await checkBrokerPartitions(deps, body.spec.kafka.topic, body.contract.partitions, 'contract.partitions');
-        const definition = body.kind === 'service' ? { ...body, spec: await pinnedSpec(body.spec) } : body;
+        const definition = body.kind === 'service' ? { ...body, spec: await pinnedSpec(body.spec, deps.config.SCALEGATE_IMAGE_REGISTRIES) } : body;
         const workload = await deps.registry.putWorkload(params.name, definition);
         return ok(workload, existed ? 200 : 201);
       },

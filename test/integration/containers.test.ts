@@ -47,6 +47,14 @@ describe('a container service', () => {
     expect((await stack.api('GET', '/v1/workloads/untagged', { role: 'viewer' })).status).toBe(404);
   });
 
+  it('is refused when its image comes from a registry the control plane does not pull from, before anyone is asked', async () => {
+    const put = await stack.api('PUT', '/v1/workloads/elsewhere', { body: webService('registry.example/team/web:v1', 1) });
+    expect(put).toMatchObject({ status: 422, body: { error: 'invalid-spec', message: expect.stringContaining('registry registry.example is not one this control plane pulls from') } });
+    const hub = await stack.api('PUT', '/v1/workloads/elsewhere', { body: webService('busybox:1.36', 1) });
+    expect(hub.body.message).toContain('registry registry-1.docker.io is not one');
+    expect((await stack.api('GET', '/v1/workloads/elsewhere', { role: 'viewer' })).status).toBe(404);
+  });
+
   it('scales 1 → 3 → 1: every replica runs the pinned digest with its limits and answers on its port; the removed leave no container', async () => {
     await defineWorkload(stack, 'boxes', webService(tagged(), 1), 1);
     const out = await scaleAndWait(stack, 'boxes', { replicas: 3, soakMs: 0 }, 'scaleOut');
