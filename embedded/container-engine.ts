@@ -49,8 +49,13 @@ function logTo(file: string): fs.WriteStream {
   return fs.createWriteStream(file, { flags: 'a' });
 }
 
-/** Starts dockerd with everything under `dir`; resolves once its API answers. */
-export async function startContainerEngine(options: { dir: string; log?: (line: string) => void }): Promise<RunningEngine> {
+/**
+ * Starts dockerd with everything under `dir`; resolves once its API answers. `ownProcessGroup`: out
+ * of the caller's process group, so that a Ctrl-C at the terminal (or a SIGTERM to the group) does
+ * not reach it directly: dockerd would stop its containers itself and leave their network's bridge
+ * interface behind; the caller's stop() removes them first, then stops it.
+ */
+export async function startContainerEngine(options: { dir: string; ownProcessGroup?: boolean; log?: (line: string) => void }): Promise<RunningEngine> {
   const dir = path.resolve(options.dir);
   fs.mkdirSync(dir, { recursive: true });
   // unix socket paths are short (108 bytes): the socket gets a short name in the folder
@@ -58,7 +63,7 @@ export async function startContainerEngine(options: { dir: string; log?: (line: 
   const child: ChildProcess = spawn('dockerd', [
     '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--pidfile', path.join(dir, 'dockerd.pid'),
     '-H', `unix://${socketPath}`, '--bridge=none', '--iptables=false', '--ip6tables=false', '--ip-masq=false',
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  ], { stdio: ['ignore', 'pipe', 'pipe'], detached: options.ownProcessGroup ?? false });
   const out = logTo(path.join(dir, 'dockerd.log'));
   child.stdout?.pipe(out);
   child.stderr?.pipe(out);
@@ -178,9 +183,9 @@ export interface RunningContainers {
  * A Docker engine (`<dir>/engine`) and an image registry (`<dir>/registry`), started in parallel;
  * if one fails, the other is stopped again and the error says which.
  */
-export async function startContainers(options: { dir: string; registryPort?: number; log?: (line: string) => void }): Promise<RunningContainers> {
+export async function startContainers(options: { dir: string; registryPort?: number; ownProcessGroup?: boolean; log?: (line: string) => void }): Promise<RunningContainers> {
   const parts = [
-    startContainerEngine({ dir: path.join(options.dir, 'engine'), log: options.log }),
+    startContainerEngine({ dir: path.join(options.dir, 'engine'), ownProcessGroup: options.ownProcessGroup, log: options.log }),
     startImageRegistry({ dir: path.join(options.dir, 'registry'), port: options.registryPort, log: options.log }),
   ] as const;
   const [engine, registry] = await Promise.allSettled(parts);

@@ -335,7 +335,9 @@ async function startContainersIfAvailable(options: { off: string | null; userDoc
   if (missing) return { off: missing };
   if (!(await portIsFree(options.registryPort))) return { off: `port ${options.registryPort} is in use (SCALEGATE_REGISTRY_PORT moves the image registry)` };
   try {
-    const running = await startContainers({ dir: options.dir, registryPort: options.registryPort, log: options.log });
+    // Its own process group: a Ctrl-C reaches the stack, whose stop removes the containers and the
+    // workload network before it stops the engine (stops below).
+    const running = await startContainers({ dir: options.dir, registryPort: options.registryPort, ownProcessGroup: true, log: options.log });
     return { dockerHost: running.engine.address, running };
   } catch (error) {
     return { off: `the Docker engine or registry did not start: ${error instanceof Error ? error.message : String(error)}` };
