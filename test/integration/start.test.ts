@@ -74,7 +74,8 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   // An engine and a registry of its own, on a free port, when Docker is here.
   const containersOff = containerSupportMissing();
   const registryPort = await freePort();
-  started = await startNpmStart({ name: 'start', env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, SCALEGATE_REGISTRY_PORT: String(registryPort) }, onLine: (line) => {
+  // In a process group of its own, as from a terminal, so that its stop below is a Ctrl-C's: the signal reaches every process of the group.
+  started = await startNpmStart({ name: 'start', processGroup: true, env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, SCALEGATE_REGISTRY_PORT: String(registryPort) }, onLine: (line) => {
     if (atReady === null && line.startsWith('[scalegate] ready')) atReady = observe();
   } });
   await started.ready;
@@ -155,12 +156,12 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
     expect(processesOf(started.home).some((p) => path.basename(p.argv[0]) === 'dockerd')).toBe(true);
   }
 
-  // SIGTERM stops all of it: exit 0, the API's, the agents', the broker's, the registry's and the
+  // SIGTERM to the process group (a terminal's Ctrl-C signals the group) stops all of it: exit 0, the API's, the agents', the broker's, the registry's and the
   // container's ports free again, no process naming the state folder left (no broker JVM, no
   // dockerd, containerd, shim or registry), no bridge interface, the pointer gone. Sent twice, as an impatient Ctrl-C does: the second must not
   // kill the stack halfway through its stop.
   const printed = started.lines;
-  started.process.kill('SIGTERM');
+  process.kill(-started.process.child.pid!, 'SIGTERM');
   await waitFor('the first SIGTERM taken', () => printed.includes('[scalegate] stopping (SIGTERM)'), { timeoutMs: 30_000, intervalMs: 20 });
   expect(await started.stop()).toBe(0);
   expect(started.lines.some((line) => line.startsWith('[scalegate] SIGTERM again: still stopping'))).toBe(true);

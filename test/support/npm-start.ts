@@ -34,7 +34,13 @@ export interface NpmStart {
   cleanUp(): Promise<void>;
 }
 
-export async function startNpmStart(options: { name: string; env?: Record<string, string>; onLine?: (line: string) => void }): Promise<NpmStart> {
+export async function startNpmStart(options: {
+  name: string;
+  env?: Record<string, string>;
+  onLine?: (line: string) => void;
+  /** in a process group of its own, as from a terminal: process.kill(-pid) then signals it and every child it did not move out, as a Ctrl-C does */
+  processGroup?: boolean;
+}): Promise<NpmStart> {
   const env = testEnv();
   const { databaseUrl } = await createTestDatabase(options.name);
   // the agents connect as the data-plane role, as a deployment on its own server has them do
@@ -52,7 +58,7 @@ export async function startNpmStart(options: { name: string; env?: Record<string
   const lines: string[] = [];
   let sawReady = false;
   const child = spawnService({
-    name: options.name, entry: 'scripts/start.ts',
+    name: options.name, entry: 'scripts/start.ts', processGroup: options.processGroup,
     env: {
       PATH: process.env.PATH, HOME: process.env.HOME,
       // where Java and the cached Kafka jars are, for a start that runs a broker of its own
