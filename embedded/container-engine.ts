@@ -167,6 +167,23 @@ function run(program: string, args: string[], env: NodeJS.ProcessEnv): Promise<s
   });
 }
 
+/**
+ * What `npm start` does about containers: off when asked (SCALEGATE_CONTAINERS=off wins over
+ * everything), the user's engine when SCALEGATE_DOCKER_HOST or DOCKER_HOST names one (nothing
+ * started, whatever is installed), else its own engine and registry when Docker is here, else off
+ * with what is missing.
+ */
+export function containersChoice(
+  settings: { SCALEGATE_CONTAINERS: 'on' | 'off'; SCALEGATE_DOCKER_HOST?: string; DOCKER_HOST?: string },
+  missing: () => string | null = containerSupportMissing,
+): { off: string } | { yours: string } | { embedded: true } {
+  if (settings.SCALEGATE_CONTAINERS === 'off') return { off: 'SCALEGATE_CONTAINERS=off' };
+  const yours = settings.SCALEGATE_DOCKER_HOST ?? settings.DOCKER_HOST;
+  if (yours) return { yours };
+  const why = missing();
+  return why ? { off: why } : { embedded: true };
+}
+
 /** The busybox image every start serves: httpd on 8080 (`httpd -f -p 8080 -h /www`) answers /www/index.html. */
 export const BUSYBOX_WEB = { repository: 'scalegate/web', tag: 'v1', files: { 'www/index.html': 'v1\n' } } as const;
 /** The command that serves the busybox image's /www on the container's port 8080. */

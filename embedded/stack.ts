@@ -15,7 +15,7 @@ import { createPool } from '../store/db';
 import { newAgentDatabaseUrl } from '../store/data-plane-role';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
-import { BUSYBOX_HTTPD, BUSYBOX_WEB, containerSupportMissing, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
+import { BUSYBOX_HTTPD, BUSYBOX_WEB, containersChoice, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
 import { kafkaInstalled, kafkaUnavailable, startKafkaIfAvailable } from './kafka';
 import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
@@ -152,10 +152,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
 
   // Containers: off when asked, yours when DOCKER_HOST names an engine, else an engine and a registry
   // of the stack's own (in <home>/containers), started beside Temporal and PostgreSQL.
-  const userDockerHost = config.SCALEGATE_DOCKER_HOST ?? config.DOCKER_HOST;
-  const containersStart = startContainersIfAvailable({
-    off: config.SCALEGATE_CONTAINERS === 'off' ? 'SCALEGATE_CONTAINERS=off' : null, userDockerHost, dir: path.join(home, 'containers'), registryPort: config.SCALEGATE_REGISTRY_PORT, log: say,
-  }).then((started) => {
+  const containersStart = startContainersIfAvailable(containersChoice(config), { dir: path.join(home, 'containers'), registryPort: config.SCALEGATE_REGISTRY_PORT, log: say }).then((started) => {
     if (started.running) stops.push(started.running.stop);
     return started;
   });
@@ -324,15 +321,15 @@ interface ContainersStarted {
 }
 
 /**
- * Off when asked (or when Docker is not installed, or the registry's port is taken), the user's
- * engine when DOCKER_HOST names one (nothing started), else an engine and a registry of our own.
- * An engine that fails to start turns containers off, with its reason: everything else still starts.
+ * The choice carried out: off, the user's engine (nothing started), or an engine and a registry of
+ * our own. A registry port in use, or an engine that fails to start, turns containers off with the
+ * reason: everything else still starts.
  */
-async function startContainersIfAvailable(options: { off: string | null; userDockerHost?: string; dir: string; registryPort: number; log: (line: string) => void }): Promise<ContainersStarted> {
-  if (options.off) return { off: options.off };
-  if (options.userDockerHost) return { dockerHost: options.userDockerHost };
-  const missing = containerSupportMissing();
-  if (missing) return { off: missing };
+async function startContainersIfAvailable(
+  choice: ReturnType<typeof containersChoice>, options: { dir: string; registryPort: number; log: (line: string) => void },
+): Promise<ContainersStarted> {
+  if ('off' in choice) return { off: choice.off };
+  if ('yours' in choice) return { dockerHost: choice.yours };
   if (!(await portIsFree(options.registryPort))) return { off: `port ${options.registryPort} is in use (SCALEGATE_REGISTRY_PORT moves the image registry)` };
   try {
     // Its own process group: a Ctrl-C reaches the stack, whose stop removes the containers and the

@@ -71,11 +71,12 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   const kafkaOff = kafkaUnavailable();
   const kafkaPort = await freePort();
   const kafkaEnv = { SCALEGATE_KAFKA: 'on', SCALEGATE_KAFKA_BROKERS: '', SCALEGATE_KAFKA_PORT: String(kafkaPort) };
-  // An engine and a registry of its own, on a free port, when Docker is here.
+  // An engine and a registry of its own (not the run's: no DOCKER_HOST), the registry on a free port, when Docker is here.
   const containersOff = containerSupportMissing();
   const registryPort = await freePort();
+  const containersEnv = { SCALEGATE_CONTAINERS: 'on', DOCKER_HOST: '', SCALEGATE_REGISTRY_PORT: String(registryPort) };
   // In a process group of its own, as from a terminal, so that its stop below is a Ctrl-C's: the signal reaches every process of the group.
-  started = await startNpmStart({ name: 'start', processGroup: true, env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, SCALEGATE_REGISTRY_PORT: String(registryPort) }, onLine: (line) => {
+  started = await startNpmStart({ name: 'start', processGroup: true, env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, ...containersEnv }, onLine: (line) => {
     if (atReady === null && line.startsWith('[scalegate] ready')) atReady = observe();
   } });
   await started.ready;
