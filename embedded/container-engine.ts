@@ -60,6 +60,7 @@ export async function startContainerEngine(options: { dir: string; ownProcessGro
   fs.mkdirSync(dir, { recursive: true });
   // unix socket paths are short (108 bytes): the socket gets a short name in the folder
   const socketPath = path.join(dir, 'd.sock');
+  await stopLeftEngine(dir, socketPath, options.log);
   const child: ChildProcess = spawn('dockerd', [
     '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--pidfile', path.join(dir, 'dockerd.pid'),
     '-H', `unix://${socketPath}`, '--bridge=none', '--iptables=false', '--ip6tables=false', '--ip-masq=false',
@@ -80,17 +81,56 @@ export async function startContainerEngine(options: { dir: string; ownProcessGro
   return {
     socketPath, address: `unix://${socketPath}`, engine,
     async stop() {
-      if (!exited) {
-        // Containers first (the engine would give each its 10 s stop timeout), then the networks,
-        // so no bridge interface outlives the engine.
-        const containers = await engine.list({}).catch(() => []);
-        await Promise.all(containers.map((c) => engine.remove(c.Id).catch(() => undefined)));
-        await engine.removeNetworks().catch(() => undefined);
-      }
+      if (!exited) await clearEngine(engine);
       await stopChild(child, 15_000);
       out.end();
     },
   };
+}
+
+/**
+ * Removes every container, then the workload networks: stopped with containers, dockerd would give
+ * each its 10 s stop timeout, and it leaves a network's bridge interface behind when it exits.
+ */
+async function clearEngine(engine: Engine): Promise<void> {
+  const containers = await engine.list({}).catch(() => []);
+  await Promise.all(containers.map((c) => engine.remove(c.Id).catch(() => undefined)));
+  await engine.removeNetworks().catch(() => undefined);
+}
+
+/**
+ * A dockerd that a start which was killed (SIGKILL: no stop ran) left running on this folder: its
+ * pidfile names a live dockerd of this data root, and a new dockerd would refuse the pidfile. It is
+ * ours: cleared and stopped as stop() would have, so this start gets an engine.
+ */
+async function stopLeftEngine(dir: string, socketPath: string, log?: (line: string) => void): Promise<void> {
+  let pid: number;
+  let argv: string[];
+  try {
+    pid = Number(fs.readFileSync(path.join(dir, 'dockerd.pid'), 'utf8').trim());
+    argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return; // no pidfile, or its process is gone
+  }
+  if (!argv.includes(path.join(dir, 'data'))) return;
+  log?.(`stopping the Docker engine a previous start left running on ${dir} (pid ${pid})`);
+  await clearEngine(createEngine(socketPath));
+  const gone = () => {
+    try {
+      return /\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); // a zombie has exited
+    } catch {
+      return true;
+    }
+  };
+  process.kill(pid, 'SIGTERM');
+  await waitUntil(`the previous dockerd (pid ${pid}) to exit`, 20_000, async () => gone(), () => true).catch(() => {
+    if (!gone()) process.kill(pid, 'SIGKILL');
+  });
+  // dockerd bind-mounts its data root onto itself and a dockerd that finds it mounted already does
+  // not unmount it when it stops: the mount the previous one left would outlive every later engine.
+  const dataRoot = path.join(dir, 'data');
+  const mounted = fs.readFileSync('/proc/mounts', 'utf8').split('\n').some((line) => line.split(' ')[1] === dataRoot);
+  if (mounted) await run('umount', [dataRoot], process.env);
 }
 
 export interface RunningRegistry {

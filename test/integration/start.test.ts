@@ -8,7 +8,6 @@
 // defined as the banner says runs on an agent, and the stop leaves no engine process, container,
 // bridge interface or port behind.
 import { Connection } from '@temporalio/client';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { LABEL, WORKLOAD_NETWORK } from '../../agent/drivers/container';
@@ -17,6 +16,7 @@ import { containerSupportMissing } from '../../embedded/container-engine';
 import { kafkaUnavailable } from '../../embedded/kafka';
 import { freePort, portIsFree } from '../../embedded/processes';
 import { readStackFile } from '../../embedded/stack-file';
+import { bridgeExists, bridgeOf } from '../support/bridges';
 import { testEnv } from '../support/env';
 import { EMBEDDED_AGENTS as AGENTS, startNpmStart, type NpmStart } from '../support/npm-start';
 import { waitFor } from '../support/wait-for';
@@ -151,9 +151,8 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
     expect(await (await fetch(`http://127.0.0.1:${published}/index.html`)).text()).toBe('v1\n');
     taken.push(registryPort, published!);
     // The workload network's bridge interface (br- and the network's id), gone once the stack stops.
-    const networkId = execFileSync('docker', ['network', 'inspect', '-f', '{{.Id}}', WORKLOAD_NETWORK], { env: { ...process.env, DOCKER_HOST: `unix://${socket}` }, encoding: 'utf8' }).trim();
-    bridge = `br-${networkId.slice(0, 12)}`;
-    expect(fs.existsSync(`/sys/class/net/${bridge}`)).toBe(true);
+    bridge = bridgeOf(`unix://${socket}`, WORKLOAD_NETWORK);
+    expect(bridgeExists(bridge)).toBe(true);
     expect(processesOf(started.home).some((p) => path.basename(p.argv[0]) === 'dockerd')).toBe(true);
   }
 
@@ -169,5 +168,5 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   expect(readStackFile(started.home)).toBeNull();
   for (const port of [apiPort, ...agentPorts, kafkaPort, ...taken]) expect([port, await portIsFree(port)]).toEqual([port, true]);
   expect(processesOf(started.home)).toEqual([]);
-  if (bridge) expect(fs.existsSync(`/sys/class/net/${bridge}`)).toBe(false);
+  if (bridge) expect(bridgeExists(bridge)).toBe(false);
 }, 240_000);
