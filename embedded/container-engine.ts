@@ -4,10 +4,11 @@
 // distribution registry) on loopback, so images are pushed and pulled by digest for real. Nothing
 // comes from a public registry: the test image is a root folder of Debian's busybox-static,
 // imported and pushed here (reference/runtimes.md).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createEngine, type Engine } from '../agent/drivers/engine';
+import { ImageResolveError, pinImage } from '../lib/image-registry';
 import { freePort, stopChild } from './processes';
 import { onPath } from './temporal-cli';
 
@@ -48,16 +49,22 @@ function logTo(file: string): fs.WriteStream {
   return fs.createWriteStream(file, { flags: 'a' });
 }
 
-/** Starts dockerd with everything under `dir`; resolves once its API answers. */
-export async function startContainerEngine(options: { dir: string; log?: (line: string) => void }): Promise<RunningEngine> {
+/**
+ * Starts dockerd with everything under `dir`; resolves once its API answers. `ownProcessGroup`: out
+ * of the caller's process group, so that a Ctrl-C at the terminal (or a SIGTERM to the group) does
+ * not reach it directly: dockerd would stop its containers itself and leave their network's bridge
+ * interface behind; the caller's stop() removes them first, then stops it.
+ */
+export async function startContainerEngine(options: { dir: string; ownProcessGroup?: boolean; log?: (line: string) => void }): Promise<RunningEngine> {
   const dir = path.resolve(options.dir);
   fs.mkdirSync(dir, { recursive: true });
   // unix socket paths are short (108 bytes): the socket gets a short name in the folder
   const socketPath = path.join(dir, 'd.sock');
+  await stopLeftEngine(dir, socketPath, options.log);
   const child: ChildProcess = spawn('dockerd', [
     '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--pidfile', path.join(dir, 'dockerd.pid'),
     '-H', `unix://${socketPath}`, '--bridge=none', '--iptables=false', '--ip6tables=false', '--ip-masq=false',
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  ], { stdio: ['ignore', 'pipe', 'pipe'], detached: options.ownProcessGroup ?? false });
   const out = logTo(path.join(dir, 'dockerd.log'));
   child.stdout?.pipe(out);
   child.stderr?.pipe(out);
@@ -65,22 +72,65 @@ export async function startContainerEngine(options: { dir: string; log?: (line: 
   child.on('exit', () => { exited = true; });
   const engine = createEngine(socketPath);
   const started = Date.now();
-  await waitUntil('dockerd', ENGINE_READY_MS, async () => { await engine.ping(); return true; }, () => !exited);
+  await waitUntil('dockerd', ENGINE_READY_MS, async () => { await engine.ping(); return true; }, () => !exited).catch(async (error: unknown) => {
+    await stopChild(child, 5_000);
+    out.end();
+    throw new Error(`${(error as Error).message} (its log: ${path.join(dir, 'dockerd.log')})`);
+  });
   options.log?.(`docker engine ready in ${Date.now() - started} ms on unix://${socketPath}`);
   return {
     socketPath, address: `unix://${socketPath}`, engine,
     async stop() {
-      if (!exited) {
-        // Containers first (the engine would give each its 10 s stop timeout), then the networks,
-        // so no bridge interface outlives the engine.
-        const containers = await engine.list({}).catch(() => []);
-        await Promise.all(containers.map((c) => engine.remove(c.Id).catch(() => undefined)));
-        await engine.removeNetworks().catch(() => undefined);
-      }
+      if (!exited) await clearEngine(engine);
       await stopChild(child, 15_000);
       out.end();
     },
   };
+}
+
+/**
+ * Removes every container, then the workload networks: stopped with containers, dockerd would give
+ * each its 10 s stop timeout, and it leaves a network's bridge interface behind when it exits.
+ */
+async function clearEngine(engine: Engine): Promise<void> {
+  const containers = await engine.list({}).catch(() => []);
+  await Promise.all(containers.map((c) => engine.remove(c.Id).catch(() => undefined)));
+  await engine.removeNetworks().catch(() => undefined);
+}
+
+/**
+ * A dockerd that a start which was killed (SIGKILL: no stop ran) left running on this folder: its
+ * pidfile names a live dockerd of this data root, and a new dockerd would refuse the pidfile. It is
+ * ours: cleared and stopped as stop() would have, so this start gets an engine.
+ */
+async function stopLeftEngine(dir: string, socketPath: string, log?: (line: string) => void): Promise<void> {
+  let pid: number;
+  let argv: string[];
+  try {
+    pid = Number(fs.readFileSync(path.join(dir, 'dockerd.pid'), 'utf8').trim());
+    argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return; // no pidfile, or its process is gone
+  }
+  if (!argv.includes(path.join(dir, 'data'))) return;
+  log?.(`stopping the Docker engine a previous start left running on ${dir} (pid ${pid})`);
+  await clearEngine(createEngine(socketPath));
+  const gone = () => {
+    try {
+      return /\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); // a zombie has exited
+    } catch {
+      return true;
+    }
+  };
+  process.kill(pid, 'SIGTERM');
+  await waitUntil(`the previous dockerd (pid ${pid}) to exit`, 20_000, async () => gone(), () => true).catch(() => {
+    if (!gone()) process.kill(pid, 'SIGKILL');
+  });
+  // dockerd bind-mounts its data root onto itself and a dockerd that finds it mounted already does
+  // not unmount it when it stops: the mount the previous one left would outlive every later engine.
+  const dataRoot = path.join(dir, 'data');
+  const mounted = fs.readFileSync('/proc/mounts', 'utf8').split('\n').some((line) => line.split(' ')[1] === dataRoot);
+  if (mounted) await run('umount', [dataRoot], process.env);
 }
 
 export interface RunningRegistry {
@@ -106,7 +156,11 @@ export async function startImageRegistry(options: { dir: string; port?: number; 
   let exited = false;
   child.on('exit', () => { exited = true; });
   const address = `127.0.0.1:${port}`;
-  await waitUntil('docker-registry', 30_000, async () => (await fetch(`http://${address}/v2/`)).ok, () => !exited);
+  await waitUntil('docker-registry', 30_000, async () => (await fetch(`http://${address}/v2/`)).ok, () => !exited).catch(async (error: unknown) => {
+    await stopChild(child, 5_000);
+    out.end();
+    throw new Error(`${(error as Error).message} (its log: ${path.join(dir, 'registry.log')})`);
+  });
   options.log?.(`image registry ready on ${address}`);
   return { address, stop: async () => { await stopChild(child, 5_000); out.end(); } };
 }
@@ -116,7 +170,7 @@ export async function startImageRegistry(options: { dir: string; port?: number; 
  * busybox-static, pushes it, and answers its pinned reference `<registry>/<repository>@sha256:…`.
  * `files` are written into the root first (e.g. an index page).
  */
-export function buildBusyboxImage(options: { engine: RunningEngine; registry: string; repository: string; tag: string; workDir: string; files?: Record<string, string> }): string {
+export async function buildBusyboxImage(options: { engine: RunningEngine; registry: string; repository: string; tag: string; workDir: string; files?: Record<string, string> }): Promise<string> {
   const root = path.join(options.workDir, `${options.repository.replace(/\W/g, '_')}-${options.tag}-root`);
   fs.rmSync(root, { recursive: true, force: true });
   fs.mkdirSync(path.join(root, 'bin'), { recursive: true });
@@ -129,16 +183,89 @@ export function buildBusyboxImage(options: { engine: RunningEngine; registry: st
   }
   const tagged = `${options.registry}/${options.repository}:${options.tag}`;
   const env = { ...process.env, DOCKER_HOST: options.engine.address };
-  const docker = (args: string[], input?: Buffer): string => {
-    const result = spawnSync('docker', args, { env, input, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-    if (result.status !== 0) throw new Error(`docker ${args.join(' ')}: ${result.stderr || result.stdout}`);
-    return result.stdout;
+  try {
+    // the root folder as a tar stream straight into `docker import` (~1 s); then the push
+    await run('sh', ['-c', 'tar -C "$1" -c . | docker import --change "ENV PATH=/bin" - "$2"', 'sh', root, tagged], env);
+    const pushed = await run('docker', ['push', tagged], env);
+    const digest = /digest: (sha256:[a-f0-9]{64})/.exec(pushed)?.[1];
+    if (!digest) throw new Error(`docker push ${tagged} printed no digest: ${pushed}`);
+    return `${options.registry}/${options.repository}@${digest}`;
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** Runs a program to its end; answers its output, or throws with it when the exit is not 0. */
+function run(program: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(program, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${program} ${args.join(' ')}: exit ${code}: ${output.trim()}`))));
+  });
+}
+
+/**
+ * What `npm start` does about containers: off when asked (SCALEGATE_CONTAINERS=off wins over
+ * everything), the user's engine when SCALEGATE_DOCKER_HOST or DOCKER_HOST names one (nothing
+ * started, whatever is installed), else its own engine and registry when Docker is here, else off
+ * with what is missing.
+ */
+export function containersChoice(
+  settings: { SCALEGATE_CONTAINERS: 'on' | 'off'; SCALEGATE_DOCKER_HOST?: string; DOCKER_HOST?: string },
+  missing: () => string | null = containerSupportMissing,
+): { off: string } | { yours: string } | { embedded: true } {
+  if (settings.SCALEGATE_CONTAINERS === 'off') return { off: 'SCALEGATE_CONTAINERS=off' };
+  const yours = settings.SCALEGATE_DOCKER_HOST ?? settings.DOCKER_HOST;
+  if (yours) return { yours };
+  const why = missing();
+  return why ? { off: why } : { embedded: true };
+}
+
+/** The busybox image every start serves: httpd on 8080 (`httpd -f -p 8080 -h /www`) answers /www/index.html. */
+export const BUSYBOX_WEB = { repository: 'scalegate/web', tag: 'v1', files: { 'www/index.html': 'v1\n' } } as const;
+/** The command that serves the busybox image's /www on the container's port 8080. */
+export const BUSYBOX_HTTPD = ['httpd', '-f', '-p', '8080', '-h', '/www'];
+
+export interface RunningContainers {
+  engine: RunningEngine;
+  registry: RunningRegistry;
+  /** stops the engine (its containers and networks first) and the registry; their data stays in the folder */
+  stop(): Promise<void>;
+}
+
+/**
+ * A Docker engine (`<dir>/engine`) and an image registry (`<dir>/registry`), started in parallel;
+ * if one fails, the other is stopped again and the error says which.
+ */
+export async function startContainers(options: { dir: string; registryPort?: number; ownProcessGroup?: boolean; log?: (line: string) => void }): Promise<RunningContainers> {
+  const parts = [
+    startContainerEngine({ dir: path.join(options.dir, 'engine'), ownProcessGroup: options.ownProcessGroup, log: options.log }),
+    startImageRegistry({ dir: path.join(options.dir, 'registry'), port: options.registryPort, log: options.log }),
+  ] as const;
+  const [engine, registry] = await Promise.allSettled(parts);
+  if (engine.status === 'rejected' || registry.status === 'rejected') {
+    await Promise.all([engine.status === 'fulfilled' && engine.value.stop(), registry.status === 'fulfilled' && registry.value.stop()]);
+    throw (engine.status === 'rejected' ? engine.reason : (registry as PromiseRejectedResult).reason) as Error;
+  }
+  return {
+    engine: engine.value, registry: registry.value,
+    stop: async () => { await Promise.all([engine.value.stop(), registry.value.stop()]); },
   };
-  const tar = spawnSync('tar', ['-C', root, '-c', '.'], { maxBuffer: 64 * 1024 * 1024 });
-  if (tar.status !== 0) throw new Error(`tar of ${root}: ${tar.stderr.toString()}`);
-  docker(['import', '--change', 'ENV PATH=/bin', '-', tagged], tar.stdout);
-  const pushed = docker(['push', tagged]);
-  const digest = /digest: (sha256:[a-f0-9]{64})/.exec(pushed)?.[1];
-  if (!digest) throw new Error(`docker push ${tagged} printed no digest: ${pushed}`);
-  return `${options.registry}/${options.repository}@${digest}`;
+}
+
+/**
+ * The busybox image `<registry>/<repository>:<tag>` pinned by digest: the registry's when it
+ * already has the tag (a state folder's second start builds nothing), else built and pushed now.
+ */
+export async function ensureBusyboxImage(options: Omit<Parameters<typeof buildBusyboxImage>[0], 'registry'> & { registry: RunningRegistry }): Promise<{ pinned: string; built: boolean }> {
+  const tagged = `${options.registry.address}/${options.repository}:${options.tag}`;
+  try {
+    return { pinned: await pinImage(tagged), built: false };
+  } catch (error) {
+    if (!(error instanceof ImageResolveError && error.reason === 'missing')) throw error;
+  }
+  return { pinned: await buildBusyboxImage({ ...options, registry: options.registry.address }), built: true };
 }

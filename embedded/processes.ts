@@ -27,12 +27,15 @@ export function spawnService(options: {
   logFile?: string;
   /** `entry` already bundled to JavaScript (the test stacks' processes): run it without tsx */
   script?: string;
+  /** the leader of a process group of its own, as a command started from a terminal is (a Ctrl-C signals the whole group) */
+  processGroup?: boolean;
 }): ServiceProcess {
   const program = options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)];
   const child = spawn(process.execPath, [...program, ...(options.args ?? [])], {
     cwd: ROOT,
     env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.processGroup ?? false,
   });
   const log = options.logFile ? fs.createWriteStream(options.logFile, { flags: 'a' }) : null;
   for (const stream of [child.stdout, child.stderr]) {

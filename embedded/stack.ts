@@ -1,6 +1,7 @@
 // The embedded default behind `npm start`: Temporal dev server + Web UI, PostgreSQL, a Kafka broker
-// (when Java 17 is here; embedded/kafka.ts), the API, the orchestrator worker and three agents
-// labelled zone=a/b/c, then the URLs and tokens; with --demo
+// (when Java 17 is here; embedded/kafka.ts), a Docker engine and an image registry for the agents'
+// container workloads (when Docker is here; embedded/container-engine.ts), the API, the orchestrator
+// worker and three agents labelled zone=a/b/c, then the URLs and tokens; with --demo
 // (or SCALEGATE_DEMO=1) also the demo workloads, their load generators and a tier (embedded/demo.ts). The API,
 // worker and agents are supervised: one that crashes is restarted with backoff, same id and state
 // folder, and the rest keeps running. Ctrl-C or SIGTERM stops all of it, children first, leaving
@@ -14,6 +15,7 @@ import { createPool } from '../store/db';
 import { newAgentDatabaseUrl } from '../store/data-plane-role';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
+import { BUSYBOX_HTTPD, BUSYBOX_WEB, containersChoice, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
 import { kafkaInstalled, kafkaUnavailable, startKafkaIfAvailable } from './kafka';
 import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
@@ -57,6 +59,13 @@ const StartConfigSchema = z.object({
   SCALEGATE_KAFKA_PORT: port.default(9092),
   /** set (host:port[,host:port]) to use your own Kafka instead of starting the embedded broker */
   SCALEGATE_KAFKA_BROKERS: z.string().trim().optional().transform((brokers) => brokers || undefined),
+  /** `off`: no Docker engine and no image registry (the agents then refuse container workloads) */
+  SCALEGATE_CONTAINERS: z.enum(['on', 'off']).default('on'),
+  /** the embedded image registry's port on 127.0.0.1 */
+  SCALEGATE_REGISTRY_PORT: port.default(5000),
+  /** set (unix:///path) to use your own Docker engine: the agents get it, and no engine or registry is started */
+  SCALEGATE_DOCKER_HOST: z.string().trim().optional().transform((host) => host || undefined),
+  DOCKER_HOST: z.string().trim().optional().transform((host) => host || undefined),
   /** `1`: define the demo (embedded/demo.ts) once the stack is up; `npm start -- --demo` sets it */
   SCALEGATE_DEMO: z.enum(['0', '1']).default('0'),
 });
@@ -141,6 +150,24 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   kafkaStart.then(() => { kafkaSettled = true; }, () => { kafkaSettled = true; });
   starting.push(kafkaStart);
 
+  // Containers: off when asked, yours when DOCKER_HOST names an engine, else an engine and a registry
+  // of the stack's own (in <home>/containers), started beside Temporal and PostgreSQL.
+  const containersStart = startContainersIfAvailable(containersChoice(config), { dir: path.join(home, 'containers'), registryPort: config.SCALEGATE_REGISTRY_PORT, log: say }).then((started) => {
+    if (started.running) stops.push(started.running.stop);
+    return started;
+  });
+  starting.push(containersStart);
+  // The busybox image, pushed to the registry unless it holds it already (awaited before the banner).
+  const imageReady: Promise<{ tagged: string; pinned: string } | { error: string } | null> = containersStart.then(async ({ running }) => {
+    if (!running) return null;
+    const { engine, registry } = running;
+    const { pinned, built } = await ensureBusyboxImage({ engine, registry, ...BUSYBOX_WEB, workDir: path.join(home, 'containers') });
+    const tagged = `${registry.address}/${BUSYBOX_WEB.repository}:${BUSYBOX_WEB.tag}`;
+    say(built ? `image ${tagged} built and pushed (${pinned})` : `image ${tagged} is in the registry already (${pinned})`);
+    return { tagged, pinned };
+  }).catch((error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }));
+  starting.push(imageReady);
+
   let temporalAddress = config.TEMPORAL_ADDRESS;
   let uiUrl = `http://127.0.0.1:${config.SCALEGATE_UI_PORT}`;
   if (temporalAddress) {
@@ -216,6 +243,11 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   launch('api', 'api/main.ts');
   const workers = Array.from({ length: config.SCALEGATE_WORKERS }, (_, i) => launch(config.SCALEGATE_WORKERS > 1 ? `worker-${i + 1}` : 'worker', 'workers/main.ts'));
   await waitForHttp(`${apiUrl}/healthz`, 60_000);
+  // The agents learn the engine at spawn: they wait for it (it usually answered long before).
+  const containers = await containersStart;
+  delete envOf.agent.DOCKER_HOST;
+  if (containers.dockerHost) envOf.agent.SCALEGATE_DOCKER_HOST = containers.dockerHost;
+  else delete envOf.agent.SCALEGATE_DOCKER_HOST;
   const agents = ['a', 'b', 'c'].map((zone, i) => ({ id: `agent-${zone}`, zone, port: config.SCALEGATE_AGENT_BASE_PORT + i }));
   for (const { id, zone, port: agentPort } of agents) {
     // 8 slots each: room for the demo's stream job to hold its old and new subtasks during a hot rescale.
@@ -238,6 +270,8 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   const kafkaLine = kafkaAnswers
     ? `${kafkaAnswers}${embeddedKafka ? `   (broker data in ${path.join(home, 'kafka')})` : '   (yours: SCALEGATE_KAFKA_BROKERS; none started)'}`
     : `off (${kafkaOffReason})`;
+  const image = await imageReady;
+  const containerLines = bannerContainerLines(containers, image, { apiUrl, operatorToken: tokens.operator });
   let tour: string[] = [];
   if (demo) {
     const defined = await installDemo(apiUrl, tokens.operator);
@@ -260,6 +294,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       ...temporalCliLines(temporalAddress, config.TEMPORAL_NAMESPACE),
       `  PostgreSQL     ${databaseUrl}`,
       `  kafka: ${kafkaLine}`,
+      ...containerLines.status,
       `  agents         agent-a/b/c on 127.0.0.1:${config.SCALEGATE_AGENT_BASE_PORT}-${config.SCALEGATE_AGENT_BASE_PORT + 2} (zone=a/b/c, ${config.SCALEGATE_AGENT_SLOTS} slots each)`,
       `  tokens         operator=${tokens.operator}`,
       `                 viewer=${tokens.viewer}`,
@@ -269,12 +304,66 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
       // the README's commands read these (its curl lines and the CLI: $SCALEGATE_API_URL; loadgen: $PG)
       `  shell          ${shellExports({ apiUrl, home, databaseUrl })}`,
       `  try: curl -s -H "Authorization: Bearer ${tokens.viewer}" ${apiUrl}/v1/state`,
+      ...containerLines.tryIt,
       ...tour,
       'Ctrl-C stops everything.',
       '',
     ].join('\n'),
   );
   say(`ready: the API, ${config.SCALEGATE_WORKERS > 1 ? `${config.SCALEGATE_WORKERS} workers` : 'the worker'} (polling task queue ${config.SCALEGATE_TASK_QUEUE}) and ${agents.map((a) => a.id).join(', ')} (READY)`);
+}
+
+interface ContainersStarted {
+  /** what the agents get as SCALEGATE_DOCKER_HOST; undefined when containers are off */
+  dockerHost?: string;
+  /** the engine and registry this stack started */
+  running?: RunningContainers;
+  /** why containers are off */
+  off?: string;
+}
+
+/**
+ * The choice carried out: off, the user's engine (nothing started), or an engine and a registry of
+ * our own. A registry port in use, or an engine that fails to start, turns containers off with the
+ * reason: everything else still starts.
+ */
+async function startContainersIfAvailable(
+  choice: ReturnType<typeof containersChoice>, options: { dir: string; registryPort: number; log: (line: string) => void },
+): Promise<ContainersStarted> {
+  if ('off' in choice) return { off: choice.off };
+  if ('yours' in choice) return { dockerHost: choice.yours };
+  if (!(await portIsFree(options.registryPort))) return { off: `port ${options.registryPort} is in use (SCALEGATE_REGISTRY_PORT moves the image registry)` };
+  try {
+    // Its own process group: a Ctrl-C reaches the stack, whose stop removes the containers and the
+    // workload network before it stops the engine (stops below).
+    const running = await startContainers({ dir: options.dir, registryPort: options.registryPort, ownProcessGroup: true, log: options.log });
+    return { dockerHost: running.engine.address, running };
+  } catch (error) {
+    return { off: `the Docker engine or registry did not start: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+/** The banner's containers line (engine and registry, or why they are off) and how to run a container service. */
+function bannerContainerLines(
+  containers: ContainersStarted, image: { tagged: string; pinned: string } | { error: string } | null, api: { apiUrl: string; operatorToken: string },
+): { status: string[]; tryIt: string[] } {
+  if (containers.off) return { status: [`  containers: off (${containers.off})`], tryIt: [] };
+  if (!containers.running) return { status: [`  containers: engine ${containers.dockerHost}   (yours: DOCKER_HOST; no engine or registry started)`], tryIt: [] };
+  const { engine, registry } = containers.running;
+  const status = [`  containers: engine ${engine.address}   registry ${registry.address}   (data in ${path.dirname(path.dirname(engine.socketPath))})`];
+  if (!image || 'error' in image) return { status: [...status, `  image          not built: ${image?.error ?? 'no registry'}`], tryIt: [] };
+  const body = JSON.stringify({
+    kind: 'service', replicas: 1,
+    contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+    spec: { image: image.tagged, command: BUSYBOX_HTTPD, readiness: { http: '/index.html' }, limits: { cpus: 0.25, memoryMiB: 32 } },
+  });
+  return {
+    status: [...status, `  image          ${image.tagged}   (busybox; \`${BUSYBOX_HTTPD.join(' ')}\` serves /index.html; pinned: ${image.pinned})`],
+    tryIt: [
+      `  a container service: curl -s -X PUT -H "Authorization: Bearer ${api.operatorToken}" -H 'content-type: application/json' ${api.apiUrl}/v1/workloads/web \\`,
+      `                         -d '${body}'`,
+    ],
+  };
 }
 
 /**

@@ -25,6 +25,8 @@ export interface ContainerSummary {
   Names: string[];
   Labels: Record<string, string>;
   State: string;
+  /** the published ports (PublicPort is absent for a port not published) */
+  Ports?: { IP?: string; PrivatePort: number; PublicPort?: number; Type: string }[];
 }
 
 export interface ContainerInspect {

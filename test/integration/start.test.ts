@@ -3,29 +3,38 @@
 // every agent is READY. It runs against the shared Temporal server and PostgreSQL (TEMPORAL_ADDRESS
 // and DATABASE_URL set, as a user with their own servers would), with a task queue of its own and
 // no prebuilt workflow bundle, so its worker bundles the workflows at start as under `npm start`.
-// Its Kafka broker is its own (where Java 17 is here), so that its stop is seen to end that JVM too.
+// Its Kafka broker is its own (where Java 17 is here), so that its stop is seen to end that JVM too,
+// and so are its Docker engine and image registry (where Docker is here): a container service
+// defined as the banner says runs on an agent, and the stop leaves no engine process, container,
+// bridge interface or port behind.
 import { Connection } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
+import { LABEL, WORKLOAD_NETWORK } from '../../agent/drivers/container';
+import { createEngine } from '../../agent/drivers/engine';
+import { containerSupportMissing } from '../../embedded/container-engine';
 import { kafkaUnavailable } from '../../embedded/kafka';
 import { freePort, portIsFree } from '../../embedded/processes';
 import { readStackFile } from '../../embedded/stack-file';
+import { bridgeExists, bridgeOf } from '../support/bridges';
 import { testEnv } from '../support/env';
 import { EMBEDDED_AGENTS as AGENTS, startNpmStart, type NpmStart } from '../support/npm-start';
 import { waitFor } from '../support/wait-for';
 import { kafkaClient } from '../../lib/kafka';
 
-/** The pids of the JVMs running a Kafka broker out of `home` (its data folder is <home>/kafka), from the process table. */
-function stackBrokers(home: string): number[] {
-  return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).filter((pid) => {
+/** The processes whose arguments name `home` (the stack's agents, the broker's JVM, dockerd, containerd, its shims, docker-registry), from the process table. */
+function processesOf(home: string): { pid: number; argv: string[] }[] {
+  return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).flatMap((pid) => {
     try {
       const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return argv.includes('kafka.Kafka') && argv.some((arg) => arg.startsWith(home));
+      return argv.some((arg) => arg.includes(home)) ? [{ pid: Number(pid), argv }] : [];
     } catch {
-      return false; // gone meanwhile
+      return []; // gone meanwhile
     }
-  }).map(Number);
+  });
 }
+/** The pids of the JVMs running a Kafka broker out of `home` (its data folder is <home>/kafka). */
+const stackBrokers = (home: string): number[] => processesOf(home).filter((p) => p.argv.includes('kafka.Kafka')).map((p) => p.pid);
 
 /** temporal.api.enums.v1.TaskQueueType */
 const TASK_QUEUE_TYPE = { workflow: 1, activity: 2 } as const;
@@ -62,7 +71,12 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   const kafkaOff = kafkaUnavailable();
   const kafkaPort = await freePort();
   const kafkaEnv = { SCALEGATE_KAFKA: 'on', SCALEGATE_KAFKA_BROKERS: '', SCALEGATE_KAFKA_PORT: String(kafkaPort) };
-  started = await startNpmStart({ name: 'start', env: { SCALEGATE_WORKERS: '2', ...kafkaEnv }, onLine: (line) => {
+  // An engine and a registry of its own (not the run's: no DOCKER_HOST), the registry on a free port, when Docker is here.
+  const containersOff = containerSupportMissing();
+  const registryPort = await freePort();
+  const containersEnv = { SCALEGATE_CONTAINERS: 'on', DOCKER_HOST: '', SCALEGATE_REGISTRY_PORT: String(registryPort) };
+  // In a process group of its own, as from a terminal, so that its stop below is a Ctrl-C's: the signal reaches every process of the group.
+  started = await startNpmStart({ name: 'start', processGroup: true, env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, ...containersEnv }, onLine: (line) => {
     if (atReady === null && line.startsWith('[scalegate] ready')) atReady = observe();
   } });
   await started.ready;
@@ -106,15 +120,56 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
     expect(brokers).toEqual([]);
   }
 
-  // SIGTERM stops all of it: exit 0, the API's, the agents' and the broker's ports free again, no
-  // broker JVM left, the pointer gone. Sent twice, as an impatient Ctrl-C does: the second must not
+  // The containers line: its engine and registry, the image it built and how to run it; a
+  // container service PUT as the banner says runs on an agent and answers. Or why there are none.
+  const banner = lines.slice(bannerAt, readyAt);
+  const containersLine = banner.find((l) => l.startsWith('  containers: '));
+  const containerDir = path.join(started.home, 'containers');
+  const taken: number[] = [];
+  let bridge: string | null = null;
+  if (containersOff) {
+    expect(containersLine).toBe(`  containers: off (${containersOff})`);
+  } else {
+    const socket = path.join(containerDir, 'engine', 'd.sock');
+    expect(containersLine).toBe(`  containers: engine unix://${socket}   registry 127.0.0.1:${registryPort}   (data in ${containerDir})`);
+    const image = /^ {2}image +(\S+) .*pinned: (\S+)\)$/.exec(banner.find((l) => l.startsWith('  image ')) ?? '');
+    expect(image?.[1]).toBe(`127.0.0.1:${registryPort}/scalegate/web:v1`);
+    const printedBody = /^ +-d '(.*)'$/.exec(banner.find((l) => l.trimStart().startsWith("-d '")) ?? '')?.[1];
+    const body = JSON.parse(printedBody ?? 'null') as { spec: { image: string } };
+    expect(body.spec.image).toBe(image![1]);
+    const put = await fetch(`${apiUrl}/v1/workloads/web`, {
+      method: 'PUT', headers: { authorization: `Bearer ${started.tokens.operator}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+    });
+    expect([put.status, ((await put.json()) as { spec: { image: string } }).spec.image]).toEqual([201, image![2]]);
+    const engine = createEngine(socket);
+    const container = await waitFor('the container service ready on an agent', async () => {
+      const state = (await (await fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${started!.tokens.viewer}` } })).json()) as { workloads: { name: string; ready: number }[] };
+      if (state.workloads.find((w) => w.name === 'web')?.ready !== 1) return null;
+      const [running] = await engine.list({ [LABEL.workload]: 'web' });
+      return running;
+    }, { timeoutMs: 60_000, intervalMs: 200 });
+    expect(AGENTS).toContain(container.Labels[LABEL.runtime]);
+    expect((await engine.inspect(container.Id))?.Config.Image).toBe(image![2]);
+    const published = container.Ports?.find((p) => p.PrivatePort === 8080)?.PublicPort;
+    expect(await (await fetch(`http://127.0.0.1:${published}/index.html`)).text()).toBe('v1\n');
+    taken.push(registryPort, published!);
+    // The workload network's bridge interface (br- and the network's id), gone once the stack stops.
+    bridge = bridgeOf(`unix://${socket}`, WORKLOAD_NETWORK);
+    expect(bridgeExists(bridge)).toBe(true);
+    expect(processesOf(started.home).some((p) => path.basename(p.argv[0]) === 'dockerd')).toBe(true);
+  }
+
+  // SIGTERM to the process group (a terminal's Ctrl-C signals the group) stops all of it: exit 0, the API's, the agents', the broker's, the registry's and the
+  // container's ports free again, no process naming the state folder left (no broker JVM, no
+  // dockerd, containerd, shim or registry), no bridge interface, the pointer gone. Sent twice, as an impatient Ctrl-C does: the second must not
   // kill the stack halfway through its stop.
   const printed = started.lines;
-  started.process.kill('SIGTERM');
+  process.kill(-started.process.child.pid!, 'SIGTERM');
   await waitFor('the first SIGTERM taken', () => printed.includes('[scalegate] stopping (SIGTERM)'), { timeoutMs: 30_000, intervalMs: 20 });
   expect(await started.stop()).toBe(0);
   expect(started.lines.some((line) => line.startsWith('[scalegate] SIGTERM again: still stopping'))).toBe(true);
   expect(readStackFile(started.home)).toBeNull();
-  for (const port of [apiPort, ...agentPorts, kafkaPort]) expect([port, await portIsFree(port)]).toEqual([port, true]);
-  expect(stackBrokers(started.home)).toEqual([]);
+  for (const port of [apiPort, ...agentPorts, kafkaPort, ...taken]) expect([port, await portIsFree(port)]).toEqual([port, true]);
+  expect(processesOf(started.home)).toEqual([]);
+  if (bridge) expect(bridgeExists(bridge)).toBe(false);
 }, 240_000);

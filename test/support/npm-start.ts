@@ -1,7 +1,8 @@
 // `npm start` as a user runs it (scripts/start.ts → embedded/stack.ts), against the shared test
-// Temporal server, PostgreSQL and Kafka broker (TEMPORAL_ADDRESS, DATABASE_URL and
-// SCALEGATE_KAFKA_BROKERS set, as a user with their own servers would; SCALEGATE_KAFKA=off when the
-// run has no broker), on ports and a task queue of its own, with no prebuilt workflow bundle.
+// Temporal server, PostgreSQL, Kafka broker and Docker engine (TEMPORAL_ADDRESS, DATABASE_URL,
+// SCALEGATE_KAFKA_BROKERS and DOCKER_HOST set, as a user with their own servers would;
+// SCALEGATE_KAFKA=off / SCALEGATE_CONTAINERS=off when the run has none), on ports and a task queue
+// of its own, with no prebuilt workflow bundle.
 import { Client, Connection } from '@temporalio/client';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -34,7 +35,13 @@ export interface NpmStart {
   cleanUp(): Promise<void>;
 }
 
-export async function startNpmStart(options: { name: string; env?: Record<string, string>; onLine?: (line: string) => void }): Promise<NpmStart> {
+export async function startNpmStart(options: {
+  name: string;
+  env?: Record<string, string>;
+  onLine?: (line: string) => void;
+  /** in a process group of its own, as from a terminal: process.kill(-pid) then signals it and every child it did not move out, as a Ctrl-C does */
+  processGroup?: boolean;
+}): Promise<NpmStart> {
   const env = testEnv();
   const { databaseUrl } = await createTestDatabase(options.name);
   // the agents connect as the data-plane role, as a deployment on its own server has them do
@@ -52,12 +59,13 @@ export async function startNpmStart(options: { name: string; env?: Record<string
   const lines: string[] = [];
   let sawReady = false;
   const child = spawnService({
-    name: options.name, entry: 'scripts/start.ts',
+    name: options.name, entry: 'scripts/start.ts', processGroup: options.processGroup,
     env: {
       PATH: process.env.PATH, HOME: process.env.HOME,
       // where Java and the cached Kafka jars are, for a start that runs a broker of its own
       ...Object.fromEntries(['JAVA_HOME', 'SCALEGATE_CACHE_DIR', 'XDG_CACHE_HOME'].filter((name) => process.env[name]).map((name) => [name, process.env[name]])),
       ...(env.kafkaBrokers ? { SCALEGATE_KAFKA_BROKERS: env.kafkaBrokers } : { SCALEGATE_KAFKA: 'off' }),
+      ...(env.containers ? { DOCKER_HOST: env.containers.dockerHost } : { SCALEGATE_CONTAINERS: 'off' }),
       SCALEGATE_HOME: home, TEMPORAL_ADDRESS: env.temporalAddress, DATABASE_URL: databaseUrl, SCALEGATE_AGENT_DATABASE_URL: agentDatabaseUrl, SCALEGATE_TASK_QUEUE: taskQueue,
       SCALEGATE_API_PORT: String(apiPort), SCALEGATE_AGENT_BASE_PORT: String(ports.start), SCALEGATE_LEASE_TTL_MS: '3000',
       SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer, SCALEGATE_LOG_LEVEL: 'warn',

@@ -5,7 +5,7 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { buildBusyboxImage, containerSupportMissing, startContainerEngine, startImageRegistry, type RunningEngine, type RunningRegistry } from '../../embedded/container-engine';
+import { BUSYBOX_WEB, buildBusyboxImage, containerSupportMissing, startContainers as startEngineAndRegistry, type RunningEngine, type RunningRegistry } from '../../embedded/container-engine';
 import { startKafkaIfAvailable, type RunningKafka } from '../../embedded/kafka';
 import { startEmbeddedPostgres } from '../../embedded/postgres';
 import { freePort } from '../../embedded/processes';
@@ -37,15 +37,12 @@ interface RunningContainers {
 async function startContainers(dir: string, log?: (line: string) => void): Promise<{ containers: RunningContainers | null; off: string | null }> {
   const missing = containerSupportMissing();
   if (missing) return { containers: null, off: missing };
-  const [engine, registry] = await Promise.all([
-    startContainerEngine({ dir: path.join(dir, 'engine'), log }),
-    startImageRegistry({ dir: path.join(dir, 'registry'), log }),
-  ]);
+  const { engine, registry, stop } = await startEngineAndRegistry({ dir, log });
   try {
-    const image = buildBusyboxImage({ engine, registry: registry.address, repository: 'scalegate/web', tag: 'v1', workDir: dir, files: { 'www/index.html': 'v1\n' } });
-    return { containers: { engine, registry, image, stop: async () => { await Promise.all([engine.stop(), registry.stop()]); } }, off: null };
+    const image = await buildBusyboxImage({ engine, registry: registry.address, ...BUSYBOX_WEB, workDir: dir });
+    return { containers: { engine, registry, image, stop }, off: null };
   } catch (error) {
-    await Promise.all([engine.stop(), registry.stop()]);
+    await stop();
     throw error;
   }
 }
