@@ -26,10 +26,17 @@ fi
 if [ -z "${SCALEGATE_API_URL:-}" ]; then
   home=$(mktemp -d)
   free_port() { node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'; }
+  # The three agents take agent_base..+2: drawn below the ephemeral ports (32768 and up), where
+  # the stack's own outgoing connections could take one before its agent binds it.
+  free_block() { node -e '
+    const net = require("net");
+    const bindable = (port) => new Promise((ok) => { const s = net.createServer().once("error", () => ok(false)).listen(port, "127.0.0.1", () => s.close(() => ok(true))); });
+    (async () => { for (;;) { const base = 12000 + Math.floor(Math.random() * 18000);
+      if ((await Promise.all([0, 1, 2].map((i) => bindable(base + i)))).every(Boolean)) { console.log(base); return; } } })();'; }
   api_port=$(free_port)
-  agent_base=$(free_port)
+  agent_base=$(free_block)
   export SCALEGATE_HOME="$home" SCALEGATE_API_PORT="$api_port" SCALEGATE_TEMPORAL_PORT="$(free_port)" SCALEGATE_UI_PORT="$(free_port)" \
-    SCALEGATE_PG_PORT="$(free_port)" SCALEGATE_AGENT_BASE_PORT="$agent_base" SCALEGATE_KAFKA=off SCALEGATE_PG_FSYNC=off
+    SCALEGATE_PG_PORT="$(free_port)" SCALEGATE_AGENT_BASE_PORT="$agent_base" SCALEGATE_KAFKA=off SCALEGATE_CONTAINERS=off SCALEGATE_PG_FSYNC=off
   ./node_modules/.bin/tsx scripts/start.ts >"$home/start.log" 2>&1 &
   stack_pid=$!
   stop_stack() {
@@ -49,7 +56,8 @@ if [ -z "${SCALEGATE_API_URL:-}" ]; then
 fi
 : "${SCALEGATE_OPERATOR_TOKEN:?set SCALEGATE_OPERATOR_TOKEN with SCALEGATE_API_URL}"
 
-# --workers 2: the stack and schemathesis share the machine's cores
+# --workers 1: with two threads, CPython 3.11's AST compiler fails inside schemathesis now and then
+# ("SystemError: AST constructor recursion depth mismatch", seen in one of four runs here)
 "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$SCALEGATE_API_URL/openapi.json" \
-  -H "Authorization: Bearer $SCALEGATE_OPERATOR_TOKEN" --max-examples "$EXAMPLES" --seed "$SEED" --workers 2 --no-color \
+  -H "Authorization: Bearer $SCALEGATE_OPERATOR_TOKEN" --max-examples "$EXAMPLES" --seed "$SEED" --workers 1 --no-color \
   --output-sanitize true --generation-database none
