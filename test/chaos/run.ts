@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ServiceProcess } from '../../embedded/processes';
 import { runLoad } from '../../store/source-feed';
-import { TEST_ENV_VAR } from '../support/env';
+import { TEST_ENV_VAR, testEnv } from '../support/env';
 import { startSharedServers, type SharedServers } from '../support/shared-servers';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
@@ -85,9 +85,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? (() => {});
   const started = Date.now();
   const schedule = buildSchedule(options.seed, options.steps, { faults: options.faults });
-  // Servers of its own: a paused PostgreSQL or Temporal must not touch anything else running.
+  // Servers of its own: a paused PostgreSQL or Temporal must not touch anything else running. Under
+  // jest, the run's workflow bundle and stack entries (the same code) rather than bundling them again.
   const announced = process.env[TEST_ENV_VAR];
-  const servers: SharedServers = await startSharedServers({ prefix: `scalegate-chaos-${options.seed}` });
+  const servers: SharedServers = await startSharedServers({ prefix: `scalegate-chaos-${options.seed}`, bundles: announced ? testEnv() : undefined });
   let stack: Stack | null = null;
   const violations: Violation[] = [];
   try {

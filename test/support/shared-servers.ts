@@ -53,6 +53,12 @@ export async function startSharedServers(options: {
   kafka?: boolean;
   /** also a Docker engine and an image registry (the container driver's tests) */
   containers?: boolean;
+  /**
+   * The workflow bundle and stack entries a run already made (the jest run's, for servers a test
+   * starts of its own), taken as they are instead of bundled again: the same code, without the
+   * 5-7 s of CPU that webpack and esbuild take for it.
+   */
+  bundles?: Pick<TestEnv, 'workflowBundlePath' | 'entryScripts'>;
   log?: (line: string) => void;
 }): Promise<SharedServers> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `${options.prefix}-`));
@@ -74,8 +80,13 @@ export async function startSharedServers(options: {
     options.containers
       ? startContainers(path.join(tmpDir, 'containers'), options.log).then((result) => ({ containers: keep(result.containers ?? undefined) ?? null, off: result.off }))
       : Promise.resolve({ containers: null, off: 'not asked for' }),
-    bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') }),
-    bundleStackEntries(path.join(tmpDir, 'entries')),
+    options.bundles ? Promise.resolve(options.bundles.workflowBundlePath) : bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') })
+      .then(({ code }) => {
+        const file = path.join(tmpDir, 'workflow-bundle.js');
+        fs.writeFileSync(file, code);
+        return file;
+      }),
+    options.bundles ? Promise.resolve(options.bundles.entryScripts) : bundleStackEntries(path.join(tmpDir, 'entries')),
   ] as const;
   const failed = (await Promise.allSettled(parts)).find((result) => result.status === 'rejected');
   if (failed) {
@@ -83,11 +94,9 @@ export async function startSharedServers(options: {
     fs.rmSync(tmpDir, { recursive: true, force: true });
     throw failed.reason;
   }
-  const [temporal, postgres, { kafka, off: kafkaOff }, { containers, off: containersOff }, bundle, entryScripts] = await Promise.all(parts);
+  const [temporal, postgres, { kafka, off: kafkaOff }, { containers, off: containersOff }, workflowBundlePath, entryScripts] = await Promise.all(parts);
   if (options.kafka && kafkaOff) options.log?.(`no Kafka broker: ${kafkaOff}`);
   if (options.containers && containersOff) options.log?.(`no container engine: ${containersOff}`);
-  const workflowBundlePath = path.join(tmpDir, 'workflow-bundle.js');
-  fs.writeFileSync(workflowBundlePath, bundle.code);
   const env: TestEnv = {
     temporalAddress: temporal.address, temporalUiUrl: temporal.uiUrl, postgresAdminUrl: postgres.url, postgresPid: postgres.pid,
     kafkaBrokers: kafka?.brokers ?? null, kafkaOff, workflowBundlePath, entryScripts, tmpDir,

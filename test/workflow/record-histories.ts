@@ -1239,6 +1239,17 @@ const IDENTITY = 'scalegate-history-recorder'; // instead of pid@host in every r
 /** A scenario takes a second or two; one whose workflow task keeps failing would otherwise wait forever. */
 const SCENARIO_TIMEOUT_MS = 60_000;
 
+/**
+ * The scenarios' workflows run in this thread's V8 (the SDK's debugMode, as its replayer does), not
+ * in a worker thread per worker: each thread compiled the 3.6 MB workflow bundle afresh in its own
+ * isolate, 2-6 s of CPU per Worker.create (about 150 s over the 50 scenarios under load), where this
+ * isolate compiles it once and every later worker reuses the code (0.1-0.3 s each). debugMode also
+ * lifts the limit on one workflow activation; it is set back to the SDK's default of 5 s, so a
+ * workflow task that blocks still fails here as on the real worker (the SDK reads
+ * `isolateExecutionTimeout` from the options without declaring it, hence the spread).
+ */
+const IN_THIS_THREAD = { debugMode: true, isolateExecutionTimeout: '5s' };
+
 function withTimeout<T>(what: string, work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -1287,6 +1298,7 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
       const fakes = scenario.fakes(scenario.name);
       const worker = await Worker.create({
         connection: nativeConnection, namespace, taskQueue, activities: fakes.activities, workflowBundle, identity: IDENTITY,
+        ...IN_THIS_THREAD,
       });
       const recorded = await worker
         .runUntil(withTimeout(`scenario ${scenario.name}`, scenario.run({ client, taskQueue, workload: scenario.name, fakes }), SCENARIO_TIMEOUT_MS))

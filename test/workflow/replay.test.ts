@@ -2,12 +2,14 @@
 // recorded once from a real run (`npm run record:histories`, scenarios in record-histories.ts) and is
 // replayed here against the current workflow bundle. A change that alters the command sequence of a
 // workflow already running in production fails here, where replaying a history the same code just
-// produced never could. No Temporal server or database is involved: replay runs in-process.
-// A deliberately reordered applyPlan shows the check can fail.
+// produced never could. No Temporal server or database is involved: replay runs in-process, on the
+// workflow bundle the jest global setup made once per run (test/support/shared-servers.ts), the one
+// every worker of the run executes. A deliberately reordered applyPlan shows the check can fail.
 import fs from 'node:fs';
 import path from 'node:path';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import * as workflows from '../../workflows';
+import { testEnv } from '../support/env';
 import { historyFromJSON, type History } from './history-json';
 import { HISTORIES_DIR } from './record-histories';
 import { historyFiles } from './history-versions';
@@ -37,12 +39,11 @@ function loadCommitted(): Committed[] {
 }
 
 const committed = loadCommitted();
-let bundle: WorkflowBundle;
+const bundle = { code: fs.readFileSync(testEnv().workflowBundlePath, 'utf8') };
 
-beforeAll(async () => {
+beforeAll(() => {
   // The teeth test's determinism violation is expected: keep SDK Core's warning about it out of the output.
   Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: { core: 'ERROR' }, forward: {} } } });
-  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') });
 });
 
 describe('committed histories', () => {
