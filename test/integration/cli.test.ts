@@ -150,7 +150,8 @@ describe('plan, apply, scale and operations', () => {
   it('plans 1 → 2, applies the plan (a raising plan is a scale-out: the same gates) and follows the operation', async () => {
     const plan = await ok(['plan', 'cli-web', '2']);
     expect(plan).toMatch(/^replicas:\s+1 → 2$/m);
-    expect(plan).toMatch(/^CHANGES\nCHANGE\s+TASK\s+FROM\s+TO\nstart\s+cli-web-1-g1\s+-\s+cli-[ab]$/m);
+    // a new replica of a generation already placed carries the fence its placement write takes (task identity)
+    expect(plan).toMatch(/^CHANGES\nCHANGE\s+TASK\s+FROM\s+TO\nstart\s+cli-web-1-g1-f\d+\s+-\s+cli-[ab]$/m);
     expect(plan).toMatch(/^apply it with: scalegate apply \S+$/m);
     const planId = (await json(['plan', 'cli-web', '2'])).id;
     const applied = await ok(['apply', planId]);
