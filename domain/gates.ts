@@ -166,9 +166,11 @@ export function unreadyBaselineTasks(tasks: readonly BaselineTask[]): string[] {
 function baselineGate({ baseline, baselineTasks }: ScaleOutGateInput): GateRow {
   const unready = unreadyBaselineTasks(baselineTasks ?? []);
   if (unready.length) {
+    // what the evidence says of the same tasks (e.g. not measured: its agent did not answer) goes with it
+    const evidence = baseline && !baseline.ok ? `; ${baseline.detail}` : '';
     return fail(
       GATE.baseline,
-      `baseline is not healthy: ${unready.join('; ')}`,
+      `baseline is not healthy: ${unready.join('; ')}${evidence}`,
       'every task of the workload ready and none crash-looping, for a baseline to compare against after the change',
     );
   }

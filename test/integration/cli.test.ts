@@ -183,7 +183,7 @@ describe('plan, apply, scale and operations', () => {
     await finished('scale:cli-web');
     const show = await ok(['operations', 'show', 'scale:cli-web']);
     expect(show).toMatch(/^status:\s+completed$/m);
-    expect(show).toMatch(/^VICTIMS\nTASK\s+RUNTIME\s+WHY\ncli-web-\d-g1\s+cli-[ab]\s+\S/m);
+    expect(show).toMatch(/^VICTIMS\nTASK\s+RUNTIME\s+WHY\ncli-web-\d-g1(-f\d+)?\s+cli-[ab]\s+\S/m);
   });
 
   it('scales out with manual approval, approves it, and aborts another one', async () => {

@@ -136,6 +136,15 @@ describe('evaluateScaleOutGates', () => {
       expect(detail).not.toContain('web-1-g1');
     });
 
+    it('names what the evidence says of a task not ready too: not measured, its agent did not answer', () => {
+      const input = passingInput();
+      input.baselineTasks = [task('web-0-g1', 'absent')];
+      input.baseline = { ok: false, detail: 'baseline not healthy: 1 of 1 task(s) not ready or not measured: web-0-g1 on rt-a not measured: its agent did not answer' };
+      const detail = row(evaluateScaleOutGates(input), GATE.baseline).detail;
+      expect(detail).toContain('task web-0-g1 on rt-a is absent, not ready');
+      expect(detail).toContain('web-0-g1 on rt-a not measured: its agent did not answer');
+    });
+
     it('passes tasks that are all ready and not crash-looping, restarted or not', () => {
       expect(unreadyBaselineTasks([task('web-0-g1', 'ready', { restarts: 3 }), task('web-1-g1', 'ready', { crashLooping: false })])).toEqual([]);
       const input = passingInput();
