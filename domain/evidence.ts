@@ -1,6 +1,6 @@
 // Evidence: snapshots of a workload's tasks and the comparison after a change, with a verdict.
 // Counting is the proof: conservation (in = out), duplicates, ordering, then backlog/latency/error deltas.
-import { judgeNonInferior, type Guardrail } from './mann-whitney';
+import { judgeErrorRate, judgeNonInferior, type Guardrail } from './mann-whitney';
 
 export interface TaskEvidence {
   taskId: string;
@@ -208,6 +208,12 @@ export interface ComparisonOptions {
    * verdict only pass or regression). Default true.
    */
   evidenceJudged?: boolean;
+  /**
+   * false: the judgment of runs recorded before patch error-rate-tested (any new error fails).
+   * Default true: where both windows processed records, errors per record are compared by an exact
+   * test at the error-rate guardrail's margin.
+   */
+  errorRateTested?: boolean;
 }
 
 /** Latency may not rise by more than 10 % (non-inferiority margin of the Mann-Whitney test). */
@@ -230,6 +236,30 @@ function growthRow(check: string, before: number | null | undefined, now: number
   }
   return { check, verdict: 'pass', baseline: before, after: now, detail: `${figures}: no regression (that is growth of ${rule})` };
 }
+
+/**
+ * The errors row as a rate: each window's errors per record it processed. The baseline window is the
+ * baseline's tasks since they started; the after window is what each task of the after snapshot
+ * added since the baseline (a task new since, or restarted as a new incarnation, adds all of its
+ * figures). null where a window processed nothing: then any new error fails, as before.
+ */
+export function errorRateRow(baseline: EvidenceSnapshot, after: EvidenceSnapshot): JudgedRow | null {
+  const before = { errors: sumOf(baseline.tasks, (t) => t.errors), exposure: sumOf(baseline.tasks, (t) => t.processed) };
+  const added = { errors: 0, exposure: 0 };
+  for (const task of after.tasks) {
+    const was = baseline.tasks.find((t) => t.taskId === task.taskId && t.incarnation !== null && t.incarnation === task.incarnation);
+    added.errors += Math.max(0, task.errors - (was?.errors ?? 0));
+    added.exposure += Math.max(0, task.processed - (was?.processed ?? 0));
+  }
+  if (before.exposure === 0 || added.exposure === 0) return null;
+  const test = judgeErrorRate(before, added);
+  return {
+    check: 'errors', verdict: test.verdict, baseline: baseline.errors, after: after.errors, detail: `${added.errors} new task error(s); ${test.detail}`,
+    reason: `${added.errors} new task error(s): ${test.detail}`,
+  };
+}
+
+const sumOf = <T>(list: readonly T[], figure: (item: T) => number) => list.reduce((n, item) => n + figure(item), 0);
 
 const unmeasuredTasks = (snapshot: EvidenceSnapshot) => snapshot.tasks.filter((t) => t.unmeasured !== undefined);
 
@@ -308,7 +338,10 @@ export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnaps
   };
   const errors = after.errors - baseline.errors;
   const unmeasured = judged ? [...unmeasuredTasks(baseline).map((t) => `at the baseline ${describeTask(t)}`), ...unmeasuredTasks(after).map((t) => `after ${describeTask(t)}`)] : [];
-  if (errors > 0 || !unmeasured.length) {
+  const rate = (options.errorRateTested ?? true) ? errorRateRow(baseline, after) : null;
+  if (rate && !unmeasured.length) {
+    add(rate);
+  } else if (errors > 0 || !unmeasured.length) {
     add({ check: 'errors', verdict: errors > 0 ? 'regression' : 'pass', baseline: baseline.errors, after: after.errors, detail: `${errors > 0 ? errors : 0} new task error(s)${unmeasured.length ? `; not measured: ${unmeasured.join('; ')}` : ''}`, reason: `${errors} new task error(s)` });
   } else {
     add({ check: 'errors', verdict: 'not measured', baseline: baseline.errors, after: after.errors, detail: `errors not measured: ${unmeasured.join('; ')}` }, true);

@@ -108,3 +108,55 @@ export function judgeNonInferior(before: readonly number[], after: readonly numb
 
 const round = (n: number) => Math.round(n * 10) / 10;
 const formatP = (p: number) => (p < 0.0001 ? p.toExponential(1) : String(Math.round(p * 10_000) / 10_000));
+
+/** An error-rate guardrail: the after window's errors per record may exceed the baseline's by at most 10 %. */
+export const ERROR_RATE_GUARDRAIL: Guardrail = { margin: 0.1, worse: 'higher' };
+
+export interface RateJudgment {
+  verdict: 'pass' | 'regression';
+  test: 'exact conditional binomial';
+  p: number;
+  detail: string;
+}
+
+/**
+ * Is the after window's error rate worse than the baseline's beyond the margin? Errors are counts
+ * over an exposure (records processed) on each side. Conditional on the total of errors, the after
+ * window's share is binomial: under the bound (after rate = baseline rate × (1 + margin)) its
+ * probability is n2(1 + m) / (n1 + n2(1 + m)), whatever the baseline rate (so a baseline of no
+ * errors is judged too). One-sided exact p-value of the after window's errors or more (the
+ * conditional test of two Poisson rates, as Przyborowski and Wilenski, and R's poisson.test): a
+ * regression when p < 1 − confidence. Both exposures must be positive.
+ */
+export function judgeErrorRate(
+  before: { errors: number; exposure: number }, after: { errors: number; exposure: number }, guardrail: Guardrail = ERROR_RATE_GUARDRAIL, confidence = EVIDENCE_CONFIDENCE,
+): RateJudgment {
+  if (!(before.exposure > 0 && after.exposure > 0)) throw new Error('judgeErrorRate needs a positive exposure on each side');
+  const inflated = after.exposure * (1 + guardrail.margin);
+  const share = inflated / (before.exposure + inflated);
+  const p = binomialUpperTail(before.errors + after.errors, share, after.errors);
+  const verdict = p < 1 - confidence ? 'regression' : 'pass';
+  const figures = `${before.errors} error(s) in ${before.exposure} record(s) before, ${after.errors} in ${after.exposure} after: `
+    + `exact conditional binomial test, p = ${formatP(p)} for after rate > baseline rate × ${1 + guardrail.margin} (margin ${Math.round(guardrail.margin * 100)} %, confidence ${confidence})`;
+  return { verdict, test: 'exact conditional binomial', p, detail: verdict === 'regression' ? `error rate worse beyond the margin: ${figures}` : `error rate non-inferior: ${figures}` };
+}
+
+/** P(X ≥ k) for X ~ Binomial(n, p), summed in log space (no underflow for large n). */
+export function binomialUpperTail(n: number, p: number, k: number): number {
+  if (k <= 0) return 1;
+  if (k > n) return 0;
+  if (p <= 0) return 0;
+  if (p >= 1) return 1;
+  const logP = Math.log(p);
+  const logQ = Math.log1p(-p);
+  // log pmf(i) from log pmf(i − 1): × (n − i + 1) / i × p / q
+  let logPmf = n * logQ;
+  const terms: number[] = [];
+  for (let i = 1; i <= n; i++) {
+    logPmf += Math.log(n - i + 1) - Math.log(i) + logP - logQ;
+    if (i >= k) terms.push(logPmf);
+  }
+  const top = Math.max(...terms);
+  const sum = terms.reduce((total, t) => total + Math.exp(t - top), 0);
+  return Math.min(1, Math.exp(top) * sum);
+}

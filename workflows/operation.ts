@@ -109,9 +109,21 @@ export const EVIDENCE_JUDGED = 'evidence-judged';
  * next (`differ`) and the run began before the patch. Both are pure functions of recorded results.
  */
 export function judgedSinceEvidencePatch<T>(judged: T, before: () => T, differ: (a: T, b: T) => boolean): T {
+  return judgedSincePatch(EVIDENCE_JUDGED, judged, before, differ);
+}
+
+/**
+ * Patch (2026-12-03, issue 33 item 2): errors are judged as a rate, errors per record processed in
+ * each window by an exact test at a 10 % margin, where both windows processed records; before it any
+ * new error was a regression. Asked only where the two judgments differ in what the run does next.
+ */
+export const ERROR_RATE_TESTED = 'error-rate-tested';
+
+/** The judgment since `patchId`, or the one before it where the two differ (`differ`) and the run began before the patch. */
+export function judgedSincePatch<T>(patchId: string, judged: T, before: () => T, differ: (a: T, b: T) => boolean): T {
   const legacy = before();
   if (!differ(judged, legacy)) return judged;
-  return patched(EVIDENCE_JUDGED) ? judged : legacy;
+  return patched(patchId) ? judged : legacy;
 }
 
 /** Two comparisons differ in what the run does next: one is a regression (compensate), the other not. */

@@ -13,7 +13,7 @@ import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload } from '../protocol';
 import { WorkloadName } from '../protocol/names';
-import { EVIDENCE_JUDGED, failureMessage, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, failureMessage, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 
@@ -181,9 +181,11 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
   // service's latency, backlog and memory): a failed row compensates, the replan restoring the
   // ownership at the size applied. Runs recorded before patch evidence-judged completed whatever it said.
   const latency = workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
-  status.comparison = compareEvidence(status.baseline!, status.after!, {
-    expectedTasks: decision.survivors.length, kind: workload.kind, latency, backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE,
+  // Since patch error-rate-tested errors are a rate tested over both windows (any new error before).
+  const compare = (errorRateTested: boolean) => compareEvidence(status.baseline!, status.after!, {
+    expectedTasks: decision.survivors.length, kind: workload.kind, latency, backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE, errorRateTested,
   });
+  status.comparison = judgedSincePatch(ERROR_RATE_TESTED, compare(true), () => compare(false), regressionDiffers);
   if (status.comparison.verdict === 'regression' && patched(EVIDENCE_JUDGED)) {
     return compensateAt(decision.survivors.length, `regression after scale-in: ${status.comparison.reasons.join('; ')}`);
   }

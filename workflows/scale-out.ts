@@ -5,12 +5,12 @@ import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, s
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import {
-  baselineHealth, compareEvidence, CPU_JUDGED_AFTER_SOAK_MS, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, expectedRateAt,
+  baselineHealth, compareEvidence, CPU_JUDGED_AFTER_SOAK_MS, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, expectedRateAt, type ComparisonOptions,
 } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol/names';
-import { failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
+import { ERROR_RATE_TESTED, failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, judgedSincePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
@@ -235,8 +235,11 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
       : {};
     // Since patch evidence-judged: receipts balanced per partition, tasks not measured, latency tested over its samples.
     const options = { expectedTasks: applied.target.length, kind: workload.kind, latency, ...judged };
+    // Since patch error-rate-tested errors are a rate tested over both windows (any new error before).
+    const compare = (judgment: Partial<ComparisonOptions>) => compareEvidence(status.baseline!, status.after!, { ...options, ...judgment });
     status.comparison = judgedSinceEvidencePatch(
-      compareEvidence(status.baseline!, status.after!, options), () => compareEvidence(status.baseline!, status.after!, { ...options, evidenceJudged: false }), regressionDiffers,
+      judgedSincePatch(ERROR_RATE_TESTED, compare({}), () => compare({ errorRateTested: false }), regressionDiffers),
+      () => compare({ evidenceJudged: false, errorRateTested: false }), regressionDiffers,
     );
     if (step) Object.assign(step, { after: status.after, reasons: status.comparison.reasons, outcome: status.comparison.verdict === 'regression' ? 'regression' : 'good' });
     if (status.comparison.verdict === 'regression') {

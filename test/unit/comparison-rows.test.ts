@@ -144,6 +144,37 @@ describe('a task not measured', () => {
   });
 });
 
+describe('errors as a rate (patch error-rate-tested)', () => {
+  const task = (taskId: string, change: Partial<TaskEvidence> = {}): TaskEvidence => ({
+    taskId, runtimeId: `rt-${taskId}`, incarnation: `${taskId}-i`, state: 'ready', processed: 0, errors: 0, backlog: 0, ownedPartitions: 1, inFlight: 0, ratePerSec: 1, ...change,
+  });
+  const withTasks = (tasks: TaskEvidence[]) => snapshot({ tasks, errors: tasks.reduce((n, t) => n + t.errors, 0), processed: tasks.reduce((n, t) => n + t.processed, 0) });
+  // three consumers at 3,000 records each, no errors; a scale-in to one, whose window adds 1,500 records
+  const baseline = withTasks([task('a', { processed: 3_000 }), task('b', { processed: 3_000 }), task('c', { processed: 3_000 })]);
+
+  it('passes one transient error over the work of the after window, naming the test and both windows', () => {
+    const after = withTasks([task('a', { processed: 4_500, errors: 1 })]);
+    const comparison = compareEvidence(baseline, after, { expectedTasks: 1 });
+    expect(row(comparison, 'errors')).toMatchObject({ verdict: 'pass', detail: expect.stringMatching(/^1 new task error\(s\); error rate non-inferior: 0 error\(s\) in 9000 record\(s\) before, 1 in 1500 after: exact conditional binomial test, p = 0\.15\d* /) });
+    expect(comparison.verdict).toBe('pass');
+    // the judgment before the patch: any new error failed
+    expect(compareEvidence(baseline, after, { expectedTasks: 1, errorRateTested: false }).reasons).toEqual(['1 new task error(s)']);
+  });
+
+  it('fails errors that outgrow the baseline rate; a restarted incarnation adds all of its figures', () => {
+    const restarted = task('a', { incarnation: 'a-ii', processed: 200, errors: 3 });
+    const comparison = compareEvidence(baseline, withTasks([restarted]), { expectedTasks: 1 });
+    expect(row(comparison, 'errors')).toMatchObject({ verdict: 'regression', detail: expect.stringContaining('3 new task error(s); error rate worse beyond the margin: 0 error(s) in 9000 record(s) before, 3 in 200 after') });
+    expect(comparison.reasons[0]).toMatch(/^3 new task error\(s\): error rate worse beyond the margin/);
+  });
+
+  it('keeps the strict rule, any new error fails, where a window processed nothing (a service that counts no records)', () => {
+    const idle = withTasks([task('a'), task('b')]);
+    const comparison = compareEvidence(idle, withTasks([task('a', { errors: 1 }), task('b')]), { expectedTasks: 2 });
+    expect(row(comparison, 'errors')).toMatchObject({ verdict: 'regression', detail: '1 new task error(s)' });
+  });
+});
+
 describe('latency', () => {
   const samples = (scale: number) => [20, 22, 25, 21, 23, 24, 22, 26, 21, 23].map((v) => v * scale);
   const service = { expectedTasks: 3, kind: 'service' as const, latency: DEFAULT_LATENCY_TOLERANCE };

@@ -1,6 +1,6 @@
 // domain/mann-whitney.ts: the Mann-Whitney U test against values computed elsewhere, and the
 // non-inferiority judgment evidence rows make with it (STYLE.md item 21).
-import { judgeNonInferior, mannWhitneyU, normalUpperTail } from '../../domain/mann-whitney';
+import { binomialUpperTail, judgeErrorRate, judgeNonInferior, mannWhitneyU, normalUpperTail } from '../../domain/mann-whitney';
 
 describe('mannWhitneyU (normal approximation, tie-corrected, continuity 0.5)', () => {
   it('matches scipy.stats.mannwhitneyu on its documented example', () => {
@@ -60,5 +60,35 @@ describe('judgeNonInferior', () => {
     expect(judgeNonInferior(base, [100, 200], { margin: 0.1, worse: 'higher' })).toMatchObject({
       verdict: 'not enough samples', u: null, p: null, detail: 'not enough samples to judge (n = 10 before, 2 after; at least 5 a side)',
     });
+  });
+});
+
+describe('binomialUpperTail and judgeErrorRate (the errors row as a rate)', () => {
+  it('sums the binomial tail exactly, and stays finite for large counts', () => {
+    expect(binomialUpperTail(10, 0.5, 8)).toBeCloseTo((45 + 10 + 1) / 1024, 12);
+    expect(binomialUpperTail(10, 0.5, 0)).toBe(1);
+    expect(binomialUpperTail(3, 0.2, 4)).toBe(0);
+    // n = 20,000 at 0.5: P(X ≥ 10,000) is just over a half, where (1 − p)^n alone underflows
+    expect(binomialUpperTail(20_000, 0.5, 10_000)).toBeCloseTo(0.5028, 3);
+  });
+
+  it('passes one transient error in a window of work after a clean baseline, and fails two', () => {
+    // the after window's share of errors under the bound: 500 × 1.1 / (10,000 + 500 × 1.1)
+    const share = 550 / 10_550;
+    const one = judgeErrorRate({ errors: 0, exposure: 10_000 }, { errors: 1, exposure: 500 });
+    expect(one).toMatchObject({ verdict: 'pass', test: 'exact conditional binomial' });
+    expect(one.p).toBeCloseTo(share, 10);
+    const two = judgeErrorRate({ errors: 0, exposure: 10_000 }, { errors: 2, exposure: 500 });
+    expect(two.verdict).toBe('regression');
+    expect(two.p).toBeCloseTo(share ** 2, 10);
+    expect(two.detail).toBe(`error rate worse beyond the margin: 0 error(s) in 10000 record(s) before, 2 in 500 after: exact conditional binomial test, p = ${Math.round(share ** 2 * 10_000) / 10_000} for after rate > baseline rate × 1.1 (margin 10 %, confidence 0.95)`);
+  });
+
+  it('judges the rate, not the count: the same errors over as much work as before pass, many more fail', () => {
+    expect(judgeErrorRate({ errors: 20, exposure: 10_000 }, { errors: 22, exposure: 10_000 }).verdict).toBe('pass');
+    expect(judgeErrorRate({ errors: 20, exposure: 10_000 }, { errors: 60, exposure: 10_000 }).verdict).toBe('regression');
+    // an error in a handful of records after none in thousands is a signal
+    expect(judgeErrorRate({ errors: 0, exposure: 10_000 }, { errors: 1, exposure: 10 }).verdict).toBe('regression');
+    expect(() => judgeErrorRate({ errors: 0, exposure: 0 }, { errors: 1, exposure: 10 })).toThrow(/positive exposure/);
   });
 });

@@ -54,6 +54,8 @@ interface Faults {
   probesFail?: boolean;
   /** evidence captured after the change shows task errors (a regression) */
   errorsAfterChange?: boolean;
+  /** evidence captured after the change shows one task error over 1,000 more records per task (a pass since patch error-rate-tested) */
+  transientErrorAfterWork?: boolean;
   /** evidence captured after the change shows latency grown ×4 (a regression since latency is judged) */
   latencyAfterChange?: boolean;
   /** latency grows ×80 once more than this many tasks run (a stepped scale-out regresses at that step) */
@@ -309,15 +311,16 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async captureEvidence(): Promise<Evidence> {
       call('captureEvidence');
       const errors = changed && faults.errorsAfterChange ? 1 : 0;
-      const tasks: Evidence['tasks'] = current.map((a) => ({
-        taskId: a.taskId, runtimeId: a.runtimeId, incarnation: `${a.taskId}-1`, state: 'ready', processed: 25, errors, backlog: 0,
+      const worked = changed && faults.transientErrorAfterWork;
+      const tasks: Evidence['tasks'] = current.map((a, i) => ({
+        taskId: a.taskId, runtimeId: a.runtimeId, incarnation: `${a.taskId}-1`, state: 'ready', processed: worked ? 1_025 : 25, errors: worked && i === 0 ? 1 : errors, backlog: 0,
         ownedPartitions: a.partitions?.length ?? 0, inFlight: 0, ratePerSec: a.index === 1 ? 0 : 5,
       }));
       return {
         atMs: 0, tasks, ready: tasks.length, processed: 25 * tasks.length, ratePerSec: 5 * tasks.length,
         ...((changed && faults.latencyAfterChange) || tasks.length > (faults.latencyAbove ?? Infinity)
           ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
-        backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : 0, errors: errors * tasks.length,
+        backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : 0, errors: tasks.reduce((n, t) => n + t.errors, 0),
         // a consumer's partitions each balanced against its committed offset and owned by its placed task
         ...(definition.kind === 'consumer' ? {
           receipts: {
@@ -1030,6 +1033,22 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'compensated');
       assert.match(status.compensation?.reason ?? '', /drain-deadline/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // One transient error over the after window's work: the errors row judges the rate by its exact
+    // test and passes, so the scale-in completes (since patch error-rate-tested; before it, any new
+    // error compensated).
+    name: 'scale-in-transient-error',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4, { transientErrorAfterWork: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'completed');
+      const errorsRow = status.comparison?.rows?.find((row) => row.check === 'errors');
+      assert.equal(errorsRow?.verdict, 'pass');
+      assert.match(errorsRow?.detail ?? '', /^1 new task error\(s\); error rate non-inferior: 0 error\(s\) in 100 record\(s\) before, 1 in 2000 after/);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:completed']);
       return { workflowId };
     },
   },
