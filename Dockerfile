@@ -7,7 +7,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY . .
-RUN mkdir -p /state && chown node:node /state && chmod 700 /state
+# the CLI compiled once (cli/bundle.js), so `scalegate` in the image starts in node's own time
+RUN node cli/bundle.js && mkdir -p /state && chown node:node /state && chmod 700 /state
 ENV NODE_ENV=production
 USER node
 EXPOSE 8080 7401

@@ -75,5 +75,5 @@ export default tseslint.config(
       }],
     },
   },
-  { files: ['cli/bin.js', 'test/fixtures/**/*.js', 'test/support/sequencer.js', 'embedded/demo/*.js'], languageOptions: { globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', console: 'readonly', setTimeout: 'readonly' } }, rules: { '@typescript-eslint/no-require-imports': 'off' } },
+  { files: ['cli/bin.js', 'cli/bundle.js', 'test/fixtures/**/*.js', 'test/support/sequencer.js', 'embedded/demo/*.js'], languageOptions: { globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', console: 'readonly', setTimeout: 'readonly' } }, rules: { '@typescript-eslint/no-require-imports': 'off' } },
 );

@@ -130,6 +130,26 @@ describe('as installed', () => {
   });
 });
 
+describe('the compiled CLI', () => {
+  // cli/bundle.js: plain JavaScript, so the test reads the same module bin.js runs
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const bundle = require('../../cli/bundle.js') as { BUNDLE: string; INPUTS: string; isFresh(): boolean };
+
+  it('runs the bundle, built again once a source it was built from is newer than it (an edit never runs stale code)', async () => {
+    expect(await ok(['--help'])).toMatch(/^usage: scalegate <command>/m);
+    expect(bundle.isFresh()).toBe(true);
+    const recorded = JSON.parse(fs.readFileSync(bundle.INPUTS, 'utf8')) as { builtMs: number; inputs: string[] };
+    expect(recorded.inputs).toEqual(expect.arrayContaining(['cli/main.ts', 'cli/format.ts', 'protocol/api.ts']));
+    // as an edit after the build leaves it: cli/format.ts newer than the bundle
+    const edited = fs.statSync(path.resolve(__dirname, '../../cli/format.ts')).mtimeMs;
+    fs.writeFileSync(bundle.INPUTS, JSON.stringify({ ...recorded, builtMs: edited - 1 }));
+    expect(bundle.isFresh()).toBe(false);
+    expect(await ok(['--help'])).toMatch(/^usage: scalegate <command>/m);
+    expect(bundle.isFresh()).toBe(true);
+    expect((JSON.parse(fs.readFileSync(bundle.INPUTS, 'utf8')) as { builtMs: number }).builtMs).toBeGreaterThanOrEqual(edited);
+  });
+});
+
 describe('state', () => {
   it('prints tables by default and the API\'s JSON with --json', async () => {
     const state = await ok(['state']);
