@@ -52,7 +52,7 @@ interface Faults {
   drainDeadlineOnce?: boolean;
   /** the recipients' probes fail, so the scale-out connectivity gate refuses */
   probesFail?: boolean;
-  /** evidence captured after the change shows task errors (a regression) */
+  /** evidence captured after the change shows 10 errors per task (a regression, as a count and as a rate) */
   errorsAfterChange?: boolean;
   /** evidence captured after the change shows one task error over 1,000 more records per task (a pass since patch error-rate-tested) */
   transientErrorAfterWork?: boolean;
@@ -310,7 +310,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async captureEvidence(): Promise<Evidence> {
       call('captureEvidence');
-      const errors = changed && faults.errorsAfterChange ? 1 : 0;
+      const errors = changed && faults.errorsAfterChange ? 10 : 0;
       const worked = changed && faults.transientErrorAfterWork;
       const tasks: Evidence['tasks'] = current.map((a, i) => ({
         taskId: a.taskId, runtimeId: a.runtimeId, incarnation: `${a.taskId}-1`, state: 'ready', processed: worked ? 1_025 : 25, errors: worked && i === 0 ? 1 : errors, backlog: 0,
@@ -1061,7 +1061,7 @@ export const SCENARIOS: Scenario[] = [
       const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
       assert.equal(status.outcome, 'compensated');
       assert.equal(status.compensation?.replicas, 2);
-      assert.match(status.compensation?.reason ?? '', /^regression after scale-in: 2 new task error\(s\)/);
+      assert.match(status.compensation?.reason ?? '', /^regression after scale-in: 20 new task error\(s\)/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
       return { workflowId };
     },
