@@ -126,7 +126,7 @@ export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
  */
 export const CONTROL_PLANE_TABLES = [
   'runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations',
-  'control_plane_liveness', 'tier_policies', 'operation_starts',
+  'control_plane_liveness', 'tier_policies', 'operation_starts', 'workload_revisions',
 ] as const;
 
 const WorkloadTable = z
@@ -265,11 +265,19 @@ export const WorkloadDefinitionSchema = z
       : definition,
   );
 export type WorkloadDefinition = z.infer<typeof WorkloadDefinitionSchema>;
-export type Workload = WorkloadDefinition & { name: string; revision: number; retired: boolean };
+export type Workload = WorkloadDefinition & {
+  name: string; revision: number; retired: boolean;
+  /** the revision a replica of it runs now (lib/revision.ts): services and consumers; a stream job's layout is not rolled out */
+  runs?: string;
+};
 export type WorkloadKind = Workload['kind'];
 
 /** What the registry keeps beside a definition. */
-const registered = { name: WorkloadName, revision: z.int(), retired: z.boolean() };
+const registered = {
+  name: WorkloadName, revision: z.int(), retired: z.boolean(),
+  /** what a replica runs now (a digest of its spec, image pinned): a change of it is rolled out (DESIGN.md §3 "Versions and rollouts") */
+  runs: z.string().optional(),
+};
 
 /** A workload as the API answers it (PUT and GET /v1/workloads/:name): its definition, defaults filled, and its registry fields. */
 export const WorkloadSchema = z
@@ -291,6 +299,12 @@ export const AssignmentSchema = z.object({
   ports: PortPairSchema.optional(),
   /** partitions owned by this replica (consumer workloads) */
   partitions: z.array(z.int()).optional(),
+  /**
+   * The revision this replica runs (DESIGN.md §3 "Versions and rollouts"): a digest of what a replica
+   * runs (a service's or consumer's spec, image pinned). Absent on placements written before
+   * revisions were recorded: those replicas run the workload's current one.
+   */
+  revision: z.string().optional(),
 });
 export type Assignment = z.infer<typeof AssignmentSchema>;
 
