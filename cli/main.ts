@@ -34,7 +34,7 @@ export const USAGE = `usage: scalegate <command> [options]
                                              the next; a regression rolls back to the last good one)
                                              (--accept downstream: go on with an undeclared downstream
                                              instead of being refused; the gate row and ledger say so)
-  rollout <workload> [--batch-size N] [--soak-ms N] [--reason TEXT] [--wait]
+  rollout <workload> [--batch-size N] [--soak-ms N] [--converge-timeout-ms N] [--reason TEXT] [--wait]
                                              roll the replicas not on the workload's current revision
                                              onto it: a canary step of one, then batches, each compared
                                              with the old revision (a PUT that changes what a replica
@@ -578,7 +578,9 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));
     }
     case 'rollout': {
-      const request = body(RolloutRequestSchema, { batchSize: numberArg(values['batch-size']), soakMs: numberArg(values['soak-ms']), reason: values.reason });
+      const request = body(RolloutRequestSchema, {
+        batchSize: numberArg(values['batch-size']), soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']), reason: values.reason,
+      });
       return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/rollout`, 'operator', request));
     }
     case 'operations': {

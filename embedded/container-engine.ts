@@ -179,7 +179,8 @@ export async function buildBusyboxImage(options: { engine: RunningEngine; regist
   for (const applet of APPLETS) fs.symlinkSync('busybox', path.join(root, 'bin', applet));
   for (const [file, content] of Object.entries(options.files ?? {})) {
     fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
-    fs.writeFileSync(path.join(root, file), content);
+    // a script (#!) is executable, e.g. a CGI program of httpd
+    fs.writeFileSync(path.join(root, file), content, { mode: content.startsWith('#!') ? 0o755 : 0o644 });
   }
   const tagged = `${options.registry}/${options.repository}:${options.tag}`;
   const env = { ...process.env, DOCKER_HOST: options.engine.address };

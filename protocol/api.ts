@@ -5,7 +5,7 @@ import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { OPERATION_STATUSES } from './ledger';
 import { ScaleReplicas } from './names';
-import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
+import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RolloutPolicySchema, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -114,12 +114,8 @@ export const RolloutStartedSchema = StartedOperationSchema.extend({
   revision: z.object({ from: z.string(), to: z.string() }),
 }).meta({ title: 'RolloutStarted' });
 
-/** POST /v1/workloads/:name/rollout: how a rollout is run (every field optional). */
-export const RolloutRequestSchema = z.strictObject({
-  /** replicas per step after the canary step of one (default: half of the replicas to replace, rounded up) */
-  batchSize: z.int().min(1).max(LIMITS.replicas).optional(),
-  /** how long each step is watched before it is compared with the old revision's baseline (ms, default 5000) */
-  soakMs: z.int().min(0).max(3_600_000).optional(),
+/** POST /v1/workloads/:name/rollout: how a rollout is run (every field optional; the workload's `rollout` policy else). */
+export const RolloutRequestSchema = RolloutPolicySchema.extend({
   reason: z.string().max(500).optional(),
 });
 export type RolloutRequest = z.infer<typeof RolloutRequestSchema>;

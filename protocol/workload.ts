@@ -252,7 +252,20 @@ const workloadBase = {
  * set to its subtask count (what placement places).
  */
 /** Services and consumers grow by replicas: their scale-outs may go in steps (a stream job is rescaled instead). */
-const scalesInSteps = { steps: StepsSchema.optional() };
+/**
+ * How a change of what a replica runs is rolled out (DESIGN.md §3 "Versions and rollouts"): the
+ * rollout a PUT starts takes these; POST /v1/workloads/:name/rollout may say otherwise.
+ */
+export const RolloutPolicySchema = z.strictObject({
+  /** replicas per step after the canary step of one (default: half of the replicas to replace, rounded up) */
+  batchSize: z.int().min(1).max(LIMITS.replicas).optional(),
+  /** how long each step is watched before it is compared with the old revision's baseline (ms, default 5000) */
+  soakMs: z.int().min(0).max(3_600_000).optional(),
+  /** how long a step's new replicas may take to become ready (ms, default 60000) */
+  convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
+});
+export type RolloutPolicy = z.infer<typeof RolloutPolicySchema>;
+const scalesInSteps = { steps: StepsSchema.optional(), rollout: RolloutPolicySchema.optional() };
 const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, ...scalesInSteps, spec: ServiceSpecSchema });
 const ConsumerDefinition = z.strictObject({ kind: z.literal('consumer'), ...workloadBase, ...scalesInSteps, spec: ConsumerSpecSchema });
 const StreamDefinition = z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema });

@@ -30,11 +30,12 @@ export const RolloutInputSchema = z.object({
   reason: z.string().max(500).default('a new revision'),
   /** the revision to roll out: the workload's current one (a PUT that changed it names it; refused if it moved since) */
   revision: z.string().min(1).max(100).optional(),
-  /** replicas per step after the canary step of one (default: half of the replicas to replace, rounded up) */
+  /** replicas per step after the canary step of one (default: the workload's `rollout.batchSize`, else half of the replicas to replace, rounded up) */
   batchSize: z.int().min(1).max(LIMITS.replicas).optional(),
-  /** how long each step is watched before it is compared with the baseline */
-  soakMs: z.int().min(0).max(3_600_000).default(5_000),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
+  /** how long each step is watched before it is compared with the baseline (default: the workload's `rollout.soakMs`, else 5 s) */
+  soakMs: z.int().min(0).max(3_600_000).optional(),
+  /** default: the workload's `rollout.convergeTimeoutMs`, else 60 s */
+  convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
   /** how long a consumer's replaced replica may take to finish in-flight work, commit and release */
   drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
   /** gate rows whose unknowns this request accepts */
@@ -71,6 +72,7 @@ export interface RolloutStatus {
 export const rolloutStatusQuery = defineQuery<RolloutStatus>('status');
 export { abortSignal } from './operation';
 
+const DEFAULT_SOAK_MS = 5_000;
 const refused = (message: string) => ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `rollout: ${message}` });
 
 export async function rollout(rawInput: unknown): Promise<RolloutStatus> {
@@ -86,14 +88,20 @@ function commonRevision(replicas: readonly Assignment[], current: string): strin
 }
 
 async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
-  const input = parseInput(RolloutInputSchema, rawInput, 'rollout');
+  const request = parseInput(RolloutInputSchema, rawInput, 'rollout');
   const { workflowId, runId } = workflowInfo();
   const [loaded, placement] = await Promise.all([
-    shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]),
-    shortCalls.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]),
+    shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${request.workload}` }, [request.workload]),
+    shortCalls.loadPlacement.executeWithOptions({ summary: `load placement of ${request.workload}` }, [request.workload]),
   ]);
-  if (!loaded || loaded.retired) throw ApplicationFailure.create({ type: 'not-found', nonRetryable: true, message: `rollout: no active workload ${input.workload}` });
+  if (!loaded || loaded.retired) throw ApplicationFailure.create({ type: 'not-found', nonRetryable: true, message: `rollout: no active workload ${request.workload}` });
   const workload = loaded as Workload;
+  // The request's settings, else the workload's rollout policy, else the defaults.
+  const policy = workload.kind === 'stream' ? undefined : workload.rollout;
+  const input = {
+    ...request, batchSize: request.batchSize ?? policy?.batchSize, soakMs: request.soakMs ?? policy?.soakMs ?? DEFAULT_SOAK_MS,
+    convergeTimeoutMs: request.convergeTimeoutMs ?? policy?.convergeTimeoutMs ?? DEFAULT_CONVERGE_TIMEOUT_MS,
+  };
   if (!workload.runs) throw refused(`${input.workload} is a ${workload.kind}: only services and consumers are rolled out (a stream job's layout changes through rescale and replan)`);
   const target = workload.runs;
   const current = placement?.assignments ?? [];

@@ -99,7 +99,7 @@ export function workloadRoutes(deps: ApiDeps) {
         if (!workload.runs) throw new ApiError('unsupported-kind', `${params.name} is a ${workload.kind}: only services and consumers are rolled out`);
         const started = await startOperation(deps, {
           request, body, workflow: rollout, workflowId: `scale:${params.name}`,
-          input: { workload: params.name, revision: workload.runs, reason: body.reason ?? 'requested via API', ...(body.batchSize ? { batchSize: body.batchSize } : {}), ...(body.soakMs !== undefined ? { soakMs: body.soakMs } : {}) },
+          input: { workload: params.name, revision: workload.runs, ...body, reason: body.reason ?? 'requested via API' },
           summary: `rollout ${params.name} → ${workload.runs}`,
         });
         return ok(started, 202);
