@@ -13,6 +13,8 @@ import os from 'node:os';
 import { LABEL } from '../../agent/drivers/container';
 import { createEngine, type Engine } from '../../agent/drivers/engine';
 import { buildBusyboxImage, BUSYBOX_HTTPD, type RunningEngine } from '../../embedded/container-engine';
+import { runLoad } from '../../store/source-feed';
+import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
@@ -153,5 +155,36 @@ describe('a rollout of a container service', () => {
     expect(started).toMatchObject({ status: 202, body: { workflowId: 'scale:site', kind: 'rollout' } });
     const done = await operation(started.body.workflowId, started.body.runId);
     expect(done).toMatchObject({ status: 'completed', result: { steps: [] } });
+  });
+});
+
+describe('a rollout of a consumer under load', () => {
+  const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
+  const orders = (workMs: number) => ({
+    kind: 'consumer', replicas: 3, contract: { ...CONTRACT, partitions: 6 }, rollout: { soakMs: 1_000, convergeTimeoutMs: 15_000 },
+    spec: { partitions: 6, source: 'orders_in', sink: 'orders_out', workMs },
+  });
+
+  it('drains each replaced replica before its partitions move: the sink holds every source record once, no partition ever had two owners', async () => {
+    await defineWorkload(stack, 'orders', orders(1), 3);
+    const databaseUrl = stack.databaseUrl;
+    const load = runLoad({ databaseUrl, source: 'orders_in', partitions: 6, ratePerSec: 300, count: 3000 });
+    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'orders_in', sink: 'orders_out' })).sinkCount > 200);
+
+    const put = await stack.api('PUT', '/v1/workloads/orders', { body: orders(2) });
+    expect(put).toMatchObject({ status: 202, body: { workflowId: 'scale:orders', kind: 'rollout' } });
+    const done = await operation(put.body.workflowId, put.body.runId);
+    expect(done.status).toBe('completed');
+    expect(done.result.steps.map((s: { role: string; outcome: string }) => `${s.role} ${s.outcome}`)).toEqual(['canary good', 'batch good']);
+    const state = await stateOf('orders');
+    expect(state.tasks.map((t: { revision: string }) => t.revision)).toEqual([put.body.revision.to, put.body.revision.to, put.body.revision.to]);
+
+    const written = await load;
+    const audit = await stack.waitFor('the sink caught up', async () => {
+      const a = await verifyExactlyOnce({ databaseUrl, source: 'orders_in', sink: 'orders_out' });
+      return a.sinkCount >= written.written ? a : null;
+    }, 60_000);
+    expect(audit).toMatchObject({ sourceCount: 3000, sinkCount: 3000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
+    expect(await ownershipOverlaps({ databaseUrl, workload: 'orders' })).toEqual([]);
   });
 });
