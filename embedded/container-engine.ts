@@ -227,6 +227,8 @@ export function containersChoice(
 
 /** The busybox image every start serves: httpd on 8080 (`httpd -f -p 8080 -h /www`) answers /www/index.html. */
 export const BUSYBOX_WEB = { repository: 'scalegate/web', tag: 'v1', files: { 'www/index.html': 'v1\n' } } as const;
+/** Its next version (the demo rolls it out): the same server, another page. */
+export const BUSYBOX_WEB_V2 = { repository: 'scalegate/web', tag: 'v2', files: { 'www/index.html': 'v2\n' } } as const;
 /** The command that serves the busybox image's /www on the container's port 8080. */
 export const BUSYBOX_HTTPD = ['httpd', '-f', '-p', '8080', '-h', '/www'];
 
