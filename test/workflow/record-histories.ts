@@ -1111,6 +1111,25 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // A consumer's rollout cancelled through Temporal while its canary soaks: an abort after a change,
+    // so the canary is rolled back (drained first, as every consumer replacement) and it ends compensated.
+    name: 'rollout-cancelled',
+    fakes: (name) => fakeActivities({ ...consumerWorkload(name, 3), runs: 'r-new' }, 3, { placedRevision: 'r-old' }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const handle = await client.workflow.start(rollout, { taskQueue, workflowId, args: [{ workload, revision: 'r-new', soakMs: 3_600_000, convergeTimeoutMs: 5000 }] });
+      await inPhase(handle, 'soaking');
+      await handle.cancel();
+      const status = await handle.result();
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /cancellation requested/);
+      assert.deepEqual(status.compensation && { replanned: status.compensation.replanned, rolledBack: status.compensation.rolledBack.length }, { replanned: false, rolledBack: 1 });
+      assert.equal(fakes.count('stopTasks'), 2); // the canary's predecessor drained, then the canary itself
+      assert.deepEqual(ledgerOutcomes(fakes), ['rollout:compensated']);
+      return { workflowId };
+    },
+  },
+  {
     // A lost runtime's replica replaced elsewhere: declared LOST, decided, applied make-before-break
     // without draining the lost task, converged, one ledger row.
     name: 'recover-runtime',
