@@ -155,6 +155,12 @@ describe('a rollout of a container service', () => {
     expect(started).toMatchObject({ status: 202, body: { workflowId: 'scale:site', kind: 'rollout' } });
     const done = await operation(started.body.workflowId, started.body.runId);
     expect(done).toMatchObject({ status: 'completed', result: { steps: [] } });
+    // Listed like every other operation (GET /v1/operations, what `scalegate operations list` and the Web UI's list read: Temporal's visibility)
+    const listed = await stack.waitFor('the rollouts listed', async () => {
+      const operations = (await stack.api('GET', '/v1/operations?workload=site&kind=rollout', { role: 'viewer' })).body.operations as { status: string }[];
+      return operations.length === 3 ? operations : null;
+    });
+    expect(listed.map((o) => o.status).sort()).toEqual(['compensated', 'completed', 'completed']);
   });
 });
 
