@@ -17,6 +17,7 @@ import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
+import { runCli } from '../support/cli';
 import { defineWorkload, tasksOf } from '../support/workloads';
 
 const env = testEnv();
@@ -155,12 +156,17 @@ describe('a rollout of a container service', () => {
     expect(started).toMatchObject({ status: 202, body: { workflowId: 'scale:site', kind: 'rollout' } });
     const done = await operation(started.body.workflowId, started.body.runId);
     expect(done).toMatchObject({ status: 'completed', result: { steps: [] } });
+    // The CLI: the same through `scalegate rollout W --wait`, followed to its end; `scalegate state` shows each task's revision.
+    const followed = await runCli(stack, ['rollout', 'site', '--wait']);
+    expect(followed).toMatchObject({ code: 0, stdout: expect.stringMatching(/^completed(: .*)? \(scale:site, [\d.]+ s\)$/m) });
+    const printed = await runCli(stack, ['state']);
+    expect(printed.stdout.split('\n').filter((line) => /^site\s+site-/.test(line)).map((line) => line.trim().split(/\s+/).pop())).toEqual([v2Revision, v2Revision, v2Revision]);
     // Listed like every other operation (GET /v1/operations, what `scalegate operations list` and the Web UI's list read: Temporal's visibility)
     const listed = await stack.waitFor('the rollouts listed', async () => {
       const operations = (await stack.api('GET', '/v1/operations?workload=site&kind=rollout', { role: 'viewer' })).body.operations as { status: string }[];
-      return operations.length === 3 ? operations : null;
+      return operations.length === 4 ? operations : null;
     });
-    expect(listed.map((o) => o.status).sort()).toEqual(['compensated', 'completed', 'completed']);
+    expect(listed.map((o) => o.status).sort()).toEqual(['compensated', 'completed', 'completed', 'completed']);
   });
 });
 
