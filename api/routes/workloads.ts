@@ -13,6 +13,7 @@ import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ImageResolveError, isLoopback, parseImageName, pinImage } from '../../lib/image-registry';
 import { ApiError } from '../../http/errors';
+import { CodedError } from '../../protocol/errors';
 import { requireActiveWorkload, requireIdle, startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 import { KindChangeError } from '../../store/registry';
@@ -85,6 +86,10 @@ export function workloadRoutes(deps: ApiDeps) {
           request, workflow: rollout, workflowId: `scale:${params.name}`,
           input: { workload: params.name, revision: change.to, reason: `PUT /v1/workloads/${params.name}: ${change.from} → ${change.to}` },
           summary: `rollout ${params.name} ${change.from} → ${change.to}`,
+        }).catch((error: unknown) => {
+          // Written, but its rollout did not start (another operation took scale:<name> since the check, or Temporal did not answer): say both.
+          if (!(error instanceof CodedError)) throw error;
+          throw new ApiError(error.code, `the definition of ${params.name} was written (what a replica runs: ${change.from} → ${change.to}, running replicas untouched), but its rollout did not start: ${error.message}; POST /v1/workloads/${params.name}/rollout starts it`, { ...error.details, written: true, revision: change });
         });
         return ok({ ...started, revision: { from: change.from, to: change.to } }, 202);
       },
