@@ -79,7 +79,8 @@ export function workloadRoutes(deps: ApiDeps) {
         const definition = body.kind === 'service' ? { ...body, spec: await pinnedSpec(body.spec, deps.config.SCALEGATE_IMAGE_REGISTRIES) } : body;
         // A change of what a replica runs is a rollout, one operation on scale:<name>: refused (409) while another runs there, nothing written.
         const runs = runsRevisionOf(definition);
-        if (existed && !existed.retired && runs !== existed.runs) await requireIdle(deps, `scale:${params.name}`);
+        const rollsOut = existed && !existed.retired && runs !== existed.runs && ((await deps.registry.getPlacement(params.name))?.assignments.length ?? 0) > 0;
+        if (rollsOut) await requireIdle(deps, `scale:${params.name}`);
         const { workload, change } = await deps.registry.putWorkloadRevision(params.name, definition);
         if (!change || change.placed === 0) return ok(workload, existed ? 200 : 201);
         const started = await startOperation(deps, {
