@@ -38,6 +38,13 @@ export function placementActivities(deps: ActivityDeps, rendezvous: Rendezvous =
       return registry.getPlacement(name);
     },
 
+    /** A rollout rolled back: `revision`'s spec is the workload's current one again (idempotent). */
+    async restoreRevision(input: { workload: string; revision: string }): Promise<Workload> {
+      return registry.restoreRevision(input.workload, input.revision).catch((error: Error) => {
+        throw ApplicationFailure.create({ type: 'invalid-input', message: error.message, nonRetryable: true });
+      });
+    },
+
     async loadPlan(planId: string) {
       const plan = await plans.get(planId);
       if (!plan) throw ApplicationFailure.create({ type: 'not-found', message: `no plan ${planId}`, nonRetryable: true });

@@ -5,6 +5,7 @@ import { AgentUnreachableError } from './agent-client';
 import { doublingDelays } from '../lib/backoff';
 import { consumerGroupReads } from './consumer-group';
 import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
+import { runsRevisionOf } from '../lib/revision';
 
 
 /** How long a stop waits for an agent that fails to answer while its lease still runs. */
@@ -97,6 +98,21 @@ export function taskActivities(deps: ActivityDeps) {
   const { orUnreachable, stopEveryTaskOf } = agentCalls(deps);
   const refs = (stopped: TaskRef[]): TaskRef[] => stopped.map(({ runtimeId, taskId }) => ({ runtimeId, taskId }));
 
+  /** The spec each assignment runs: its recorded revision's, or `spec` (the plan's) where it runs that one or records none. */
+  async function specsByRevision(workload: string, spec: unknown, kind: WorkloadKind, assignments: Assignment[]): Promise<(a: Assignment) => unknown> {
+    // Test-only (rollout.test.ts shows its roll-back check can fail): every replica PUT with the plan's spec, as before revisions.
+    if (process.env.SCALEGATE_TEST_IGNORE_REVISIONS === '1') return () => spec;
+    const planned = runsRevisionOf({ kind, spec });
+    const others = [...new Set(assignments.map((a) => a.revision).filter((r): r is string => r !== undefined && r !== planned))];
+    const kept = new Map<string, unknown>();
+    for (const revision of others) {
+      const found = await registry.revisionSpec(workload, revision);
+      if (found === null) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${workload}: no spec recorded for revision ${revision}` });
+      kept.set(revision, found);
+    }
+    return (a) => (a.revision !== undefined && kept.has(a.revision) ? kept.get(a.revision) : spec);
+  }
+
   return {
     /**
      * Starts (idempotently) each task on its agent and records the ports the agents chose. Every
@@ -106,6 +122,10 @@ export function taskActivities(deps: ActivityDeps) {
     async startTasks(input: { workload: string; kind: WorkloadKind; spec: unknown; placementFence: number; generation: number; assignments: Assignment[]; joinAt?: number }) {
       // Each recipient checks the workload's required endpoints before it starts a new task there.
       const requires = (await registry.getWorkload(input.workload))?.requires ?? [];
+      // Each replica is PUT with the spec of the revision it runs (DESIGN.md §3 "Versions and
+      // rollouts"): inside a rollout the fleet is mixed, and a survivor PUT with another spec would
+      // restart into it after its next exit. `input.spec` is the plan's, the workload's current one.
+      const specs = await specsByRevision(input.workload, input.spec, input.kind, input.assignments);
       const byRuntime = new Map<string, Assignment[]>();
       for (const assignment of input.assignments) byRuntime.set(assignment.runtimeId, [...(byRuntime.get(assignment.runtimeId) ?? []), assignment]);
       const statusOf = new Map<string, TaskStatus>();
@@ -113,7 +133,7 @@ export function taskActivities(deps: ActivityDeps) {
         for (const assignment of assignments) {
           statusOf.set(assignment.taskId, await agents.startTask(await agentOf(assignment.runtimeId), assignment.taskId, {
             workload: input.workload, kind: input.kind, index: assignment.index, generation: input.generation,
-            placementFence: input.placementFence, spec: input.spec, partitions: assignment.partitions,
+            placementFence: input.placementFence, spec: specs(assignment), partitions: assignment.partitions,
             ...(input.joinAt !== undefined ? { joinAt: input.joinAt } : {}),
             ...(requires.length ? { requires } : {}),
           }));

@@ -1,7 +1,7 @@
 // Starting operations: one workflow per target at a time (the workflow id is the target), so a
 // second request for a busy target is refused with the running workflow's id.
 import { randomUUID } from 'node:crypto';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { ApiDeps } from './deps';
 import { ApiError } from '../http/errors';
 import { apiUrlOf } from './config';
@@ -17,6 +17,23 @@ export async function requireActiveWorkload(deps: ApiDeps, name: string): Promis
   const workload = await deps.registry.getWorkload(name);
   if (!workload || workload.retired) throw new ApiError('not-found', `no active workload ${name}`);
   return workload;
+}
+
+/**
+ * Refuses (409 operation-in-progress, naming it) while an operation runs on `workflowId`: for a
+ * request that must know before it writes anything (a PUT whose rollout runs there).
+ */
+export async function requireIdle(deps: ApiDeps, workflowId: string): Promise<void> {
+  const client = await deps.temporal.client().catch(() => {
+    throw new ApiError('unavailable', `Temporal did not answer whether an operation runs on ${workflowId}; nothing was written, try again`);
+  });
+  const described = await client.workflow.getHandle(workflowId).describe().catch((error: unknown) => {
+    if (error instanceof WorkflowNotFoundError) return null;
+    throw new ApiError('unavailable', `Temporal did not answer whether an operation runs on ${workflowId} (${(error as Error).message}); nothing was written, try again`);
+  });
+  if (described?.status.name === 'RUNNING') {
+    throw new ApiError('operation-in-progress', `${described.type} ${workflowId} is running; nothing was written`, { workflowId, runId: described.runId });
+  }
 }
 
 /** The Idempotency-Key header of a request (undefined when absent); a malformed one is a 400. */

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import type { z } from 'zod';
-import { describeIssues, LedgerQuerySchema, OperationListQuerySchema, OperationReadQuerySchema, PlanRequestSchema, RescaleRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
+import { describeIssues, LedgerQuerySchema, OperationListQuerySchema, OperationReadQuerySchema, PlanRequestSchema, RescaleRequestSchema, RolloutRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
 import { fields, labels, relative, runtimesOf, section, table, type Cell } from './format';
 import { exitCodeOf, followOperation } from './watch';
@@ -34,6 +34,11 @@ export const USAGE = `usage: scalegate <command> [options]
                                              the next; a regression rolls back to the last good one)
                                              (--accept downstream: go on with an undeclared downstream
                                              instead of being refused; the gate row and ledger say so)
+  rollout <workload> [--batch-size N] [--soak-ms N] [--converge-timeout-ms N] [--reason TEXT] [--wait]
+                                             roll the replicas not on the workload's current revision
+                                             onto it: a canary step of one, then batches, each compared
+                                             with the old revision (a PUT that changes what a replica
+                                             runs starts one itself; this one resumes or retries)
   recover <runtime> [--wait]                 start the recovery of a runtime
   cordon <runtime> | uncordon <runtime>      take a runtime out of (or back into) placement
   operations list [--workload W] [--kind K] [--limit N]
@@ -236,8 +241,10 @@ export function renderState(state: any): string {
 /** Each placed task as its runtime reports it, with its restarts; then the crash-looping ones and the decision (DESIGN.md §3 "Supervision"). */
 function renderSupervision(state: any): string[] {
   const tasks = state.workloads.flatMap((w: any) => (w.tasks ?? []).map((t: any) =>
-    [w.name, t.taskId, t.runtimeId, t.state ?? '(not reported)', t.restarts ?? '-', t.crashLooping ? 'yes' : 'no']));
-  const parts = tasks.length ? [section('TASKS', table(['workload', 'task', 'runtime', 'state', 'restarts', 'crash-looping'], tasks))] : [];
+    [w.name, t.taskId, t.runtimeId, t.state ?? '(not reported)', t.restarts ?? '-', t.crashLooping ? 'yes' : 'no',
+      // the revision it runs; marked where it is not the workload's current one (mid-rollout)
+      t.revision ? `${t.revision}${w.runs && t.revision !== w.runs ? ' (old)' : ''}` : '-']));
+  const parts = tasks.length ? [section('TASKS', table(['workload', 'task', 'runtime', 'state', 'restarts', 'crash-looping', 'revision'], tasks))] : [];
   if (state.crashLooping?.length) parts.push(section('CRASH-LOOPING', state.crashLooping.map((c: any) => c.reason).join('\n')));
   return parts;
 }
@@ -476,7 +483,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
       limit: { type: 'string' }, run: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       json: { type: 'boolean' }, wait: { type: 'boolean' }, 'no-wait': { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
-      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true }, steps: { type: 'string' },
+      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, 'batch-size': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true }, steps: { type: 'string' },
       qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
     },
   });
@@ -538,6 +545,12 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
           for (const { name, definition } of definitions) {
             const answer = await call('PUT', `/v1/workloads/${enc(name)}`, 'operator', definition);
             answers.push(answer);
+            // What a replica runs changed: the PUT started a rollout (202), followed like any start.
+            if (answer?.workflowId && !values.json) {
+              out(`workload ${name}: what a replica runs changed (${answer.revision.from} → ${answer.revision.to}); rollout ${answer.workflowId} started (web ui: ${answer.uiUrl})`);
+              if (wait) await follow(answer.workflowId, answer.runId);
+              continue;
+            }
             if (!values.json) out(`workload ${name} ${answer.revision !== undefined ? `saved at revision ${answer.revision}` : 'saved'} (${answer.kind}, replicas ${answer.replicas})`);
           }
           if (values.json) out(JSON.stringify(answers.length === 1 ? answers[0] : answers, null, 2));
@@ -563,6 +576,12 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
         steps: values.steps?.split(',').map((step) => (/^\d+$/.test(step.trim()) ? Number(step) : step.trim())),
       });
       return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));
+    }
+    case 'rollout': {
+      const request = body(RolloutRequestSchema, {
+        batchSize: numberArg(values['batch-size']), soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']), reason: values.reason,
+      });
+      return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/rollout`, 'operator', request));
     }
     case 'operations': {
       if (sub === 'list') return show(await call('GET', `/v1/operations?${filterQuery(OperationListQuerySchema)}`, 'viewer'), (answer: any) => renderOperationList(answer.operations));

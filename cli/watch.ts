@@ -40,15 +40,22 @@ export function progressLine(op: any, replicas: ReplicaFigures | null, nowMs: nu
   if (rescale && rescale.to !== undefined) {
     parts.push(`${rescale.operator} ${rescale.from === null || rescale.from === undefined ? '' : `${rescale.from} `}→ ${rescale.to}${rescale.hot === false ? ' (stop-the-world)' : ''}${rescale.checkpoint ? ` at checkpoint ${rescale.checkpoint}` : ''}`);
   }
+  const rollout = op.kind === 'rollout' ? op.result : null;
+  if (rollout?.steps?.length) {
+    const judged = rollout.steps.filter((step: any) => step.outcome !== 'pending').length;
+    parts.push(`${rollout.fromRevision ?? '?'} → ${rollout.toRevision}: step ${Math.min(judged + 1, rollout.steps.length)}/${rollout.steps.length}${judged ? ` (${rollout.steps.slice(0, judged).map((step: any) => `${step.role} ${step.outcome}`).join(', ')})` : ''}`);
+    keyParts.push(`steps ${judged}`);
+  }
   const recovery = op.kind === 'recoverRuntime' ? op.result : null;
   if (recovery?.decisions?.length) parts.push(`${recovery.decisions.length} workload(s) decided`);
   if (replicas && replicas.placed !== undefined && replicas.ready !== undefined && op.status === 'running') {
     parts.push(`tasks ready ${replicas.ready}/${replicas.placed}`);
   }
-  if (op.phase === 'soaking' && op.soakEndsAt) {
-    parts.push(`soak ${Math.max(0, Math.ceil((Date.parse(op.soakEndsAt) - nowMs) / 1000))} s left`);
+  const soakEndsAt = op.soakEndsAt ?? rollout?.soakEndsAt;
+  if (op.phase === 'soaking' && soakEndsAt) {
+    parts.push(`soak ${Math.max(0, Math.ceil((Date.parse(soakEndsAt) - nowMs) / 1000))} s left`);
   }
-  const verdict = op.evidence?.comparison?.verdict;
+  const verdict = op.evidence?.comparison?.verdict ?? rollout?.comparison?.verdict;
   if (verdict) {
     parts.push(`comparison ${verdict}`);
     keyParts.push(`comparison ${verdict}`);

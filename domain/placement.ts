@@ -6,6 +6,7 @@
 // which loads it): eslint.config.mjs and test/unit/architecture.test.ts hold that line.
 import { fillKeys, missingPositions, NO_KEY, topAdmitted, type KeyLayout, type KeyWork, type RendezvousKeyCache } from './rendezvous';
 import type { Labels, ReplicaCount, WorkloadKind } from '../protocol';
+import { taskIdFor } from './task-identity';
 import type { Assignment, Runtime, Unplaced } from '../protocol';
 
 export { compareRendezvous, rendezvousOrder, rendezvousScore, RendezvousKeyCache, type ScoredRuntime } from './rendezvous';
@@ -255,14 +256,7 @@ export function storeKeys(pass: PlacementPass, work: KeyWork, targets: readonly 
 // ---------------------------------------------------------------------------------------------
 // Placement
 
-/**
- * A new task's id. A generation's first placement names its tasks `<name>-<index>-g<generation>`;
- * every later write of the generation suffixes the fence it writes (which only grows), so an id is
- * never minted twice even when scale-ins re-index survivors onto lower indices.
- */
-export function taskIdFor(name: string, index: number, generation: number, writtenFence?: number): string {
-  return `${name}-${index}-g${generation}${writtenFence === undefined ? '' : `-f${writtenFence}`}`;
-}
+export { taskIdFor };
 
 function readSpecPartitions(spec: unknown): number | undefined {
   if (typeof spec !== 'object' || spec === null || !('partitions' in spec)) return undefined;
@@ -294,6 +288,8 @@ function splitPartitions(assignments: Assignment[], partitions: number): void {
 function keepAssignment(assignment: Assignment): Assignment {
   const kept: Assignment = { runtimeId: assignment.runtimeId, index: assignment.index, taskId: assignment.taskId };
   if (assignment.ports) kept.ports = { ...assignment.ports };
+  // a survivor keeps running what it runs (DESIGN.md §3 "Versions and rollouts")
+  if (assignment.revision !== undefined) kept.revision = assignment.revision;
   return kept;
 }
 

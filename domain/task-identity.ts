@@ -10,3 +10,12 @@ export function duplicateTaskIds(assignments: readonly Pick<Assignment, 'taskId'
   for (const { taskId } of assignments) (seen.has(taskId) ? repeated : seen).add(taskId);
   return [...repeated];
 }
+
+/**
+ * A new task's id. A generation's first placement names its tasks `<name>-<index>-g<generation>`;
+ * every later write of the generation suffixes the fence it writes (which only grows), so an id is
+ * never minted twice even when scale-ins re-index survivors onto lower indices.
+ */
+export function taskIdFor(name: string, index: number, generation: number, writtenFence?: number): string {
+  return `${name}-${index}-g${generation}${writtenFence === undefined ? '' : `-f${writtenFence}`}`;
+}

@@ -179,7 +179,8 @@ export async function buildBusyboxImage(options: { engine: RunningEngine; regist
   for (const applet of APPLETS) fs.symlinkSync('busybox', path.join(root, 'bin', applet));
   for (const [file, content] of Object.entries(options.files ?? {})) {
     fs.mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
-    fs.writeFileSync(path.join(root, file), content);
+    // a script (#!) is executable, e.g. a CGI program of httpd
+    fs.writeFileSync(path.join(root, file), content, { mode: content.startsWith('#!') ? 0o755 : 0o644 });
   }
   const tagged = `${options.registry}/${options.repository}:${options.tag}`;
   const env = { ...process.env, DOCKER_HOST: options.engine.address };
@@ -226,6 +227,8 @@ export function containersChoice(
 
 /** The busybox image every start serves: httpd on 8080 (`httpd -f -p 8080 -h /www`) answers /www/index.html. */
 export const BUSYBOX_WEB = { repository: 'scalegate/web', tag: 'v1', files: { 'www/index.html': 'v1\n' } } as const;
+/** Its next version (the demo rolls it out): the same server, another page. */
+export const BUSYBOX_WEB_V2 = { repository: 'scalegate/web', tag: 'v2', files: { 'www/index.html': 'v2\n' } } as const;
 /** The command that serves the busybox image's /www on the container's port 8080. */
 export const BUSYBOX_HTTPD = ['httpd', '-f', '-p', '8080', '-h', '/www'];
 

@@ -15,7 +15,7 @@ import { createPool } from '../store/db';
 import { newAgentDatabaseUrl } from '../store/data-plane-role';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
-import { BUSYBOX_HTTPD, BUSYBOX_WEB, containersChoice, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
+import { BUSYBOX_HTTPD, BUSYBOX_WEB, BUSYBOX_WEB_V2, containersChoice, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
 import { kafkaInstalled, kafkaUnavailable, startKafkaIfAvailable } from './kafka';
 import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
@@ -24,7 +24,7 @@ import { removeStackFile, writeStackFile } from './stack-file';
 import { supervise, type Supervised } from './supervisor';
 import { startTemporalDevServer, waitForTemporal } from './temporal-server';
 import { installedTemporalCli } from './temporal-cli';
-import { DEMO_FEEDS, DEMO_TIER, demoTour, installDemo } from './demo';
+import { DEMO_FEEDS, DEMO_TIER, demoBoxNextFile, demoTour, installDemo } from './demo';
 
 const port = z.coerce.number().int().min(1).max(65535);
 const StartConfigSchema = z.object({
@@ -158,13 +158,18 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   });
   starting.push(containersStart);
   // The busybox image, pushed to the registry unless it holds it already (awaited before the banner).
-  const imageReady: Promise<{ tagged: string; pinned: string } | { error: string } | null> = containersStart.then(async ({ running }) => {
+  const imageReady: Promise<{ tagged: string; pinned: string; next?: string } | { error: string } | null> = containersStart.then(async ({ running }) => {
     if (!running) return null;
     const { engine, registry } = running;
-    const { pinned, built } = await ensureBusyboxImage({ engine, registry, ...BUSYBOX_WEB, workDir: path.join(home, 'containers') });
-    const tagged = `${registry.address}/${BUSYBOX_WEB.repository}:${BUSYBOX_WEB.tag}`;
-    say(built ? `image ${tagged} built and pushed (${pinned})` : `image ${tagged} is in the registry already (${pinned})`);
-    return { tagged, pinned };
+    const ensure = async (image: typeof BUSYBOX_WEB | typeof BUSYBOX_WEB_V2) => {
+      const { pinned, built } = await ensureBusyboxImage({ engine, registry, ...image, workDir: path.join(home, 'containers') });
+      const tagged = `${registry.address}/${image.repository}:${image.tag}`;
+      say(built ? `image ${tagged} built and pushed (${pinned})` : `image ${tagged} is in the registry already (${pinned})`);
+      return { tagged, pinned };
+    };
+    const { tagged, pinned } = await ensure(BUSYBOX_WEB);
+    // the demo's next version of demo-box, which its tour rolls out
+    return { tagged, pinned, ...(demo ? { next: (await ensure(BUSYBOX_WEB_V2)).tagged } : {}) };
   }).catch((error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }));
   starting.push(imageReady);
 
@@ -274,12 +279,13 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   const containerLines = bannerContainerLines(containers, image, { apiUrl, operatorToken: tokens.operator });
   let tour: string[] = [];
   if (demo) {
-    const defined = await installDemo(apiUrl, tokens.operator);
+    const boxes = image && !('error' in image) && image.next ? { image: image.tagged, nextImage: image.next, nextFile: demoBoxNextFile(home) } : undefined;
+    const defined = await installDemo(apiUrl, tokens.operator, boxes);
     for (const feed of DEMO_FEEDS) {
       launch(feed.name, 'scripts/loadgen.ts', ['--source', feed.source, '--partitions', String(feed.partitions), '--rate', String(feed.ratePerSec)]);
     }
     say(`demo defined: ${defined.join(', ')}, tier ${DEMO_TIER}; fed by ${DEMO_FEEDS.map((f) => f.name).join(', ')}`);
-    tour = ['', ...demoTour(apiUrl)];
+    tour = ['', ...demoTour(apiUrl, boxes ?? { off: containers.off ?? (image && 'error' in image ? `no image: ${image.error}` : 'the engine is yours (DOCKER_HOST): no registry of the stack\'s own to build the demo\'s images in') })];
   }
 
   // What `npx scalegate` reads to reach this stack (the API, and Temporal for `scalegate temporal ...`).

@@ -5,7 +5,7 @@ import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { OPERATION_STATUSES } from './ledger';
 import { ScaleReplicas } from './names';
-import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
+import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RolloutPolicySchema, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -109,6 +109,17 @@ export const StartedOperationSchema = z
   .meta({ title: 'StartedOperation' });
 export type StartedOperation = z.infer<typeof StartedOperationSchema>;
 
+/** A PUT that changed what a replica runs: the rollout it started (202), and the revisions. */
+export const RolloutStartedSchema = StartedOperationSchema.extend({
+  revision: z.object({ from: z.string(), to: z.string() }),
+}).meta({ title: 'RolloutStarted' });
+
+/** POST /v1/workloads/:name/rollout: how a rollout is run (every field optional; the workload's `rollout` policy else). */
+export const RolloutRequestSchema = RolloutPolicySchema.extend({
+  reason: z.string().max(500).optional(),
+});
+export type RolloutRequest = z.infer<typeof RolloutRequestSchema>;
+
 /** GET /healthz */
 export const LivenessSchema = z.object({ status: z.literal('ok') }).meta({ title: 'Liveness' });
 
@@ -132,6 +143,8 @@ const StateTaskSchema = z.object({
   /** how its last run ended, and (while `restarting`) when its agent starts it again */
   lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
   nextRestartAt: z.string().nullable(),
+  /** the revision this replica runs (DESIGN.md §3 "Versions and rollouts"); null for a stream job's subtasks */
+  revision: z.string().nullable(),
 });
 
 /** GET /v1/state (DESIGN.md §6 gives its least shape; more fields are welcome). */
@@ -150,6 +163,8 @@ export const StateSchema = z
       ready: z.int(),
       selector: z.record(z.string(), z.string()),
       revision: z.int(),
+      /** the revision its replicas are to run (its current spec's); a replica on another is mid-rollout (`tasks[].revision`) */
+      runs: z.string().nullable(),
       status: z.enum(['retired', 'pending', 'degraded', 'placed']),
       placement: z.object({ fence: z.int(), generation: z.int(), assignments: z.array(AssignmentSchema) }).nullable(),
       /** each assignment's task as its runtime last reported it, in the placement's order */

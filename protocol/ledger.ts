@@ -11,6 +11,7 @@ export const LEDGER_KIND = {
   recover: 'recover',
   retire: 'retire',
   autoscale: 'autoscale',
+  rollout: 'rollout',
 } as const;
 export type LedgerKind = (typeof LEDGER_KIND)[keyof typeof LEDGER_KIND];
 

@@ -68,6 +68,35 @@ export const RecoveryStatusSchema = z.object({
   timings: z.object({ startedAt: instant, lostAt: instant.nullable(), decidedAt: instant.nullable(), convergedAt: instant.nullable(), endedAt: instant.nullable() }),
 });
 
+/** A rollout's step: the replicas it replaced (old task → new task), and how it was judged. */
+export const RolloutStepSchema = z.object({
+  /** 'canary' for the first step, else 'batch' */
+  role: z.enum(['canary', 'batch']),
+  replaced: z.array(z.object({ index: z.int(), runtimeId: z.string(), from: z.string(), to: z.string().nullable(), fromRevision: z.string() })),
+  outcome: z.enum(['pending', 'good', 'regression', 'failed', 'rolled-back']),
+  reasons: z.array(z.string()),
+});
+
+export const RolloutStatusSchema = z.object({
+  kind: z.literal('rollout'),
+  workload: z.string(),
+  phase: z.string(),
+  outcome: z.enum(['running', 'completed', 'refused', 'compensated', 'cancelled', 'failed']),
+  /** the revision the replicas ran (the baseline's), and the one rolled out */
+  fromRevision: z.string().nullable(),
+  toRevision: z.string(),
+  replicas: z.int(),
+  gates: z.unknown(),
+  evidenceGap: z.string().nullable(),
+  baseline: z.unknown(),
+  after: z.unknown(),
+  comparison: z.unknown(),
+  steps: z.array(RolloutStepSchema),
+  soakEndsAt: instant.nullable(),
+  compensation: z.object({ reason: z.string(), restored: z.string().nullable(), rolledBack: z.array(z.string()), replanned: z.boolean() }).nullable(),
+  error: z.string().nullable(),
+});
+
 /** One status per operation kind that has one, told apart by `kind`. */
-export const OperationStatusSchema = z.discriminatedUnion('kind', [ScaleOperationStatusSchema, RescaleStatusSchema, RecoveryStatusSchema]);
+export const OperationStatusSchema = z.discriminatedUnion('kind', [ScaleOperationStatusSchema, RescaleStatusSchema, RecoveryStatusSchema, RolloutStatusSchema]);
 export type OperationStatusView = z.infer<typeof OperationStatusSchema>;

@@ -126,7 +126,7 @@ export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
  */
 export const CONTROL_PLANE_TABLES = [
   'runtimes', 'ledger', 'workloads', 'placements', 'unplaced', 'plans', 'events', 'reconcile_state', 'schema_migrations',
-  'control_plane_liveness', 'tier_policies', 'operation_starts',
+  'control_plane_liveness', 'tier_policies', 'operation_starts', 'workload_revisions',
 ] as const;
 
 const WorkloadTable = z
@@ -252,7 +252,20 @@ const workloadBase = {
  * set to its subtask count (what placement places).
  */
 /** Services and consumers grow by replicas: their scale-outs may go in steps (a stream job is rescaled instead). */
-const scalesInSteps = { steps: StepsSchema.optional() };
+/**
+ * How a change of what a replica runs is rolled out (DESIGN.md §3 "Versions and rollouts"): the
+ * rollout a PUT starts takes these; POST /v1/workloads/:name/rollout may say otherwise.
+ */
+export const RolloutPolicySchema = z.strictObject({
+  /** replicas per step after the canary step of one (default: half of the replicas to replace, rounded up) */
+  batchSize: z.int().min(1).max(LIMITS.replicas).optional(),
+  /** how long each step is watched before it is compared with the old revision's baseline (ms, default 5000) */
+  soakMs: z.int().min(0).max(3_600_000).optional(),
+  /** how long a step's new replicas may take to become ready (ms, default 60000) */
+  convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
+});
+export type RolloutPolicy = z.infer<typeof RolloutPolicySchema>;
+const scalesInSteps = { steps: StepsSchema.optional(), rollout: RolloutPolicySchema.optional() };
 const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, ...scalesInSteps, spec: ServiceSpecSchema });
 const ConsumerDefinition = z.strictObject({ kind: z.literal('consumer'), ...workloadBase, ...scalesInSteps, spec: ConsumerSpecSchema });
 const StreamDefinition = z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema });
@@ -265,11 +278,19 @@ export const WorkloadDefinitionSchema = z
       : definition,
   );
 export type WorkloadDefinition = z.infer<typeof WorkloadDefinitionSchema>;
-export type Workload = WorkloadDefinition & { name: string; revision: number; retired: boolean };
+export type Workload = WorkloadDefinition & {
+  name: string; revision: number; retired: boolean;
+  /** the revision a replica of it runs now (lib/revision.ts): services and consumers; a stream job's layout is not rolled out */
+  runs?: string;
+};
 export type WorkloadKind = Workload['kind'];
 
 /** What the registry keeps beside a definition. */
-const registered = { name: WorkloadName, revision: z.int(), retired: z.boolean() };
+const registered = {
+  name: WorkloadName, revision: z.int(), retired: z.boolean(),
+  /** what a replica runs now (a digest of its spec, image pinned): a change of it is rolled out (DESIGN.md §3 "Versions and rollouts") */
+  runs: z.string().optional(),
+};
 
 /** A workload as the API answers it (PUT and GET /v1/workloads/:name): its definition, defaults filled, and its registry fields. */
 export const WorkloadSchema = z
@@ -291,6 +312,12 @@ export const AssignmentSchema = z.object({
   ports: PortPairSchema.optional(),
   /** partitions owned by this replica (consumer workloads) */
   partitions: z.array(z.int()).optional(),
+  /**
+   * The revision this replica runs (DESIGN.md §3 "Versions and rollouts"): a digest of what a replica
+   * runs (a service's or consumer's spec, image pinned). Absent on placements written before
+   * revisions were recorded: those replicas run the workload's current one.
+   */
+  revision: z.string().optional(),
 });
 export type Assignment = z.infer<typeof AssignmentSchema>;
 

@@ -6,6 +6,7 @@ import type { Placement, Unplaced, Workload } from '../protocol';
 import { duplicateTaskIds } from '../domain/task-identity';
 import { CodedError } from '../protocol/errors';
 import { inTransaction } from './db';
+import { runsRevisionOf } from '../lib/revision';
 
 type Queryable = Pool | PoolClient;
 
@@ -51,8 +52,18 @@ interface WorkloadRow {
   revision: string;
   retired: boolean;
 }
-const toWorkload = (row: WorkloadRow): Workload =>
-  ({ ...row.definition, name: row.name, revision: Number(row.revision), retired: row.retired }) as Workload;
+const toWorkload = (row: WorkloadRow): Workload => {
+  const runs = runsRevisionOf(row.definition);
+  return { ...row.definition, name: row.name, revision: Number(row.revision), retired: row.retired, ...(runs ? { runs } : {}) } as Workload;
+};
+
+/** What a PUT did to what the workload's replicas run: `from` → `to` when it changed a live, placed workload's revision. */
+export interface RevisionChange {
+  from: string;
+  to: string;
+  /** replicas placed when the change was recorded (they run `from` until a rollout replaces them) */
+  placed: number;
+}
 
 interface PlacementRow {
   workload: string;
@@ -87,6 +98,17 @@ const toEvent = (row: EventRow): StoredEvent => ({ id: Number(row.id), at: row.a
 
 export function createRegistryStore(db: Pool) {
   /**
+   * A replica placed without a revision runs the workload's current one: every write records it, so
+   * a later PUT that changes what replicas run cannot be mistaken for what they already run.
+   */
+  async function stampRevisions(workload: string, assignments: Assignment[], q: Queryable): Promise<Assignment[]> {
+    if (assignments.every((a) => a.revision !== undefined)) return assignments;
+    const { rows } = await q.query<{ kind: string; definition: WorkloadDefinition }>('select kind, definition from workloads where name = $1', [workload]);
+    const runs = rows[0] ? runsRevisionOf(rows[0].definition) : undefined;
+    return runs ? assignments.map((a) => (a.revision === undefined ? { ...a, revision: runs } : a)) : assignments;
+  }
+
+  /**
    * Compare-and-set on the fence: writes only if the record's fence is still `expectedFence`
    * (0 = no record yet), and moves it to expectedFence + 1. A stale writer gets
    * StalePlacementError and changes nothing.
@@ -100,6 +122,7 @@ export function createRegistryStore(db: Pool) {
   ): Promise<Placement> {
     const [repeated] = duplicateTaskIds(assignments);
     if (repeated !== undefined) throw new DuplicateTaskIdError(workload, assignments.filter((a) => a.taskId === repeated));
+    assignments = await stampRevisions(workload, assignments, q);
     const params = [workload, expectedFence, JSON.stringify(assignments), options.generation ?? null, options.writer ?? null, options.planId ?? null];
     const { rows } =
       expectedFence === 0
@@ -126,19 +149,70 @@ export function createRegistryStore(db: Pool) {
      * (judged by the same statement that writes, so a concurrent PUT cannot slip between).
      */
     async putWorkload(name: string, definition: WorkloadDefinition): Promise<Workload> {
+      return (await this.putWorkloadRevision(name, definition)).workload;
+    },
+
+    /**
+     * putWorkload, and what it did to what the replicas run (DESIGN.md §3 "Versions and rollouts"): in
+     * one transaction the spec is kept under its revision, and when a live placed workload's revision
+     * changes, its replicas are recorded as running the old one (the rollout replaces them; nothing
+     * running is touched here). `change` is null when what a replica runs is unchanged.
+     */
+    async putWorkloadRevision(name: string, definition: WorkloadDefinition): Promise<{ workload: Workload; change: RevisionChange | null }> {
+      return inTransaction(db, async (client) => {
+        const before = await client.query<WorkloadRow>('select * from workloads where name = $1 for update', [name]);
+        const { rows } = await client.query<WorkloadRow>(
+          `insert into workloads (name, kind, definition) values ($1, $2, $3)
+           on conflict (name) do update set kind = excluded.kind, definition = excluded.definition,
+             revision = nextval('registry_revision'), retired = false, updated_at = now()
+             where workloads.retired or workloads.kind = excluded.kind
+           returning *`,
+          [name, definition.kind, JSON.stringify(definition)],
+        );
+        if (!rows[0]) {
+          const live = before.rows[0] ? toWorkload(before.rows[0]) : null;
+          throw new KindChangeError(name, live?.kind ?? definition.kind, definition.kind);
+        }
+        const workload = toWorkload(rows[0]);
+        const old = before.rows[0] && !before.rows[0].retired ? toWorkload(before.rows[0]) : null;
+        const keep = (w: Workload) => client.query(
+          'insert into workload_revisions (workload, revision, spec) values ($1, $2, $3) on conflict do nothing', [name, w.runs, JSON.stringify(w.spec)],
+        );
+        if (workload.runs) await keep(workload);
+        if (!old?.runs || !workload.runs || old.runs === workload.runs) return { workload, change: null };
+        await keep(old);
+        const placement = await client.query<PlacementRow>('select * from placements where workload = $1 for update', [name]);
+        const placed = placement.rows[0]?.assignments ?? [];
+        if (placed.some((a) => a.revision === undefined)) {
+          await client.query('update placements set assignments = $2 where workload = $1', [
+            name, JSON.stringify(placed.map((a) => (a.revision === undefined ? { ...a, revision: old.runs } : a))),
+          ]);
+        }
+        return { workload, change: { from: old.runs, to: workload.runs, placed: placed.length } };
+      });
+    },
+
+    /** The spec a workload ran at `revision` (null: never recorded). */
+    async revisionSpec(name: string, revision: string): Promise<unknown> {
+      const { rows } = await db.query<{ spec: unknown }>('select spec from workload_revisions where workload = $1 and revision = $2', [name, revision]);
+      return rows[0]?.spec ?? null;
+    },
+
+    /**
+     * Makes `revision` the workload's current one again (a rollout rolled back): its spec, as kept,
+     * becomes the definition's, and the registry revision moves (plans made before are stale).
+     */
+    async restoreRevision(name: string, revision: string): Promise<Workload> {
       const { rows } = await db.query<WorkloadRow>(
-        `insert into workloads (name, kind, definition) values ($1, $2, $3)
-         on conflict (name) do update set kind = excluded.kind, definition = excluded.definition,
-           revision = nextval('registry_revision'), retired = false, updated_at = now()
-           where workloads.retired or workloads.kind = excluded.kind
-         returning *`,
-        [name, definition.kind, JSON.stringify(definition)],
+        `update workloads w set definition = jsonb_set(w.definition, '{spec}', r.spec), revision = nextval('registry_revision'), updated_at = now()
+           from workload_revisions r
+          where w.name = $1 and r.workload = w.name and r.revision = $2 and w.definition->'spec' is distinct from r.spec
+         returning w.*`,
+        [name, revision],
       );
-      if (!rows[0]) {
-        const live = await this.getWorkload(name);
-        throw new KindChangeError(name, live?.kind ?? definition.kind, definition.kind);
-      }
-      return toWorkload(rows[0]);
+      const workload = rows[0] ? toWorkload(rows[0]) : await this.getWorkload(name);
+      if (!workload || workload.runs !== revision) throw new Error(`workload ${name} has no recorded revision ${revision}`);
+      return workload;
     },
 
     async retireWorkload(name: string): Promise<Workload | null> {

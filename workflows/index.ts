@@ -7,6 +7,7 @@ export { reconcile } from './reconcile';
 export { rescaleOperator } from './rescale-operator';
 export { recoverRuntime } from './recover-runtime';
 export { retireWorkload } from './retire-workload';
+export { rollout } from './rollout';
 export { scaleIn } from './scale-in';
 export { scaleOut } from './scale-out';
 export { stopTheWorldReplan } from './stop-the-world-replan';

@@ -152,11 +152,22 @@ export function createEngine(socketPath: string): Engine {
     async ensureNetwork(name) {
       const existing = await call('GET', `/networks/${encodeURIComponent(name)}`, undefined, { allow: [404] });
       if (existing.status !== 404) return;
-      await call('POST', '/networks/create', {
+      const created = await call('POST', '/networks/create', {
         Name: name, Driver: 'bridge', CheckDuplicate: true,
         Options: { 'com.docker.network.bridge.enable_icc': 'false' },
         Labels: { 'io.scalegate.network': 'workloads' },
       }, { allow: [409] }); // another agent on this engine created it meanwhile
+      if (created.status === 409) return;
+      // The engine's duplicate check is not atomic: agents that create it at once may each get a
+      // network of that name, and the name is then ambiguous to every later create (rollout.test's
+      // first 3-replica placement on three agents of one engine). The first created stays; a twin
+      // created after it removes itself (each creator sorts the same list the same way).
+      const ours = json<{ Id: string }>(created).Id;
+      const filters = encodeURIComponent(JSON.stringify({ name: [name] }));
+      const twins = json<{ Id: string; Name: string; Created: string }[]>(await call('GET', `/networks?filters=${filters}`))
+        .filter((network) => network.Name === name)
+        .sort((a, b) => a.Created.localeCompare(b.Created) || a.Id.localeCompare(b.Id));
+      if (twins.length > 1 && twins[0].Id !== ours) await call('DELETE', `/networks/${ours}`, undefined, { allow: [404] });
     },
     async removeNetworks() {
       const filters = encodeURIComponent(JSON.stringify({ label: ['io.scalegate.network=workloads'] }));

@@ -16,10 +16,11 @@ import { listOperations, runOfStart } from '../operation-list';
 import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { defineRoute, ok } from '../../http/route';
 import { renderOperationReport, REPORT_CONTENT_SECURITY_POLICY } from '../report';
+import { rollout } from '../../workflows/rollout';
 import { z } from 'zod';
 
-/** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something). */
-const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, applyPlan.name, recoverRuntime.name, rescaleOperator.name];
+/** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something; a rollout rolls back). */
+const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, applyPlan.name, recoverRuntime.name, rescaleOperator.name, rollout.name];
 
 /** The innermost cause's message: "Activity task failed" says less than the activity's own failure. */
 function rootCauseMessage(error: Error): string {

@@ -65,13 +65,13 @@ export function stateRoutes(deps: ApiDeps) {
               // desired (what operations decided: reconcile and recovery restore it; `all`: the matching
               // fresh runtimes) beside placed (what the placement holds) and ready (what its agents report ready)
               name: w.name, kind: w.kind, replicas: w.replicas, ...counts[w.name],
-              selector: w.selector, revision: w.revision,
+              selector: w.selector, revision: w.revision, runs: w.runs ?? null,
               status: w.retired ? 'retired' : !placement ? 'pending'
                 : unplaced.some((u) => u.workload === w.name) || crashLooping.some((c) => c.workload === w.name) ? 'degraded' : 'placed',
               placement: placement
                 ? { fence: placement.fence, generation: placement.generation, assignments: placement.assignments }
                 : null,
-              tasks: (placement?.assignments ?? []).map((a) => placedTask(a, reports.get(assignmentKey(a)))),
+              tasks: (placement?.assignments ?? []).map((a) => ({ ...placedTask(a, reports.get(assignmentKey(a))), revision: w.runs ? a.revision ?? w.runs : null })),
             };
           }),
           unplaced,

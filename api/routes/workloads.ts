@@ -1,16 +1,20 @@
 import { basisMoved } from '../../domain/plan';
 import { sourceTopicOf } from '../../protocol';
-import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
+import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, RolloutRequestSchema, RolloutStartedSchema, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
 import { chooseScale, isRefusal } from '../../workflows/scale-choice';
 import { retireWorkload } from '../../workflows/retire-workload';
+import { rollout } from '../../workflows/rollout';
+import { runsRevisionOf } from '../../lib/revision';
+import { z } from 'zod';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ImageResolveError, isLoopback, parseImageName, pinImage } from '../../lib/image-registry';
 import { ApiError } from '../../http/errors';
-import { startOperation } from '../operations';
+import { CodedError } from '../../protocol/errors';
+import { requireActiveWorkload, requireIdle, startOperation } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 import { KindChangeError } from '../../store/registry';
 
@@ -58,10 +62,14 @@ export function workloadRoutes(deps: ApiDeps) {
 
   return [
     defineRoute({
-      method: 'PUT', path: '/v1/workloads/:name', access: 'operator', summary: 'define or replace a workload; a live workload\'s kind cannot change (409 kind-change: retire it first)', operationId: 'putWorkload',
+      method: 'PUT', path: '/v1/workloads/:name', access: 'operator',
+      summary: 'define or replace a workload; a change of what a replica runs (image digest, command, env, limits) starts a rollout under scale:<name> (202); a live workload\'s kind cannot change (409 kind-change: retire it first)', operationId: 'putWorkload',
       params: WorkloadParamsSchema, body: WorkloadDefinitionSchema, bodyName: 'workload',
-      response: { schema: WorkloadSchema, status: { 201: 'defined', 200: 'replaced (a new revision)' } }, errors: [409],
-      handler: async ({ params, body }) => {
+      response: {
+        schema: z.union([WorkloadSchema, RolloutStartedSchema]),
+        status: { 201: 'defined', 200: 'replaced (a new revision; what a replica runs is unchanged)', 202: 'what a replica runs changed: the rollout started under scale:<name>, running replicas untouched until it replaces them' },
+      }, errors: [409],
+      handler: async ({ params, body, request }) => {
         const existed = await deps.registry.getWorkload(params.name);
         // Before the broker is asked: a kind change is refused whatever the new definition says (the store judges it again as it writes).
         if (existed && !existed.retired && existed.kind !== body.kind) throw new KindChangeError(params.name, existed.kind, body.kind);
@@ -69,8 +77,38 @@ export function workloadRoutes(deps: ApiDeps) {
         if (body.kind === 'consumer' || body.kind === 'stream') await checkBrokerPartitions(deps, sourceTopicOf(body.spec), body.spec.partitions, 'spec.partitions');
         if (body.kind === 'service' && body.spec.kafka) await checkBrokerPartitions(deps, body.spec.kafka.topic, body.contract.partitions, 'contract.partitions');
         const definition = body.kind === 'service' ? { ...body, spec: await pinnedSpec(body.spec, deps.config.SCALEGATE_IMAGE_REGISTRIES) } : body;
-        const workload = await deps.registry.putWorkload(params.name, definition);
-        return ok(workload, existed ? 200 : 201);
+        // A change of what a replica runs is a rollout, one operation on scale:<name>: refused (409) while another runs there, nothing written.
+        const runs = runsRevisionOf(definition);
+        const rollsOut = existed && !existed.retired && runs !== existed.runs && ((await deps.registry.getPlacement(params.name))?.assignments.length ?? 0) > 0;
+        if (rollsOut) await requireIdle(deps, `scale:${params.name}`);
+        const { workload, change } = await deps.registry.putWorkloadRevision(params.name, definition);
+        if (!change || change.placed === 0) return ok(workload, existed ? 200 : 201);
+        const started = await startOperation(deps, {
+          request, workflow: rollout, workflowId: `scale:${params.name}`,
+          input: { workload: params.name, revision: change.to, reason: `PUT /v1/workloads/${params.name}: ${change.from} → ${change.to}` },
+          summary: `rollout ${params.name} ${change.from} → ${change.to}`,
+        }).catch((error: unknown) => {
+          // Written, but its rollout did not start (another operation took scale:<name> since the check, or Temporal did not answer): say both.
+          if (!(error instanceof CodedError)) throw error;
+          throw new ApiError(error.code, `the definition of ${params.name} was written (what a replica runs: ${change.from} → ${change.to}, running replicas untouched), but its rollout did not start: ${error.message}; POST /v1/workloads/${params.name}/rollout starts it`, { ...error.details, written: true, revision: change });
+        });
+        return ok({ ...started, revision: { from: change.from, to: change.to } }, 202);
+      },
+    }),
+    defineRoute({
+      method: 'POST', path: '/v1/workloads/:name/rollout', access: 'operator', startsOperation: true, operationId: 'rolloutWorkload',
+      summary: 'roll the replicas not on the workload\'s current revision onto it (after a rollout that ended compensated, failed or cancelled, or a PUT whose rollout could not start)',
+      params: WorkloadParamsSchema, body: RolloutRequestSchema, bodyName: 'rollout',
+      response: { schema: StartedOperationSchema, status: { 202: 'rollout started under scale:<name>' } }, errors: [404, 409, 422],
+      handler: async ({ params, body, request }) => {
+        const workload = await requireActiveWorkload(deps, params.name);
+        if (!workload.runs) throw new ApiError('unsupported-kind', `${params.name} is a ${workload.kind}: only services and consumers are rolled out`);
+        const started = await startOperation(deps, {
+          request, body, workflow: rollout, workflowId: `scale:${params.name}`,
+          input: { workload: params.name, revision: workload.runs, ...body, reason: body.reason ?? 'requested via API' },
+          summary: `rollout ${params.name} → ${workload.runs}`,
+        });
+        return ok(started, 202);
       },
     }),
     defineRoute({

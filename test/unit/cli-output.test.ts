@@ -137,6 +137,19 @@ describe('followOperation of a started run', () => {
   });
 });
 
+describe('a rollout followed', () => {
+  it('says the revisions, the step it is at and how the steps before were judged', () => {
+    const rollout = (steps: { role: string; outcome: string }[]) => ({
+      kind: 'rollout', status: 'running', phase: 'soaking', result: { fromRevision: 'r-old', toRevision: 'r-new', steps, soakEndsAt: new Date(Date.now() + 2_000).toISOString() },
+    });
+    expect(progressLine(rollout([{ role: 'canary', outcome: 'pending' }, { role: 'batch', outcome: 'pending' }]), null, Date.now()).text)
+      .toMatch(/^soaking: r-old → r-new: step 1\/2 · soak \d s left$/);
+    const second = progressLine(rollout([{ role: 'canary', outcome: 'good' }, { role: 'batch', outcome: 'pending' }]), null, Date.now());
+    expect(second.text).toMatch(/^soaking: r-old → r-new: step 2\/2 \(canary good\)/);
+    expect(second.key).not.toBe(progressLine(rollout([{ role: 'canary', outcome: 'pending' }, { role: 'batch', outcome: 'pending' }]), null, Date.now()).key);
+  });
+});
+
 describe('operations list', () => {
   it('prints one row per run, its run id whole however long the workflow id', () => {
     const runId = '0a1b2c3d-0000-4000-8000-000000000003';
@@ -163,6 +176,17 @@ describe('state shows desired, placed and ready per workload', () => {
     expect(printed).toMatch(/^web\s+service\s+2\s+2\s+2\s+placed\s+agent-a,agent-b\s+3$/m);
     expect(printed).toMatch(/^api\s+service\s+2\s+2\s+1\s+placed, 1 not ready\s+/m);
     expect(printed).toMatch(/^all\s+service\s+all \(3\)\s+2\s+0\s+degraded, 2 not ready\s+/m);
+  });
+
+  test('each task shows the revision it runs, an old one marked (mid-rollout)', () => {
+    const tasks = [
+      { taskId: 'web-0-g1-f4', runtimeId: 'agent-a', index: 0, state: 'ready', restarts: 0, crashLooping: false, revision: 'r-new' },
+      { taskId: 'web-1-g1', runtimeId: 'agent-b', index: 1, state: 'ready', restarts: 0, crashLooping: false, revision: 'r-old' },
+    ];
+    const printed = renderState(state([workload('web', { runs: 'r-new', tasks })]));
+    expect(printed).toMatch(/^WORKLOAD\s+TASK\s+RUNTIME\s+STATE\s+RESTARTS\s+CRASH-LOOPING\s+REVISION$/m);
+    expect(printed).toMatch(/^web\s+web-0-g1-f4\s+agent-a\s+ready\s+0\s+no\s+r-new$/m);
+    expect(printed).toMatch(/^web\s+web-1-g1\s+agent-b\s+ready\s+0\s+no\s+r-old \(old\)$/m);
   });
 
   test('a pending workload has nothing placed and nothing to call unready', () => {

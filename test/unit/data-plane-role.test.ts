@@ -17,10 +17,11 @@ describe('the control-plane tables', () => {
     expect([...CONTROL_PLANE_TABLES].sort()).toEqual([...createdByMigrations, 'schema_migrations'].sort());
   });
 
-  it('are what migration 009 leaves out when it grants the data-plane role the tables already there', () => {
+  it('are what migration 009 leaves out when it grants the data-plane role the tables already there (later ones it is never granted)', () => {
     const sql = fs.readFileSync(path.join(__dirname, '../../store/migrations/009_data_plane_role.sql'), 'utf8');
     const excluded = /tablename not in \(([^)]*)\)/.exec(sql)![1].match(/'([a-z_]+)'/g)!.map((quoted) => quoted.slice(1, -1));
-    expect(excluded.sort()).toEqual([...CONTROL_PLANE_TABLES].sort());
+    const createdAfter = migrations.filter((m) => m.version > 9).flatMap((m) => [...m.sql.matchAll(/create table (?:if not exists )?([a-z_]+)/gi)].map((match) => match[1]));
+    expect(excluded.sort()).toEqual(CONTROL_PLANE_TABLES.filter((table) => !createdAfter.includes(table)).sort());
   });
 });
 

@@ -23,7 +23,7 @@ import path from 'node:path';
 import type { z } from 'zod';
 import { offlineApiDocument } from '../../api/server';
 import { USAGE } from '../../cli/main';
-import { describeIssues, HeartbeatSchema, PlanRequestSchema, RegisterRuntimeSchema, RescaleRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema } from '../../protocol';
+import { describeIssues, HeartbeatSchema, PlanRequestSchema, RegisterRuntimeSchema, RescaleRequestSchema, RolloutRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema } from '../../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../../protocol/tiers';
 import type * as registered from '../../workflows';
 import { ApplyPlanInputSchema } from '../../workflows/apply-plan';
@@ -34,6 +34,7 @@ import { ReconcileInputSchema } from '../../workflows/reconcile';
 import { RecoverRuntimeInputSchema } from '../../workflows/recover-runtime';
 import { RescaleInputSchema } from '../../workflows/rescale-operator';
 import { RetireInputSchema } from '../../workflows/retire-workload';
+import { RolloutInputSchema } from '../../workflows/rollout';
 import { ScaleInInputSchema } from '../../workflows/scale-in';
 import { ScaleOutInputSchema } from '../../workflows/scale-out';
 import { ReplanInputSchema } from '../../workflows/stop-the-world-replan';
@@ -57,6 +58,7 @@ const INPUT_SCHEMAS: Record<keyof typeof registered, z.ZodType> = {
   recoverRuntime: RecoverRuntimeInputSchema,
   rescaleOperator: RescaleInputSchema,
   retireWorkload: RetireInputSchema,
+  rollout: RolloutInputSchema,
   scaleIn: ScaleInInputSchema,
   scaleOut: ScaleOutInputSchema,
   stopTheWorldReplan: ReplanInputSchema,
@@ -68,6 +70,7 @@ const BODY_SCHEMAS: Record<string, z.ZodType> = {
   planWorkload: PlanRequestSchema,
   scaleWorkload: ScaleRequestSchema,
   rescaleOperator: RescaleRequestSchema,
+  rolloutWorkload: RolloutRequestSchema,
   putTierPolicy: TierPolicySchema,
   signalTier: TierSignalSchema,
   registerRuntime: RegisterRuntimeSchema,

@@ -40,7 +40,7 @@ describe('the OpenAPI document', () => {
       'POST /v1/plans/{id}/apply',
       'POST /v1/runtimes', 'POST /v1/runtimes/{id}/cordon', 'POST /v1/runtimes/{id}/heartbeat', 'POST /v1/runtimes/{id}/recover', 'POST /v1/runtimes/{id}/uncordon',
       'POST /v1/tiers/{tier}/signals',
-      'POST /v1/workloads/{name}/plan', 'POST /v1/workloads/{name}/scale',
+      'POST /v1/workloads/{name}/plan', 'POST /v1/workloads/{name}/rollout', 'POST /v1/workloads/{name}/scale',
       'PUT /v1/tiers/{tier}/policy', 'PUT /v1/workloads/{name}',
     ].sort());
   });

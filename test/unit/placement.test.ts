@@ -301,6 +301,13 @@ describe('stickiness', () => {
   const runtimes = fleet(8);
   const ids = runtimes.map((r) => r.id);
 
+  it('a kept replica keeps the revision it runs; a new one records none (its write stamps the current one)', () => {
+    const before = place({ workload: service('shop', 2), runtimes }).assignments.map((a) => ({ ...a, revision: 'r-old' }));
+    const after = place({ workload: service('shop', 3), runtimes, current: before }).assignments;
+    expect(after.slice(0, 2).map((a) => a.revision)).toEqual(['r-old', 'r-old']);
+    expect(after[2].revision).toBeUndefined();
+  });
+
   it('adding a runtime, even the best-ranked one, moves nothing for a fixed replica count', () => {
     const before = place({ workload: service('shop', 3), runtimes }).assignments;
     const joiner = idRankingFirst('shop', ids);

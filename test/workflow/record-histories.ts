@@ -14,6 +14,7 @@ import type { WorkloadRecovery } from '../../domain/recovery';
 import { ADMIT_BY_MEMO, OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
+import { rollout } from '../../workflows/rollout';
 import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { observeSignal } from '../../workflows/autoscaler';
 import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
@@ -74,6 +75,8 @@ interface Faults {
   stopTheWorldStuck?: boolean;
   /** preparing a hot rescale takes a while (a checkpoint in flight when the clock paused): long enough to cancel it */
   prepareSlow?: boolean;
+  /** the placed replicas run this revision (a rollout's old one): plans take a decided target as it is, and restoreRevision answers it */
+  placedRevision?: string;
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -124,7 +127,9 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
   const calls: string[] = [];
   const ledger: LedgerEntry[] = [];
   const partitionsOf = (i: number, of: number) => (definition.kind === 'consumer' ? [0, 1, 2, 3, 4, 5, 6, 7].filter((p) => p % of === i) : undefined);
-  let current: Assignment[] = Array.from({ length: replicas }, (_, i) => assignment(name, i, 1, partitionsOf(i, replicas)));
+  let current: Assignment[] = Array.from({ length: replicas }, (_, i) => ({
+    ...assignment(name, i, 1, partitionsOf(i, replicas)), ...(faults.placedRevision ? { revision: faults.placedRevision } : {}),
+  }));
   let stillRunning: Assignment[] = [];
   /** a stream job's keyed aggregate as the tier snapshot reads it (a hot cutover changes it) */
   let aggregateParallelism = 1;
@@ -163,6 +168,10 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       if (workload !== name) return null;
       return faults.definitionMoved ? { ...definition, revision: definition.revision + 1 } : definition;
     },
+    async restoreRevision(input) {
+      call('restoreRevision');
+      return { ...definition, runs: input.revision };
+    },
     async loadPlacement(workload) {
       call('loadPlacement');
       return workload === name ? { workload, fence, generation: 1, assignments: current } : null;
@@ -178,6 +187,12 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       if (faults.staleDecision && input.decided) throw nonRetryable('stale-plan', `the target for ${name} was decided on placement fence ${input.decided.onFence}, now ${fence + 1}; decide again`);
       const size = typeof input.replicas === 'number' ? input.replicas : current.length;
       const generation = input.newGeneration ? 2 : 1;
+      // A rollout's replacement (task ids of its own on the same indices): the decided target as it is.
+      if (faults.placedRevision && input.decided) {
+        const target = input.decided.assignments;
+        const kept = (a: Assignment) => target.some((t) => t.taskId === a.taskId);
+        return plan({ target, generation, starts: target.filter((t) => !current.some((a) => a.taskId === t.taskId)), stops: current.filter((a) => !kept(a)) });
+      }
       if (faults.noRoomOnce && input.newGeneration && count('preparePlan') === 1) {
         return plan({ target: [], generation, starts: [], stops: [], unplaced: { workload: name, reason: 'placement-unavailable', missing: size } });
       }
@@ -1063,6 +1078,54 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.compensation?.replicas, 2);
       assert.match(status.compensation?.reason ?? '', /^regression after scale-in: 20 new task error\(s\)/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A rollout of 3 replicas onto the workload's new revision: a canary step of one, then a batch of
+    // two, each gated, written (a new task per replaced replica), converged and compared; a ledger row per step.
+    name: 'rollout',
+    fakes: (name) => fakeActivities({ ...knownService(name, 3), runs: 'r-new' }, 3, { placedRevision: 'r-old' }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const status = await client.workflow.execute(rollout, { taskQueue, workflowId, args: [{ workload, revision: 'r-new', soakMs: 100, convergeTimeoutMs: 5000 }] });
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(status.steps.map((s) => `${s.role}:${s.outcome}:${s.replaced.length}`), ['canary:good:1', 'batch:good:2']);
+      assert.deepEqual(ledgerOutcomes(fakes), ['rollout:running', 'rollout:running', 'rollout:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // New task errors after the canary step: a regression, the canary rolled back to the old revision
+    // (its own step in reverse, no replan), the old revision current again, ended compensated naming the row.
+    name: 'rollout-compensated',
+    fakes: (name) => fakeActivities({ ...knownService(name, 3), runs: 'r-new' }, 3, { placedRevision: 'r-old', errorsAfterChange: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const status = await client.workflow.execute(rollout, { taskQueue, workflowId, args: [{ workload, revision: 'r-new', soakMs: 100, convergeTimeoutMs: 5000 }] });
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /^regression at the canary step \(1 of 2\): .*task error/);
+      assert.deepEqual(status.compensation && { restored: status.compensation.restored, replanned: status.compensation.replanned, rolledBack: status.compensation.rolledBack.length }, { restored: 'r-old', replanned: false, rolledBack: 1 });
+      assert.deepEqual(ledgerOutcomes(fakes), ['rollout:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A consumer's rollout cancelled through Temporal while its canary soaks: an abort after a change,
+    // so the canary is rolled back (drained first, as every consumer replacement) and it ends compensated.
+    name: 'rollout-cancelled',
+    fakes: (name) => fakeActivities({ ...consumerWorkload(name, 3), runs: 'r-new' }, 3, { placedRevision: 'r-old' }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const handle = await client.workflow.start(rollout, { taskQueue, workflowId, args: [{ workload, revision: 'r-new', soakMs: 3_600_000, convergeTimeoutMs: 5000 }] });
+      await inPhase(handle, 'soaking');
+      await handle.cancel();
+      const status = await handle.result();
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /cancellation requested/);
+      assert.deepEqual(status.compensation && { replanned: status.compensation.replanned, rolledBack: status.compensation.rolledBack.length }, { replanned: false, rolledBack: 1 });
+      assert.equal(fakes.count('stopTasks'), 2); // the canary's predecessor drained, then the canary itself
+      assert.deepEqual(ledgerOutcomes(fakes), ['rollout:compensated']);
       return { workflowId };
     },
   },
