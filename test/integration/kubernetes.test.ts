@@ -161,4 +161,30 @@ describe('a Deployment through the gates', () => {
     expect((await kube.client.request('GET', `${deployments}/big`)).spec.replicas).toBe(1);
     expect(await podsOf('big')).toHaveLength(1);
   });
+
+  it('follows a tier\'s signals up and down through the same gates and drain', async () => {
+    await createDeployment('tiered', 1, '100m');
+    await defineKubernetesWorkload('tiered', 1);
+    startFixture('tiered', { delayMs: 100 });
+    const policy = {
+      workloads: ['tiered'], minReplicas: 1, maxReplicas: 4, targets: { qpsPerInstance: 100 }, tolerance: 0.1,
+      scaleUpStabilizationMs: 0, scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, soakMs: 0, drainTimeoutMs: 30_000,
+    };
+    expect((await stack.api('PUT', '/v1/tiers/kube/policy', { body: policy })).status).toBeLessThan(300);
+    const replicas = async () => (await kube.client.request('GET', `${deployments}/tiered`)).spec.replicas as number;
+    const idle = async () => {
+      const described = await stack.temporal.workflow.getHandle('scale:tiered').describe().catch(() => null);
+      return described === null || described.status.name !== 'RUNNING';
+    };
+
+    expect((await stack.api('POST', '/v1/tiers/kube/signals', { body: { qps: 300 } })).status).toBe(202);
+    await stack.waitFor('tiered at 3 replicas, idle', async () => (await replicas()) === 3 && (await idle()), 60_000);
+    await waitForPods('tiered', 3);
+    expect((await stack.api('POST', '/v1/tiers/kube/signals', { body: { qps: 100 } })).status).toBe(202);
+    await stack.waitFor('tiered back at 1 replica, idle', async () => (await replicas()) === 1 && (await idle()), 60_000);
+    await waitForPods('tiered', 1);
+
+    const rows = (await stack.db.query(`select kind, outcome, from_replicas, to_replicas from ledger where workload = 'tiered' and kind in ('scale-out', 'scale-in') order by id`)).rows;
+    expect(rows.map((r) => [r.kind, r.outcome, r.from_replicas, r.to_replicas])).toEqual([['scale-out', 'completed', 1, 3], ['scale-in', 'completed', 3, 1]]);
+  });
 });
