@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { stopChild } from '../../embedded/processes';
 import { CLUSTER, startKubernetes, type KubernetesControlPlane } from '../support/kubernetes';
+import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../support/stack';
 import { failedGates, scaleAndWait } from '../support/workloads';
 
@@ -102,6 +103,16 @@ describe('a Deployment through the gates', () => {
     expect(names(after)).toEqual(before.filter((name) => !idle.includes(name)));
     const deployment = await kube.client.request('GET', `${deployments}/web`);
     expect(deployment.spec.replicas).toBe(2);
+
+    // the CLI shows it like any other operation, naming the object
+    const shown = await runCli(stack, ['operations', 'show', 'scale:web']);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^deleted:\\s+${idle.join(', ')}$`, 'm'));
+    expect(shown.stdout).toMatch(/^object:\s+Deployment default\/web on scalegate-test$/m);
+
+    // the Web UI's details line names the object and the outcome
+    const metadata = await stack.temporal.workflow.getHandle('scale:web').query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    expect(metadata.currentDetails).toMatch(/^scale web \(Deployment default\/web on scalegate-test\) 5 → 2: \*\*completed\*\*/);
 
     // the desired state and the ledger follow
     expect((await stack.api('GET', '/v1/workloads/web', { role: 'viewer' })).body.replicas).toBe(2);
