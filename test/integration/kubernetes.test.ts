@@ -63,9 +63,9 @@ function startFixture(app: string, ack: { delayMs: number } | 'never'): ChildPro
   return child;
 }
 
-async function defineKubernetesWorkload(name: string, replicas: number): Promise<void> {
+async function defineKubernetesWorkload(name: string, replicas: number, kind: 'Deployment' | 'StatefulSet' = 'Deployment'): Promise<void> {
   const response = await stack.api('PUT', `/v1/workloads/${name}`, {
-    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name } } },
+    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind, name } } },
   });
   expect(response.status).toBe(201);
 }
@@ -197,5 +197,31 @@ describe('a Deployment through the gates', () => {
 
     const rows = (await stack.db.query(`select kind, outcome, from_replicas, to_replicas from ledger where workload = 'tiered' and kind in ('scale-out', 'scale-in') order by id`)).rows;
     expect(rows.map((r) => [r.kind, r.outcome, r.from_replicas, r.to_replicas])).toEqual([['scale-out', 'completed', 1, 3], ['scale-in', 'completed', 3, 1]]);
+  });
+
+  it('scales a StatefulSet in by its highest ordinals, each drained first', async () => {
+    await kube.client.request('POST', '/apis/apps/v1/namespaces/default/statefulsets', {
+      apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'db' },
+      spec: {
+        replicas: 2, serviceName: 'db', podManagementPolicy: 'Parallel', selector: { matchLabels: { app: 'db' } },
+        template: {
+          metadata: { labels: { app: 'db' } },
+          spec: {
+            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+            containers: [{ name: 'db', image: 'fake/db:1', resources: { requests: { cpu: '100m', memory: '64Mi' } } }],
+          },
+        },
+      },
+    });
+    await waitForPods('db', 2);
+    await defineKubernetesWorkload('db', 2, 'StatefulSet');
+    startFixture('db', { delayMs: 100 });
+
+    expect(await scaleAndWait(stack, 'db', { replicas: 3, soakMs: 0 }, 'scaleOut')).toMatchObject({ status: 'completed', kubernetes: { object: `StatefulSet default/db on ${CLUSTER}` } });
+    await waitForPods('db', 3);
+    const back = await scaleAndWait(stack, 'db', { replicas: 1, drainTimeoutMs: 30_000 }, 'scaleIn');
+    expect(back).toMatchObject({ status: 'completed', kubernetes: { victims: ['db-2', 'db-1'], acknowledged: ['db-1', 'db-2'], deleted: ['db-1', 'db-2'] } });
+    expect(back.kubernetes.reasons['db-2']).toBe('ordinal 2: a StatefulSet removes its highest ordinals');
+    expect(names(await podsOf('db'))).toEqual(['db-0']);
   });
 });

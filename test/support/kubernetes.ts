@@ -38,7 +38,7 @@ export function kwokNode(name: string, zone: string, allocatable: { cpu: string;
 }
 
 export async function startKubernetes(options: { nodeAllocatable?: { cpu: string; memory: string; pods: string } } = {}): Promise<KubernetesControlPlane> {
-  const { dir: bin } = ensureKubernetes();
+  const { dir: bin } = ensureKubernetes(() => {}, { compile: false });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-kube-'));
   const [etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
   const server = `https://127.0.0.1:${apiPort}`;
