@@ -71,6 +71,9 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
         k8s.conflicts += 1;
         const again = await cluster.kubernetesObject.executeWithOptions({ summary: summary('read again after a conflict') }, [{ workload: input.workload }]);
         k8s.resourceVersion = again.object.resourceVersion;
+        // Our own write took effect and only its answer was lost (the activity retried on the old
+        // resourceVersion): the object already asks for the size decided.
+        if (again.object.replicas === replicas) return;
         if (again.object.replicas !== expectFrom) {
           throw ApplicationFailure.create({
             type: 'object-moved', nonRetryable: true,
@@ -192,6 +195,16 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     return endUnchanged('refused', 'refused', status.evidenceGap);
   }
   if (aborts.reason) return endUnchanged('cancelled', 'cancelled', aborts.reason);
+  /** Before the replicas are lowered: every mark off, the object at its size, `compensated`. */
+  const takeMarksOff = (reason: string) => aborts.exit(async () => {
+    enter('compensating');
+    status.compensation = { reason, replicas: from, outcome: null };
+    await unmark(choice.victims);
+    status.outcome = 'compensated';
+    enter('compensated');
+    await ledger('compensated', reason, { compensationReplicas: from, kubernetes: k8s });
+    return status;
+  });
 
   try {
     await aborts.guard(async () => {
@@ -210,27 +223,12 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     });
   } catch (error) {
     const abort = aborts.isAbort(error);
-    return aborts.exit(async () => {
-      await unmark(choice.victims);
-      status.outcome = abort ? 'cancelled' : 'compensated';
-      status.compensation = { reason: abort ? aborts.reason! : `the drain failed: ${failureMessage(error)}`, replicas: from, outcome: null };
-      enter(status.outcome);
-      await ledger(status.outcome, status.compensation.reason, { kubernetes: k8s });
-      return status;
-    });
+    // The marks were a change: an abort or a failure from here takes them off (compensated), nothing deleted.
+    return takeMarksOff(abort ? aborts.reason! : `the drain failed: ${failureMessage(error)}`);
   }
   if (k8s.missing.length && !input.force) {
     // Nothing was deleted: the marks come off, and the object keeps its size.
-    const reason = `no drain acknowledgement by the deadline from ${k8s.missing.join(', ')}: marks removed, nothing deleted (a request with "force": true lowers the replicas anyway)`;
-    return aborts.exit(async () => {
-      enter('compensating');
-      status.compensation = { reason, replicas: from, outcome: null };
-      await unmark(choice.victims);
-      status.outcome = 'compensated';
-      enter('compensated');
-      await ledger('compensated', reason, { compensationReplicas: from, kubernetes: k8s });
-      return status;
-    });
+    return takeMarksOff(`no drain acknowledgement by the deadline from ${k8s.missing.join(', ')}: marks removed, nothing deleted (a request with "force": true lowers the replicas anyway)`);
   }
   if (k8s.missing.length) k8s.forced = k8s.missing;
 
