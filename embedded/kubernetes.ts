@@ -7,7 +7,8 @@
 //      ../shared/cache/kubernetes-1.36.1-linux-amd64.tar.xz beside the repo), checked against its
 //      sha256, unpacked into a staging folder and renamed into place;
 //   3. compiled from the Go module proxy by scripts/kubernetes-build.sh (about 30 min on 2 cores),
-//      with Debian's golang installed where no `go` is on PATH (GOTOOLCHAIN fetches Go 1.26).
+//      with Debian's golang installed where no `go` is on PATH, and Go 1.26.8 itself fetched as the
+//      module golang.org/toolchain where that Go is older (ensureGo).
 // The embedded default (npm start) never starts Kubernetes: a user points SCALEGATE_KUBECONFIG at theirs.
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -99,25 +100,54 @@ function fromTarball(tarball: string, log: (line: string) => void): void {
   });
 }
 
-function ensureGo(log: (line: string) => void): string {
-  const go = onPath('go') ?? (fs.existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : null);
-  if (go) return go;
-  log('no go on PATH: installing Debian\'s golang-go');
-  run('apt-get', ['update', '-qq']);
-  run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'golang-go'], { ...process.env, DEBIAN_FRONTEND: 'noninteractive' });
-  const installed = onPath('go');
-  if (!installed) throw new Error('apt-get installed golang-go but no go is on PATH');
-  return installed;
+/** `go version`'s minor release (1.19 → 19), or 0 when it cannot be read. */
+function goMinor(go: string): number {
+  const out = spawnSync(go, ['version'], { encoding: 'utf8' }).stdout ?? '';
+  return Number(/go1\.([0-9]+)/.exec(out)?.[1] ?? 0);
+}
+
+/**
+ * A Go that builds kwok 0.8.0 (≥ 1.26): the one on PATH (Debian's golang-go where there is none).
+ * Go ≥ 1.21 switches to GO_TOOLCHAIN itself (GOTOOLCHAIN); an older one (Debian 12's is 1.19)
+ * fetches that toolchain as the Go module golang.org/toolchain from the module proxy, unpacked
+ * into the cache (its files lose their exec bits in the module zip: set again, as cmd/go does).
+ */
+export function ensureGo(log: (line: string) => void): { go: string; env: NodeJS.ProcessEnv } {
+  let go = onPath('go') ?? (fs.existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : null);
+  if (!go) {
+    log('no go on PATH: installing Debian\'s golang-go');
+    run('apt-get', ['update', '-qq']);
+    run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'golang-go'], { ...process.env, DEBIAN_FRONTEND: 'noninteractive' });
+    go = onPath('go');
+    if (!go) throw new Error('apt-get installed golang-go but no go is on PATH');
+  }
+  if (goMinor(go) >= 21) return { go, env: { GOTOOLCHAIN: GO_TOOLCHAIN } };
+  const root = path.join(cacheRoot(), GO_TOOLCHAIN);
+  if (!fs.existsSync(path.join(root, 'bin', 'go'))) {
+    const module = `golang.org/toolchain@v0.0.1-${GO_TOOLCHAIN}.linux-amd64`;
+    log(`${go} is older than 1.21: fetching ${module} from the Go module proxy`);
+    const download = spawnSync(go, ['mod', 'download', '-json', module], { encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=mod' } });
+    const dir = download.status === 0 ? (JSON.parse(download.stdout) as { Dir?: string }).Dir : undefined;
+    if (!dir) throw new Error(`go mod download ${module} failed: ${download.stderr || download.stdout}`);
+    const staging = `${root}.${process.pid}.tmp`;
+    fs.cpSync(dir, staging, { recursive: true });
+    for (const sub of ['bin', ...fs.readdirSync(path.join(staging, 'pkg', 'tool')).map((d) => path.join('pkg', 'tool', d))]) {
+      for (const file of fs.readdirSync(path.join(staging, sub))) fs.chmodSync(path.join(staging, sub, file), 0o755);
+    }
+    fs.chmodSync(staging, 0o755);
+    fs.renameSync(staging, root);
+  }
+  return { go: path.join(root, 'bin', 'go'), env: { GOTOOLCHAIN: 'local', GOROOT: root } };
 }
 
 function fromGoBuild(log: (line: string) => void): void {
-  const go = ensureGo(log);
-  log(`compiling from the Go module proxy with ${go} (GOTOOLCHAIN=${GO_TOOLCHAIN}; about 30 min on 2 cores)`);
+  const { go, env } = ensureGo(log);
+  log(`compiling from the Go module proxy with ${go} (${GO_TOOLCHAIN}; about 30 min on 2 cores)`);
   installStaged((staging) => {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kubernetes-build-'));
     try {
       run('bash', [path.join(ROOT, 'scripts', 'kubernetes-build.sh')], {
-        ...process.env, OUT: staging, WORK: work, GOTOOLCHAIN: `${GO_TOOLCHAIN}+auto`, PATH: `${path.dirname(go)}${path.delimiter}${process.env.PATH ?? ''}`,
+        ...process.env, ...env, OUT: staging, WORK: work, PATH: `${path.dirname(go)}${path.delimiter}${process.env.PATH ?? ''}`,
       });
     } finally {
       fs.rmSync(work, { recursive: true, force: true });
