@@ -15,6 +15,12 @@ export function kubernetesActivities(deps: ActivityDeps) {
     const ref = kubernetesOf(await requireWorkload(workload));
     if (!ref) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${workload} names no Kubernetes object` });
     if (!deps.kubernetes) throw ApplicationFailure.create({ type: 'no-cluster-access', nonRetryable: true, message: `the worker has no Kubernetes access (SCALEGATE_KUBECONFIG, or a service account) for ${ref.cluster}` });
+    try {
+      deps.kubernetes.reach(ref);
+    } catch (error) {
+      // a cluster no context names: asking again will not make one
+      throw ApplicationFailure.create({ type: 'no-cluster-access', nonRetryable: true, message: (error as Error).message });
+    }
     return { ref, port: deps.kubernetes };
   };
   /** Polls `probe` until it answers, heartbeating; null at the deadline. */

@@ -170,6 +170,11 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
     return done.sort();
   }
 
-  return { readObject, readPods, readNodes, readBudgets, writeScale, annotatePods };
+  /** Whether the control plane can reach `ref.cluster` at all (its kubeconfig context or service account): throws why not. */
+  function reach(ref: KubernetesRuntime): void {
+    client(ref);
+  }
+
+  return { reach, readObject, readPods, readNodes, readBudgets, writeScale, annotatePods };
 }
 export type KubernetesRuntimePort = ReturnType<typeof kubernetesRuntime>;

@@ -224,4 +224,28 @@ describe('a Deployment through the gates', () => {
     expect(back.kubernetes.reasons['db-2']).toBe('ordinal 2: a StatefulSet removes its highest ordinals');
     expect(names(await podsOf('db'))).toEqual(['db-0']);
   });
+
+  it('refuses a bad definition with 422, and fails a scale on a cluster the kubeconfig does not name, before any change', async () => {
+    const bad = await stack.api('PUT', '/v1/workloads/daemons', {
+      body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'DaemonSet', name: 'daemons' } } },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body).toMatchObject({ error: expect.any(String), message: expect.stringContaining('runtime.kubernetes.kind') });
+    const withCommand = await stack.api('PUT', '/v1/workloads/daemons', {
+      body: { kind: 'service', replicas: 2, contract: CONTRACT, spec: { command: ['node'] }, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name: 'web' } } },
+    });
+    expect(withCommand).toMatchObject({ status: 422, body: { message: expect.stringContaining('a Kubernetes workload runs its pod template: give no command or image') } });
+
+    const response = await stack.api('PUT', '/v1/workloads/elsewhere', {
+      body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: 'nowhere', namespace: 'default', kind: 'Deployment', name: 'web' } } },
+    });
+    expect(response.status).toBe(201);
+    const started = await stack.api('POST', '/v1/workloads/elsewhere/scale', { body: { replicas: 3 } });
+    expect(started.status).toBe(202);
+    await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result().catch(() => null);
+    const operation = (await stack.api('GET', `/v1/operations/${encodeURIComponent(started.body.workflowId)}`, { role: 'viewer' })).body;
+    expect(operation).toMatchObject({ status: 'failed' });
+    expect(operation.failure).toContain(`no Kubernetes cluster "nowhere" in ${kube.kubeconfig}: its contexts are ${CLUSTER}`);
+    expect((await kube.client.request('GET', `${deployments}/web`)).spec.replicas).toBe(2);
+  });
 });
