@@ -161,14 +161,18 @@ describe('a Deployment through the gates', () => {
     expect((await stack.api('GET', '/v1/workloads/stubborn', { role: 'viewer' })).body.replicas).toBe(3);
   });
 
-  it('refuses a scale past the nodes\' allocatable room, naming what is missing', async () => {
+  it('refuses a scale past the nodes\' allocatable room, naming what is missing, and counts no NotReady node', async () => {
     await createDeployment('big', 1, '1');
     await defineKubernetesWorkload('big', 1);
+    // a node no kubelet (nor kwok) heartbeats for: never Ready, with room it must not be counted for
+    await kube.client.request('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'silent-c', labels: { 'topology.kubernetes.io/zone': 'c' } } });
+    await kube.client.request('PATCH', '/api/v1/nodes/silent-c/status', { status: { allocatable: { cpu: '64', memory: '64Gi', pods: '110' } } }, 'application/merge-patch+json');
 
     const refused = await scaleAndWait(stack, 'big', { replicas: 10 }, 'scaleOut');
+    await kube.client.request('DELETE', '/api/v1/nodes/silent-c');
     expect(refused).toMatchObject({ status: 'refused' });
     expect(failedGates(refused)).toEqual(['capacity']);
-    expect(refused.evidenceGap).toMatch(/9 new pod\(s\) of 1000m CPU, 64Mi memory: room for [0-3] on 2 Ready node\(s\).*pod\(s\) without room; missing \d+m CPU/);
+    expect(refused.evidenceGap).toMatch(/9 new pod\(s\) of 1000m CPU, 64Mi memory: room for [0-3] on 2 Ready node\(s\); not counted: silent-c \(NotReady\): \d pod\(s\) without room; missing \d+m CPU/);
     expect((await kube.client.request('GET', `${deployments}/big`)).spec.replicas).toBe(1);
     expect(await podsOf('big')).toHaveLength(1);
   });
