@@ -159,6 +159,16 @@ describe('a Deployment through the gates', () => {
     for (const pod of pods) for (const mark of MARKS) expect(pod.metadata.annotations?.[mark]).toBeUndefined();
     expect((await kube.client.request('GET', `${deployments}/stubborn`)).spec.replicas).toBe(3);
     expect((await stack.api('GET', '/v1/workloads/stubborn', { role: 'viewer' })).body.replicas).toBe(3);
+
+    // The same request with force: lowered anyway, and the ledger says which pods were not drained.
+    const forced = await scaleAndWait(stack, 'stubborn', { replicas: 1, drainTimeoutMs: 500, force: true }, 'scaleIn');
+    expect(forced).toMatchObject({ status: 'completed' });
+    expect(forced.kubernetes.forced).toEqual(forced.kubernetes.victims);
+    expect(forced.kubernetes.deleted).toEqual([...forced.kubernetes.victims].sort());
+    expect(names(await podsOf('stubborn'))).toEqual(before.filter((name) => !forced.kubernetes.victims.includes(name)));
+    const row = (await stack.db.query(`select reason, inputs from ledger where workload = 'stubborn' and kind = 'scale-in' order by id desc limit 1`)).rows[0];
+    expect(row.reason).toContain(`forced past 2 unacknowledged drain(s): ${forced.kubernetes.victims.join(', ')}`);
+    expect(row.inputs.forced).toEqual(forced.kubernetes.victims);
   });
 
   it('refuses a scale past the nodes\' allocatable room, naming what is missing, and counts no NotReady node', async () => {
