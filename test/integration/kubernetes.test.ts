@@ -250,6 +250,9 @@ describe('a Deployment through the gates', () => {
     });
     expect(withCommand).toMatchObject({ status: 422, body: { message: expect.stringContaining('a Kubernetes workload runs its pod template: give no command or image') } });
 
+    const plan = await stack.api('POST', '/v1/workloads/web/plan', { body: { replicas: 4 } });
+    expect(plan).toMatchObject({ status: 422, body: { error: 'unsupported-kind', message: expect.stringContaining('the cluster places its pods') } });
+
     const response = await stack.api('PUT', '/v1/workloads/elsewhere', {
       body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: 'nowhere', namespace: 'default', kind: 'Deployment', name: 'web' } } },
     });
