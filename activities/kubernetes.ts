@@ -4,13 +4,17 @@
 // names no Kubernetes object, or a control plane with no cluster access, fails non-retryably.
 import { ApplicationFailure } from '@temporalio/activity';
 import { kubernetesOf, type KubernetesRuntime } from '../protocol';
+import { groupConvergence } from '../domain/consumer-group';
+import { drainAcknowledgements } from '../domain/kubernetes';
 import { ANNOTATIONS, LOWEST_DELETION_COST, ScaleConflictError, type PodFacts } from '../runtimes/kubernetes';
+import { consumerGroupReads, declaredGroup } from './consumer-group';
 import { cancellationRequested, heartbeat, lookups, sleep, type ActivityDeps } from './ports';
 
 const POLL_MS = 200;
 
 export function kubernetesActivities(deps: ActivityDeps) {
   const { requireWorkload } = lookups(deps);
+  const groups = consumerGroupReads(deps);
   const target = async (workload: string): Promise<{ ref: KubernetesRuntime; port: NonNullable<ActivityDeps['kubernetes']> }> => {
     const ref = kubernetesOf(await requireWorkload(workload));
     if (!ref) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${workload} names no Kubernetes object` });
@@ -76,17 +80,26 @@ export function kubernetesActivities(deps: ActivityDeps) {
       return port.annotatePods(ref, input.pods, { [ANNOTATIONS.deletionCost]: null, [ANNOTATIONS.drainRequested]: null, [ANNOTATIONS.drained]: null });
     },
 
-    /** Waits (heartbeating) for each victim to acknowledge its drain; at the deadline, says who did not. */
-    async kubernetesAwaitDrained(input: { workload: string; pods: string[]; timeoutMs: number }): Promise<{ acknowledged: string[]; missing: string[] }> {
+    /**
+     * Waits (heartbeating) for each victim to acknowledge its drain: its scalegate.dev/drained
+     * annotation, or, for a workload declaring its Kafka consumer group, the group without the
+     * victims and the survivors owning every partition. At the deadline, says who did not and why.
+     */
+    async kubernetesAwaitDrained(input: { workload: string; pods: string[]; timeoutMs: number }): Promise<{ acknowledged: string[]; missing: string[]; why?: string | null }> {
       const { ref, port } = await target(input.workload);
+      const declared = declaredGroup(await requireWorkload(input.workload));
       const deadline = Date.now() + input.timeoutMs;
-      let last: PodFacts[] = [];
-      const done = await until(deadline, async () => {
-        last = (await port.readPods(ref)).filter((p) => input.pods.includes(p.name));
-        return input.pods.every((name) => last.find((p) => p.name === name)?.drained) ? true : null;
+      let answer = drainAcknowledgements(input.pods, [], null);
+      await until(deadline, async () => {
+        const pods = await port.readPods(ref);
+        const survivors = pods.filter((p) => !p.terminating && !input.pods.includes(p.name)).length;
+        const facts = declared ? await groups.read(declared) : null;
+        const group = !declared || !facts ? null
+          : 'error' in facts ? { converged: false, detail: `consumer group ${declared.group}: ${facts.error}` } : groupConvergence(facts, survivors, input.pods);
+        answer = drainAcknowledgements(input.pods, pods, group);
+        return answer.missing.length === 0 ? true : null;
       });
-      const acknowledged = last.filter((p) => p.drained).map((p) => p.name);
-      return { acknowledged, missing: done ? [] : input.pods.filter((name) => !acknowledged.includes(name)) };
+      return answer;
     },
 
     /**

@@ -234,3 +234,19 @@ export function compareKubernetesPods(baseline: EvidenceSnapshot, after: Evidenc
     deltas: { processed: 0, errors: 0, backlog: 0, latencyP95Ms: null, ratePerSec: 0 }, conservation: null,
   };
 }
+
+/**
+ * Which victims acknowledged their drain: each that set its annotation, or, for a workload that
+ * declares its Kafka consumer group, every victim once the group shows the drain done (the victims
+ * left it and the survivors own every partition: `group`, from domain/consumer-group.ts's
+ * groupConvergence over the survivors). `why` says what is still awaited.
+ */
+export function drainAcknowledgements(
+  victims: readonly string[], pods: readonly { name: string; drained: boolean }[], group: { converged: boolean; detail: string } | null,
+): { acknowledged: string[]; missing: string[]; why: string | null } {
+  const annotated = new Set(pods.filter((p) => p.drained).map((p) => p.name));
+  const acknowledged = victims.filter((name) => annotated.has(name) || group?.converged === true);
+  const missing = victims.filter((name) => !acknowledged.includes(name));
+  const why = missing.length ? `no scalegate.dev/drained on ${missing.join(', ')}${group ? `; ${group.detail}` : ''}` : null;
+  return { acknowledged, missing, why };
+}

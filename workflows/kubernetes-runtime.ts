@@ -28,6 +28,8 @@ export interface KubernetesStatus {
   acknowledged: string[];
   /** victims that did not acknowledge by the deadline */
   missing: string[];
+  /** what was still awaited at the deadline (the annotations, the consumer group's state) */
+  awaited?: string | null;
   /** lowered anyway, by the request's `force` */
   forced: string[];
   unmarked: string[];

@@ -220,6 +220,7 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
       ]);
       k8s.acknowledged = drained.acknowledged;
       k8s.missing = drained.missing;
+      k8s.awaited = drained.why ?? null;
     });
   } catch (error) {
     const abort = aborts.isAbort(error);
@@ -228,7 +229,7 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
   }
   if (k8s.missing.length && !input.force) {
     // Nothing was deleted: the marks come off, and the object keeps its size.
-    return takeMarksOff(`no drain acknowledgement by the deadline from ${k8s.missing.join(', ')}: marks removed, nothing deleted (a request with "force": true lowers the replicas anyway)`);
+    return takeMarksOff(`no drain acknowledgement by the deadline from ${k8s.missing.join(', ')}${k8s.awaited ? ` (${k8s.awaited})` : ''}: marks removed, nothing deleted (a request with "force": true lowers the replicas anyway)`);
   }
   if (k8s.missing.length) k8s.forced = k8s.missing;
 

@@ -234,7 +234,7 @@ describe('a Deployment through the gates', () => {
     expect(await scaleAndWait(stack, 'db', { replicas: 3, soakMs: 0 }, 'scaleOut')).toMatchObject({ status: 'completed', kubernetes: { object: `StatefulSet default/db on ${CLUSTER}` } });
     await waitForPods('db', 3);
     const back = await scaleAndWait(stack, 'db', { replicas: 1, drainTimeoutMs: 30_000 }, 'scaleIn');
-    expect(back).toMatchObject({ status: 'completed', kubernetes: { victims: ['db-2', 'db-1'], acknowledged: ['db-1', 'db-2'], deleted: ['db-1', 'db-2'] } });
+    expect(back).toMatchObject({ status: 'completed', kubernetes: { victims: ['db-2', 'db-1'], acknowledged: ['db-2', 'db-1'], deleted: ['db-1', 'db-2'] } });
     expect(back.kubernetes.reasons['db-2']).toBe('ordinal 2: a StatefulSet removes its highest ordinals');
     expect(names(await podsOf('db'))).toEqual(['db-0']);
   });

@@ -1,5 +1,5 @@
 // The Kubernetes runtime's pure rules (domain/kubernetes.ts) and its workload definition.
-import { chooseKubernetesVictims, compareKubernetesPods, disruptionBudgetGate, kubernetesCapacityGate, parseQuantity, podSnapshot, type NodeFacts } from '../../domain/kubernetes';
+import { chooseKubernetesVictims, compareKubernetesPods, disruptionBudgetGate, drainAcknowledgements, kubernetesCapacityGate, parseQuantity, podSnapshot, type NodeFacts } from '../../domain/kubernetes';
 import { WorkloadDefinitionSchema } from '../../protocol';
 
 const node = (name: string, over: Partial<NodeFacts> = {}): NodeFacts => ({
@@ -62,6 +62,18 @@ describe('victims', () => {
   it('a StatefulSet loses its highest ordinals, its controller\'s rule', () => {
     const pods = [0, 1, 2, 3].map((ordinal) => ({ name: `db-${ordinal}`, load: ordinal === 3 ? 5 : 0, ready: true, ordinal }));
     expect(chooseKubernetesVictims({ pods, remove: 2, kind: 'StatefulSet' }).victims).toEqual(['db-3', 'db-2']);
+  });
+});
+
+describe('drain acknowledgements', () => {
+  const pods = [{ name: 'web-a', drained: true }, { name: 'web-b', drained: false }, { name: 'web-c', drained: false }];
+  it('counts each victim that set its annotation, and says what is still awaited', () => {
+    expect(drainAcknowledgements(['web-a', 'web-b'], pods, null)).toEqual({ acknowledged: ['web-a'], missing: ['web-b'], why: 'no scalegate.dev/drained on web-b' });
+  });
+  it('takes a declared consumer group without the victims, its partitions all owned, as every victim\'s acknowledgement', () => {
+    expect(drainAcknowledgements(['web-b', 'web-c'], pods, { converged: true, detail: 'consumer group g: 1 member(s)' })).toMatchObject({ acknowledged: ['web-b', 'web-c'], missing: [] });
+    expect(drainAcknowledgements(['web-b', 'web-c'], pods, { converged: false, detail: 'consumer group g on topic t: drained web-b still a member' }).why)
+      .toBe('no scalegate.dev/drained on web-b, web-c; consumer group g on topic t: drained web-b still a member');
   });
 });
 
