@@ -4,7 +4,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { expandChangeWindows } from '../domain/change-windows';
 import { lagBehind } from '../domain/consumer-group';
-import { sourceTopicOf } from '../protocol';
+import { kubernetesOf, sourceTopicOf } from '../protocol';
 import { declaredGroup } from './consumer-group';
 import type { TierRule } from '../domain/tier-rules';
 import type { ChangeInterval } from '../domain/autoscale';
@@ -80,6 +80,10 @@ export function autoscalerActivities(deps: ActivityDeps) {
             };
           }
         }
+        // A Kubernetes workload has no placement: its object's replicas (the desired state where the
+        // control plane cannot read the cluster; the operation it starts reads the object again).
+        const ref = kubernetesOf(definition);
+        if (ref) return { workload, active: true, replicas: deps.kubernetes ? (await deps.kubernetes.readObject(ref)).replicas : Number(definition.replicas) };
         const placement = await deps.stores.registry.getPlacement(workload);
         return { workload, active: true, replicas: placement?.assignments.length ?? 0 };
       }));

@@ -9,6 +9,8 @@ import { createTierStore } from '../store/tiers';
 import { createSinkAuditStore } from '../store/sink-audit';
 import { createStreamJobStore } from '../store/stream-jobs';
 import { kafkaMetadata } from '../lib/kafka';
+import { kubernetesClients } from '../lib/kubernetes';
+import { kubernetesRuntime } from '../runtimes/kubernetes';
 import { createAgentClient } from './agent-client';
 import { createActivities } from './index';
 import type { ActivityDeps } from './ports';
@@ -19,6 +21,8 @@ export interface ActivityDepsOptions {
   now?: () => number;
   /** SCALEGATE_KAFKA_BROKERS: Kafka metadata for the gates of workloads that read a topic */
   kafkaBrokers?: string;
+  /** SCALEGATE_KUBECONFIG: the clusters Kubernetes workloads name (else the pod's service account, where there is one) */
+  kubeconfig?: string;
 }
 
 export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
@@ -36,6 +40,7 @@ export function createActivityDeps(options: ActivityDepsOptions): ActivityDeps {
     agents: createAgentClient(),
     now: options.now ?? Date.now,
     ...(options.kafkaBrokers ? { kafka: kafkaMetadata(options.kafkaBrokers) } : {}),
+    ...(options.kubeconfig || process.env.KUBERNETES_SERVICE_HOST ? { kubernetes: kubernetesRuntime(kubernetesClients(options.kubeconfig)) } : {}),
   };
 }
 

@@ -3,6 +3,7 @@
 // Workflows call them by name: `import type { Activities } from '../activities'`.
 import { autoscalerActivities } from './autoscaler';
 import { evidenceActivities } from './evidence';
+import { kubernetesActivities } from './kubernetes';
 import { ledgerActivities } from './ledger';
 import { placementActivities } from './placement';
 import type { ActivityDeps } from './ports';
@@ -31,6 +32,7 @@ export function createActivities(deps: ActivityDeps) {
     ...recoveryActivities(deps, rendezvous),
     ...streamActivities(deps),
     ...rescaleActivities(deps),
+    ...kubernetesActivities(deps),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

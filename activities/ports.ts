@@ -2,6 +2,7 @@
 // a test can hand in fakes without HTTP or a database, and the few helpers they share.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { KafkaMetadata } from '../lib/kafka';
+import type { KubernetesRuntimePort } from '../runtimes/kubernetes';
 import type { Workload } from '../protocol';
 import type { LedgerStore } from '../store/ledger';
 import type { PlanStore } from '../store/plans';
@@ -31,6 +32,8 @@ export interface ActivityDeps {
   now: () => number;
   /** the Kafka brokers' metadata (SCALEGATE_KAFKA_BROKERS); absent when the control plane has none */
   kafka?: KafkaMetadata;
+  /** the Kubernetes runtime port (SCALEGATE_KUBECONFIG or a service account); absent when the control plane has no cluster access */
+  kubernetes?: KubernetesRuntimePort;
 }
 
 export interface TaskRef {

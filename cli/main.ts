@@ -30,10 +30,12 @@ export const USAGE = `usage: scalegate <command> [options]
   apply <planId> [--wait]                    apply a plan (a workflow)
   scale <workload> <replicas> [--approval auto|manual] [--reason TEXT] [--soak-ms N]
         [--converge-timeout-ms N] [--drain-timeout-ms N] [--per-instance-limit N] [--accept downstream]
-        [--steps 1,50%,rest] [--wait]          (--steps: grow through these sizes, each compared before
+        [--steps 1,50%,rest] [--force] [--wait]  (--steps: grow through these sizes, each compared before
                                              the next; a regression rolls back to the last good one)
                                              (--accept downstream: go on with an undeclared downstream
                                              instead of being refused; the gate row and ledger say so)
+                                             (--force: a Kubernetes scale-in lowers the replicas even if
+                                             a victim did not acknowledge its drain; the ledger says so)
   rollout <workload> [--batch-size N] [--soak-ms N] [--converge-timeout-ms N] [--reason TEXT] [--wait]
                                              roll the replicas not on the workload's current revision
                                              onto it: a canary step of one, then batches, each compared
@@ -306,13 +308,22 @@ export function renderOperation(o: any, api?: string): string {
     parts.push(section('PLAN', fields([['id', o.plan.id], ['starts', o.plan.starts.length], ['stops', o.plan.stops.length], ['moves', o.plan.moves.length],
       ['target', runtimesOf(o.plan.target)], ['warnings', o.plan.warnings.join('; ') || undefined]])));
   }
-  if (o.scaleIn?.victims?.length) parts.push(section('VICTIMS', table(['task', 'runtime', 'why'], o.scaleIn.victims.map((v: any) => [v.taskId, v.runtimeId, o.scaleIn.reasons?.[v.taskId]]))));
+  if (o.kubernetes) {
+    const k = o.kubernetes;
+    const list = (names: string[] | undefined) => (names?.length ? names.join(', ') : undefined);
+    parts.push(section('KUBERNETES', fields([
+      ['object', k.object], ['resourceVersion', k.resourceVersion], ['conflicts', k.conflicts || undefined],
+      ['victims', list(k.victims?.map((v: string) => `${v} (${k.reasons?.[v] ?? '?'})`))], ['marked', list(k.marked)], ['acknowledged', list(k.acknowledged)],
+      ['not acknowledged', list(k.missing)], ['forced', list(k.forced)], ['marks removed', list(k.unmarked)], ['deleted', list(k.deleted)],
+    ])));
+  }
+  if (o.scaleIn?.victims?.length && !o.kubernetes) parts.push(section('VICTIMS', table(['task', 'runtime', 'why'], o.scaleIn.victims.map((v: any) => [v.taskId, v.runtimeId, o.scaleIn.reasons?.[v.taskId]]))));
   if (o.evidence?.comparison) {
     parts.push(section('EVIDENCE', fields([['verdict', o.evidence.comparison.verdict], ['reasons', (o.evidence.comparison.reasons ?? []).join('; ') || undefined]])));
   }
   if (o.compensation) {
     parts.push(section('COMPENSATION', fields([['reason', o.compensation.reason], ['replicas', o.compensation.replicas],
-      ['outcome', o.compensation.outcome ? `fence ${o.compensation.outcome.fence}, generation ${o.compensation.outcome.generation}` : 'running']])));
+      ['outcome', o.compensation.outcome ? `fence ${o.compensation.outcome.fence}, generation ${o.compensation.outcome.generation}` : o.kubernetes ? `${o.status}: ${o.kubernetes.object} at ${o.compensation.replicas}` : 'running']])));
   }
   if (o.result !== undefined && o.result !== null && !o.gates) parts.push(...resultSections(o.kind, o.result));
   return parts.join('\n\n');
@@ -483,7 +494,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       api: { type: 'string' }, file: { type: 'string', short: 'f' }, workload: { type: 'string' }, kind: { type: 'string' },
       limit: { type: 'string' }, run: { type: 'string' }, approval: { type: 'string' }, reason: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       json: { type: 'boolean' }, wait: { type: 'boolean' }, 'no-wait': { type: 'boolean' }, 'soak-ms': { type: 'string' }, 'converge-timeout-ms': { type: 'string' },
-      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, 'batch-size': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true }, steps: { type: 'string' },
+      'drain-timeout-ms': { type: 'string' }, 'per-instance-limit': { type: 'string' }, 'batch-size': { type: 'string' }, out: { type: 'string', short: 'o' }, accept: { type: 'string', multiple: true }, steps: { type: 'string' }, force: { type: 'boolean' },
       qps: { type: 'string' }, 'active-users': { type: 'string' }, 'cpu-utilization': { type: 'string' }, 'queue-depth': { type: 'string' }, at: { type: 'string' },
     },
   });
@@ -572,7 +583,7 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
       const request = body(ScaleRequestSchema, {
         replicas: replicasArg(need(a, 'the replicas: scale <workload> <replicas>')), approval: values.approval, reason: values.reason,
         soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']),
-        drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']), accept: values.accept,
+        drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']), accept: values.accept, force: values.force,
         steps: values.steps?.split(',').map((step) => (/^\d+$/.test(step.trim()) ? Number(step) : step.trim())),
       });
       return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));

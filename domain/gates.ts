@@ -18,6 +18,8 @@ export const GATE = {
   capacity: 'capacity',
   connectivity: 'connectivity',
   downstream: 'downstream',
+  /** a Kubernetes workload's scale-in: its PodDisruptionBudgets (domain/kubernetes.ts) */
+  disruptionBudget: 'disruption-budget',
 } as const;
 export type GateName = (typeof GATE)[keyof typeof GATE];
 
@@ -113,7 +115,7 @@ export function smallestIncrease(current: number, target: number): number {
 }
 
 export function evaluateScaleOutGates(input: ScaleOutGateInput): GateReport {
-  const rowsByGate: Record<GateName, GateRow> = {
+  const rowsByGate: Partial<Record<GateName, GateRow>> = {
     [GATE.baseline]: baselineGate(input),
     [GATE.inputOwnership]: inputOwnershipGate(input),
     [GATE.state]: stateGate(input),
@@ -124,7 +126,7 @@ export function evaluateScaleOutGates(input: ScaleOutGateInput): GateReport {
     [GATE.connectivity]: connectivityGate(input),
     [GATE.downstream]: downstreamGate(input),
   };
-  const rows = GATE_ORDER.map((gate) => rowsByGate[gate]);
+  const rows = GATE_ORDER.flatMap((gate) => rowsByGate[gate] ?? []);
   return { passed: rows.every((row) => row.passed), rows };
 }
 

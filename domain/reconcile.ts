@@ -8,6 +8,7 @@ import { buildPlan, type FleetSnapshot, type Plan } from './plan';
 /**
  * Why the pass leaves a workload alone:
  * - `retired`: nothing to place;
+ * - `kubernetes`: a Kubernetes workload, whose pods the cluster's scheduler places;
  * - `sticky`: sticky after apply, a placed workload moves only through plan/apply or an explicit recompute;
  * - `nothing-to-change`: the plan would start, stop and move nothing;
  * - `all-only-grows`: `all` only grows here; shrinking (a runtime LOST) is recovery's decision, not reconcile's;
@@ -15,7 +16,7 @@ import { buildPlan, type FleetSnapshot, type Plan } from './plan';
  *   stopping or moving a running task (a runtime whose lease ran out keeps its tasks until a recovery
  *   decides: DESIGN.md §3 "Static stability").
  */
-export type ReconcileSkip = 'retired' | 'sticky' | 'nothing-to-change' | 'all-only-grows' | 'shortfall-only-adds';
+export type ReconcileSkip = 'retired' | 'kubernetes' | 'sticky' | 'nothing-to-change' | 'all-only-grows' | 'shortfall-only-adds';
 
 export type ReconcileDecision =
   | { workload: string; action: 'plan'; plan: Plan }
@@ -28,6 +29,8 @@ export type ReconcileDecision =
  */
 export function skipWithoutPlanning(workload: Workload, placement: Placement | undefined, unplaced: boolean): ReconcileSkip | null {
   if (workload.retired) return 'retired';
+  // A Kubernetes workload's pods are the cluster's to place: nothing of it is placed on agents.
+  if (workload.kind === 'service' && workload.runtime) return 'kubernetes';
   // An emptied placement record (a workload retired, then defined again) is pending, as a first
   // placement is: nothing of it runs.
   const emptied = placement !== undefined && placement.assignments.length === 0;

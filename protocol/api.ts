@@ -77,6 +77,8 @@ export const ScaleRequestSchema = z.strictObject({
   perInstanceLimit: z.int().min(1).max(LIMITS.partitions).optional(),
   /** scale-in: go past a tier's minReplicas or an open change window, saying why (the ledger records it) */
   override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
+  /** scale-in of a Kubernetes workload: lower the replicas even if a victim did not acknowledge its drain by the deadline (the ledger records it) */
+  force: z.boolean().optional(),
   /** scale-out: the sizes to grow through, smallest first (domain/steps.ts), each compared before the next */
   steps: StepsSchema.optional(),
   /** scale-out: gate rows whose unknowns this request accepts (the gate row and the ledger say so) */
@@ -254,6 +256,8 @@ export const OperationViewSchema = z
     soakEndsAt: nullableInstant.optional(),
     /** a stepped scaleOut: each size, its evidence after, and its verdict (null: one step) */
     steps: z.unknown().optional(),
+    /** a Kubernetes workload's scale: the object, victims, marks, acknowledgements, forced and deleted pods (null: an agent workload) */
+    kubernetes: z.unknown().optional(),
     /** other kinds: the workflow's status (rescaleOperator, recoverRuntime: protocol/operation-status.ts, by kind) or its result */
     result: z.unknown().optional(),
     /** a failed operation: its innermost cause */

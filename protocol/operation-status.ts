@@ -26,6 +26,7 @@ export const ScaleOperationStatusSchema = z.object({
   soakEndsAt: instant.nullable().optional(),
   steps: z.array(z.object({ size: z.int(), outcome: z.enum(['pending', 'good', 'regression']), after: z.unknown(), reasons: z.array(z.string()) })).nullable().optional(),
   tierRules: z.unknown().optional(),
+  kubernetes: z.unknown().optional(),
   error: z.string().nullable(),
 });
 

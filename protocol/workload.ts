@@ -114,8 +114,10 @@ export const ServiceSpecSchema = z
     graceMs: z.int().min(0).max(600000).default(5000),
     kafka: ServiceKafkaSchema.optional(),
   })
-  .refine((spec) => spec.command !== undefined || spec.image !== undefined, { message: 'a service runs a command or an image: give one', path: ['command'] })
   .refine((spec) => spec.limits === undefined || spec.image !== undefined, { message: 'limits are a container engine\'s: they need an image', path: ['limits'] });
+/** What an agent runs: a service spec with a command or an image (a Kubernetes workload's spec has neither: its pods are the cluster's). */
+export const AgentServiceSpecSchema = ServiceSpecSchema
+  .refine((spec) => spec.command !== undefined || spec.image !== undefined, { message: 'a service runs a command or an image: give one', path: ['command'] });
 /** A service spec that runs a container. */
 export const isContainerSpec = (spec: ServiceSpec): spec is ServiceSpec & { image: string } => spec.image !== undefined;
 export type ServiceSpec = z.infer<typeof ServiceSpecSchema>;
@@ -238,6 +240,21 @@ export const RequirementSchema = z.union([
 export type Requirement = z.infer<typeof RequirementSchema>;
 export const RequiresSchema = z.array(RequirementSchema).max(LIMITS.requirements);
 
+/**
+ * Where a workload's replicas run when not on scalegate's agents (DESIGN.md §3 "Runtimes"): a
+ * Kubernetes Deployment or StatefulSet, whose pods the cluster's scheduler places while scalegate
+ * gates and sequences every change of its size. `cluster` names a context of SCALEGATE_KUBECONFIG
+ * (or is any name where the control plane uses its pod's service account).
+ */
+export const KubernetesRuntimeSchema = z.strictObject({
+  cluster: z.string().min(1).max(253).regex(/^[A-Za-z0-9][A-Za-z0-9_.@:\/-]*$/, 'a cluster is a kubeconfig context name'),
+  namespace: z.string().min(1).max(63).regex(DNS_LABEL, 'a namespace is a DNS label'),
+  kind: z.enum(['Deployment', 'StatefulSet']),
+  name: z.string().min(1).max(253).regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'an object name is a DNS subdomain'),
+});
+export type KubernetesRuntime = z.infer<typeof KubernetesRuntimeSchema>;
+export const WorkloadRuntimeSchema = z.strictObject({ kubernetes: KubernetesRuntimeSchema });
+
 const workloadBase = {
   replicas: Replicas,
   requires: RequiresSchema.optional(),
@@ -266,12 +283,24 @@ export const RolloutPolicySchema = z.strictObject({
 });
 export type RolloutPolicy = z.infer<typeof RolloutPolicySchema>;
 const scalesInSteps = { steps: StepsSchema.optional(), rollout: RolloutPolicySchema.optional() };
-const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, ...scalesInSteps, spec: ServiceSpecSchema });
+// A Kubernetes workload (`runtime`) needs no spec: what its pods run is the object's pod template.
+const ServiceDefinition = z.strictObject({ kind: z.literal('service'), ...workloadBase, ...scalesInSteps, runtime: WorkloadRuntimeSchema.optional(), spec: ServiceSpecSchema.prefault({}) });
 const ConsumerDefinition = z.strictObject({ kind: z.literal('consumer'), ...workloadBase, ...scalesInSteps, spec: ConsumerSpecSchema });
 const StreamDefinition = z.strictObject({ kind: z.literal('stream'), ...workloadBase, replicas: Replicas.optional(), spec: StreamSpecSchema });
 
 export const WorkloadDefinitionSchema = z
   .discriminatedUnion('kind', [ServiceDefinition, ConsumerDefinition, StreamDefinition])
+  .superRefine((definition, ctx) => {
+    if (definition.kind !== 'service') return;
+    if (definition.runtime) {
+      if (definition.spec.command !== undefined || definition.spec.image !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['spec'], message: 'a Kubernetes workload runs its pod template: give no command or image' });
+      }
+      if (definition.replicas === 'all') ctx.addIssue({ code: 'custom', path: ['replicas'], message: 'a Kubernetes workload has a replica count, not "all"' });
+    } else if (definition.spec.command === undefined && definition.spec.image === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['spec', 'command'], message: 'a service runs a command or an image: give one' });
+    }
+  })
   .transform((definition) =>
     definition.kind === 'stream'
       ? { ...definition, replicas: definition.spec.operators.reduce((sum, op) => sum + op.parallelism, 0) as ReplicaCount }
@@ -284,6 +313,9 @@ export type Workload = WorkloadDefinition & {
   runs?: string;
 };
 export type WorkloadKind = Workload['kind'];
+/** The Kubernetes object a workload scales, or null for one that runs on scalegate's agents. */
+export const kubernetesOf = (workload: Pick<Workload, 'kind'> & { runtime?: { kubernetes: KubernetesRuntime } }): KubernetesRuntime | null =>
+  (workload.kind === 'service' ? workload.runtime?.kubernetes ?? null : null);
 
 /** What the registry keeps beside a definition. */
 const registered = {

@@ -308,6 +308,18 @@ export function createRegistryStore(db: Pool) {
     },
 
     /**
+     * A Kubernetes workload's desired size after a completed operation (DESIGN.md §3 "One desired
+     * state"): it has no placement record (the cluster places its pods), so only the replicas move.
+     */
+    async setDesiredReplicas(workload: string, replicas: number): Promise<void> {
+      await db.query(
+        `update workloads set definition = jsonb_set(definition, '{replicas}', $2::jsonb), revision = nextval('registry_revision'), updated_at = now()
+          where name = $1 and definition->'replicas' is distinct from $2::jsonb`,
+        [workload, JSON.stringify(replicas)],
+      );
+    },
+
+    /**
      * Records the ports the agents bound. They are an observation, not a placement decision: written
      * under the same fence, and only if the fence has not moved meanwhile.
      */

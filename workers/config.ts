@@ -13,6 +13,8 @@ export const WorkerConfigSchema = z.object({
   SCALEGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   /** Kafka brokers ("host:port,..."): the gates read a Kafka source's partition count from them */
   SCALEGATE_KAFKA_BROKERS: z.string().max(4096).optional(),
+  /** a kubeconfig whose contexts are the clusters Kubernetes workloads name (runtime.kubernetes.cluster); unset: the pod's service account, if any */
+  SCALEGATE_KUBECONFIG: z.string().min(1).max(4096).optional(),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 

@@ -34,7 +34,7 @@ async function main() {
 
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const worker = await createOrchestratorWorker({
-    connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE, db, kafkaBrokers: config.SCALEGATE_KAFKA_BROKERS,
+    connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.SCALEGATE_TASK_QUEUE, db, kafkaBrokers: config.SCALEGATE_KAFKA_BROKERS, kubeconfig: config.SCALEGATE_KUBECONFIG,
     workflowBundle: config.SCALEGATE_WORKFLOW_BUNDLE ? { codePath: config.SCALEGATE_WORKFLOW_BUNDLE } : undefined,
   });
   log.info('worker started', { taskQueue: config.SCALEGATE_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE });

@@ -15,6 +15,8 @@ export async function createOrchestratorWorker(options: {
   db: Pool;
   /** SCALEGATE_KAFKA_BROKERS, for the gates of workloads that read a Kafka topic */
   kafkaBrokers?: string;
+  /** SCALEGATE_KUBECONFIG, for Kubernetes workloads */
+  kubeconfig?: string;
   /** a prebuilt bundle (tests build it once per run); otherwise the workflows are bundled here */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }): Promise<Worker> {
@@ -23,7 +25,7 @@ export async function createOrchestratorWorker(options: {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
-    activities: createPostgresActivities({ db: options.db, kafkaBrokers: options.kafkaBrokers }),
+    activities: createPostgresActivities({ db: options.db, kafkaBrokers: options.kafkaBrokers, kubeconfig: options.kubeconfig }),
   });
 }
 

@@ -16,6 +16,7 @@ import { WorkloadName } from '../protocol/names';
 import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, failureMessage, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
+import { kubernetesScale } from './kubernetes-scale';
 
 const store = proxyActivities<Activities>(profiles.storeWrite);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
@@ -35,6 +36,8 @@ export const ScaleInInputSchema = z.object({
    * like any scale-in, and the plan applied is that one; a moved basis refuses it as stale.
    */
   planId: z.string().min(1).max(200).optional(),
+  /** a Kubernetes workload: lower the replicas even if a victim did not acknowledge its drain by the deadline (the ledger records it) */
+  force: z.boolean().default(false),
   /** scale in despite a tier's minReplicas or an open change window; the reason goes to the ledger */
   override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
 });
@@ -57,11 +60,14 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
 
 async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
-  const { workload, placement, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay } = await beginScaleOperation('scaleIn', input);
+  const begun = await beginScaleOperation('scaleIn', input);
+  const { workload, placement, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay } = begun;
   if (wrongWay) {
     status.error = wrongWay;
     return endUnchanged('refused', 'refused', wrongWay);
   }
+  // A Kubernetes workload: the two-phase drain through the runtime port's Kubernetes activities.
+  if (begun.kubernetes) return kubernetesScale('scaleIn', input, begun, begun.kubernetes);
   const current = placement!.assignments; // a scale-in starts from replicas above the target
 
   // Before the drain begins nothing changed: an abort or a cancellation ends it `cancelled`.

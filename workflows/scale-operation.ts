@@ -10,6 +10,7 @@ import type { Workload, LedgerOutcome } from '../protocol';
 import { failureMessage, FEWER_ROUND_TRIPS, handleAborts, quickStore, trackOperation } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
+import { describeObject, KUBERNETES_RUNTIME, kubernetesRefOf, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
 
 
 /**
@@ -43,6 +44,8 @@ export interface ScaleStatus {
   steps?: ScaleStep[] | null;
   /** scaleIn: the tier rules it would break, and the override reason that let it past them */
   tierRules?: { violations: string[]; override: string | null } | null;
+  /** a Kubernetes workload's operation: the object, the drain handshake, what the cluster deleted */
+  kubernetes?: KubernetesStatus | null;
   error: string | null;
 }
 
@@ -94,8 +97,14 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   if (!workload || workload.retired) {
     throw ApplicationFailure.create({ type: 'not-found', message: `${kind}: no active workload ${input.workload}`, nonRetryable: true });
   }
-  const placement = preloadedPlacement === undefined ? await loadPlacement() : preloadedPlacement;
-  const from = placement?.assignments.length ?? 0;
+  // A Kubernetes workload's size is its object's (its pods are the cluster's to place): read once
+  // here, since patch KUBERNETES_RUNTIME, asked only for such a workload.
+  const ref = kubernetesRefOf(workload as Workload);
+  const kubernetes: KubernetesRead | null = ref && patched(KUBERNETES_RUNTIME)
+    ? await shortCalls.kubernetesObject.executeWithOptions({ summary: `read ${describeObject(ref)}` }, [{ workload: input.workload }])
+    : null;
+  const placement = kubernetes ? null : preloadedPlacement === undefined ? await loadPlacement() : preloadedPlacement;
+  const from = kubernetes ? kubernetes.object.replicas : placement?.assignments.length ?? 0;
   const wrongWay = (kind === 'scaleOut' ? input.replicas <= from : input.replicas >= from)
     ? `replicas ${input.replicas} is not ${kind === 'scaleOut' ? 'above' : 'below'} the current ${from}; use ${kind === 'scaleOut' ? 'scaleIn' : 'scaleOut'}`
     : null;
@@ -104,7 +113,7 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   if (wrongWay && !patched('wrong-way-refused')) {
     throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${kind}: ${wrongWay}` });
   }
-  const op = trackOperation(kind, input.workload, `scale ${input.workload} ${from} → ${input.replicas}`);
+  const op = trackOperation(kind, input.workload, `scale ${input.workload}${ref && kubernetes ? ` (${describeObject(ref)})` : ''} ${from} → ${input.replicas}`);
   const status: ScaleStatus = {
     kind, workload: input.workload, phase: op.phase, outcome: 'running', fromReplicas: from, toReplicas: input.replicas,
     gates: null, evidenceGap: null, plan: null, baseline: null, after: null, comparison: null,
@@ -173,5 +182,5 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     await ledger('failed', status.error);
     throw error;
   };
-  return { workload: workload as Workload, placement, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay, fewerRoundTrips };
+  return { workload: workload as Workload, placement, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay, fewerRoundTrips, kubernetes };
 }

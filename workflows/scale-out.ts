@@ -14,6 +14,7 @@ import { ERROR_RATE_TESTED, failureMessage, isStalePlan, formatDuration, judgedS
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
+import { kubernetesScale } from './kubernetes-scale';
 
 /**
  * Patch (2026-12-03, issue 33 item 3, supervision): the baseline gate also judges the baseline's
@@ -75,11 +76,14 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 
 async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
-  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, wrongWay, fewerRoundTrips } = await beginScaleOperation('scaleOut', input);
+  const begun = await beginScaleOperation('scaleOut', input);
+  const { workload, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, wrongWay, fewerRoundTrips } = begun;
   if (wrongWay) {
     status.error = wrongWay;
     return endUnchanged('refused', 'refused', wrongWay);
   }
+  // A Kubernetes workload: the same operation through the runtime port's Kubernetes activities.
+  if (begun.kubernetes) return kubernetesScale('scaleOut', input, begun, begun.kubernetes);
   const decide = (decision: 'approved' | 'rejected', by?: string) => {
     status.approval.decision = decision;
     status.approval.by = by ?? 'operator';

@@ -8,7 +8,7 @@
 // restarted agent adopts its own and removes the ones no hosted task names. The containers outlive
 // the agent (static stability): only a drain, a replacement or a stray sweep removes one.
 import { randomUUID } from 'node:crypto';
-import { ContainerLimitsSchema, describeIssues, imageDigestOf, ServiceSpecSchema, type ServiceSpec } from '../../protocol';
+import { AgentServiceSpecSchema, ContainerLimitsSchema, describeIssues, imageDigestOf, type ServiceSpec } from '../../protocol';
 import { doublingDelays } from '../../lib/backoff';
 import { DEFAULT_RESTART_POLICY, isCrashLooping, scheduleRestart, type SupervisionRecord, freshSupervision, describeExit } from '../../domain/supervision';
 import type { PortAllocator } from '../ports';
@@ -319,7 +319,7 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
 
   const start = async (task: TaskStart): Promise<TaskHandle> => {
     if (task.kind !== 'service') throw new DriverError('invalid-spec', `the container driver runs service tasks, not ${task.kind}`);
-    const parsed = ServiceSpecSchema.safeParse(task.spec);
+    const parsed = AgentServiceSpecSchema.safeParse(task.spec);
     if (!parsed.success) throw new DriverError('invalid-spec', `service spec for ${task.workload}: ${describeIssues(parsed.error)}`);
     const spec = parsed.data;
     const image = spec.image;

@@ -3,7 +3,7 @@ import type { WorkloadKind } from '../../protocol';
 import type { AgentConfig } from '../config';
 import { PortAllocator } from '../ports';
 import type { DriverContext, TaskDriver } from './driver';
-import { ServiceSpecSchema } from '../../protocol';
+import { AgentServiceSpecSchema } from '../../protocol';
 import { createConsumerDriver } from './consumer';
 import { createContainerDriver } from './container';
 import { createEngine } from './engine';
@@ -15,7 +15,7 @@ import { createStreamDriver } from './stream';
  * host, which sends each start to the one that runs it (drains go to the handle either returned).
  */
 function routeServices(processes: TaskDriver, containers: TaskDriver): TaskDriver {
-  const runsContainer = (spec: unknown): boolean => ServiceSpecSchema.safeParse(spec).data?.image !== undefined;
+  const runsContainer = (spec: unknown): boolean => AgentServiceSpecSchema.safeParse(spec).data?.image !== undefined;
   return {
     kind: 'service',
     start: (task) => (runsContainer(task.spec) ? containers : processes).start(task),

@@ -24,7 +24,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { assertNever } from '../../domain/assert';
-import { describeIssues, LATENCY_SAMPLES_REPORTED, ServiceSpecSchema, TaskReportSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
+import { AgentServiceSpecSchema, describeIssues, LATENCY_SAMPLES_REPORTED, TaskReportSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
 import type { PortAllocator } from '../ports';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
@@ -833,7 +833,7 @@ export function createProcessDriver(ctx: DriverContext, ports: PortAllocator): T
   const start = async (task: TaskStart): Promise<TaskHandle> => {
     if (task.kind !== 'service') throw new DriverError('invalid-spec', `the process driver runs service tasks, not ${task.kind}`);
     if (!SAFE_TASK_ID.test(task.taskId)) throw new DriverError('invalid-spec', `task id ${JSON.stringify(task.taskId)} is not a safe folder name`);
-    const parsed = ServiceSpecSchema.safeParse(task.spec);
+    const parsed = AgentServiceSpecSchema.safeParse(task.spec);
     if (!parsed.success) throw new DriverError('invalid-spec', `service spec for ${task.workload}: ${describeIssues(parsed.error)}`);
 
     const running = tasks.get(task.taskId);

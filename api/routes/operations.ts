@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { statusOfOutcome, AbortAnswerSchema, OperationListQuerySchema, OperationListSchema, OperationParamsSchema, OperationReadQuerySchema, OperationReportQuerySchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
+import { kubernetesOf, statusOfOutcome, AbortAnswerSchema, OperationListQuerySchema, OperationListSchema, OperationParamsSchema, OperationReadQuerySchema, OperationReportQuerySchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut } from '../../workflows/scale-out';
 import { statusQueryOf, type OperationStatus } from '../../workflows/status';
 import type { ScaleStatus } from '../../workflows/scale-operation';
@@ -69,7 +69,7 @@ export function operationRoutes(deps: ApiDeps) {
       ...(scale ? {
         gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
         approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
-        soakEndsAt: scale.soakEndsAt ?? null, steps: scale.steps ?? null,
+        soakEndsAt: scale.soakEndsAt ?? null, steps: scale.steps ?? null, kubernetes: scale.kubernetes ?? null,
       } : { result: detail }),
       failure,
     };
@@ -84,7 +84,9 @@ export function operationRoutes(deps: ApiDeps) {
       handler: async ({ params, body, request }) => {
         const workload = await requireActiveWorkload(deps, params.name);
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
-        const current = (await deps.registry.getPlacement(params.name))?.assignments.length ?? 0;
+        // A Kubernetes workload has no placement: its desired replicas are what the last operation
+        // left (the workflow reads the object itself and refuses a size that moved meanwhile).
+        const current = kubernetesOf(workload) ? Number(workload.replicas) : (await deps.registry.getPlacement(params.name))?.assignments.length ?? 0;
         const choice = chooseScale({ door: 'request', workload: params.name, kind: workload.kind, current, target: body.replicas, approval: body.approval });
         if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message, { current });
         const { replicas, approval, reason, ...options } = body;

@@ -1,6 +1,6 @@
 import { basisMoved } from '../../domain/plan';
 import { sourceTopicOf } from '../../protocol';
-import { PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, RolloutRequestSchema, RolloutStartedSchema, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
+import { kubernetesOf, PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, RolloutRequestSchema, RolloutStartedSchema, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
@@ -135,10 +135,13 @@ export function workloadRoutes(deps: ApiDeps) {
     }),
     defineRoute({
       method: 'POST', path: '/v1/workloads/:name/plan', access: 'operator', summary: 'plan a replica change: starts, stops, moves, warnings, basis', operationId: 'planWorkload',
-      params: WorkloadParamsSchema, body: PlanRequestSchema, response: { schema: PlanSchema, status: { 201: 'the plan, stored for apply' } }, errors: [404, 409],
+      params: WorkloadParamsSchema, body: PlanRequestSchema, response: { schema: PlanSchema, status: { 201: 'the plan, stored for apply' } }, errors: [404, 409, 422],
       handler: async ({ params, body }) => {
         const workload = await requireWorkload(params.name);
         if (workload.retired) throw new ApiError('conflict', `workload ${params.name} is retired; PUT it again first`);
+        // A plan places replicas on agents; a Kubernetes object's pods are its cluster's to place.
+        const ref = kubernetesOf(workload);
+        if (ref) throw new ApiError('unsupported-kind', `${params.name} is the Kubernetes ${ref.kind} ${ref.namespace}/${ref.name}: the cluster places its pods, so there is no plan to review; scale it with POST /v1/workloads/${params.name}/scale`);
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         return ok(await deps.planner.plan(workload, body.replicas), 201);
       },

@@ -119,6 +119,20 @@ describe('operations show renders every kind', () => {
     expect(printed).toMatch(/^lost:\s+declared \(fence 4, at 2030-01-01T00:00:01.000Z\)$/m);
     expect(printed).toMatch(/^DECISIONS\nWORKLOAD\s+KIND\s+FROM→TO\s+PHASE\s+APPLIED\s+ATTEMPTS\s+ERROR\nweb\s+service\s+3→3\s+converged\s+converged\s+1\s+-$/m);
   });
+  test('a Kubernetes scale-in: the object, the victims and why, acknowledgements, the marks removed', () => {
+    const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'scaleIn', status: 'compensated', phase: 'compensated',
+      gates: { passed: true, rows: [{ gate: 'disruption-budget', passed: true, detail: 'no PodDisruptionBudget covers the pods' }] },
+      scaleIn: { victims: [], reasons: {} },
+      compensation: { reason: 'no drain acknowledgement by the deadline from web-7d-x', replicas: 3, outcome: null },
+      kubernetes: {
+        object: 'Deployment shop/web on prod', resourceVersion: '812', conflicts: 0, victims: ['web-7d-x'], reasons: { 'web-7d-x': 'idle: nothing in flight' },
+        marked: ['web-7d-x'], acknowledged: [], missing: ['web-7d-x'], forced: [], unmarked: ['web-7d-x'], deleted: [],
+      },
+    });
+    expect(printed).toMatch(/^KUBERNETES\nobject:\s+Deployment shop\/web on prod\nresourceVersion:\s+812\nvictims:\s+web-7d-x \(idle: nothing in flight\)\nmarked:\s+web-7d-x\nnot acknowledged:\s+web-7d-x\nmarks removed:\s+web-7d-x$/m);
+    expect(printed).toMatch(/^outcome:\s+compensated: Deployment shop\/web on prod at 3$/m);
+    expect(printed).not.toMatch(/VICTIMS/);
+  });
   test('any other kind: its fields, one per line, lists joined', () => {
     const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } });
     expect(printed).toMatch(/^RESULT\nstopped:\s+web-0-g1, web-1-g1\nunreachable:\s+\(none\)$/m);

@@ -1,7 +1,7 @@
 // Image references (DESIGN.md §5 "container"): what a service spec accepts, and how a name splits
 // into the registry, repository and tag that pinning asks the registry about.
 import { parseImageName } from '../../lib/image-registry';
-import { imageDigestOf, ServiceSpecSchema } from '../../protocol';
+import { imageDigestOf, AgentServiceSpecSchema } from '../../protocol';
 
 const DIGEST = `sha256:${'ab'.repeat(32)}`;
 
@@ -20,14 +20,14 @@ describe('parseImageName', () => {
 
 describe('a service spec', () => {
   it('runs a command or an image, and limits only with an image', () => {
-    expect(ServiceSpecSchema.safeParse({ command: ['node', 'server.js'] }).success).toBe(true);
-    expect(ServiceSpecSchema.safeParse({ image: `127.0.0.1:5000/web@${DIGEST}`, limits: { cpus: 0.5, memoryMiB: 64 } }).success).toBe(true);
-    expect(ServiceSpecSchema.safeParse({}).error?.issues[0]).toMatchObject({ path: ['command'], message: 'a service runs a command or an image: give one' });
-    expect(ServiceSpecSchema.safeParse({ command: ['x'], limits: { cpus: 1 } }).error?.issues[0]).toMatchObject({ path: ['limits'] });
+    expect(AgentServiceSpecSchema.safeParse({ command: ['node', 'server.js'] }).success).toBe(true);
+    expect(AgentServiceSpecSchema.safeParse({ image: `127.0.0.1:5000/web@${DIGEST}`, limits: { cpus: 0.5, memoryMiB: 64 } }).success).toBe(true);
+    expect(AgentServiceSpecSchema.safeParse({}).error?.issues[0]).toMatchObject({ path: ['command'], message: 'a service runs a command or an image: give one' });
+    expect(AgentServiceSpecSchema.safeParse({ command: ['x'], limits: { cpus: 1 } }).error?.issues[0]).toMatchObject({ path: ['limits'] });
   });
 
   it.each(['Web:1', 'web:', '/web', `web@sha256:${'a'.repeat(63)}`, 'web:tag with space'])('refuses the image %j', (image) => {
-    expect(ServiceSpecSchema.safeParse({ image }).success).toBe(false);
+    expect(AgentServiceSpecSchema.safeParse({ image }).success).toBe(false);
   });
 
   it('knows a pinned image from a tag', () => {

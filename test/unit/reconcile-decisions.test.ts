@@ -43,6 +43,11 @@ describe('reconcile decisions', () => {
     expect(plan.basis).toEqual({ registryRevision: 1, placementFence: 0 });
   });
 
+  it('never places a Kubernetes workload on agents: the cluster places its pods', () => {
+    const kube = service('shop-web', 2, { runtime: { kubernetes: { cluster: 'prod', namespace: 'shop', kind: 'Deployment', name: 'web' } }, spec: { env: {}, graceMs: 5000 } } as Partial<Workload>);
+    expect(skipped(decide(kube, three, undefined))).toBe('kubernetes');
+  });
+
   it('leaves a placed workload where it is, even when a new runtime would now win (sticky after apply)', () => {
     const web = service('web', 1);
     const placement = applied(web, [runtime('rt-a')]);

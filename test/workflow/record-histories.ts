@@ -77,6 +77,10 @@ interface Faults {
   prepareSlow?: boolean;
   /** the placed replicas run this revision (a rollout's old one): plans take a decided target as it is, and restoreRevision answers it */
   placedRevision?: string;
+  /** a Kubernetes object's first scale write finds it moved (409): the workflow reads again */
+  scaleConflictOnce?: boolean;
+  /** a Kubernetes scale-in's victims never acknowledge their drain */
+  drainNeverAcknowledged?: boolean;
 }
 
 const assignment = (workload: string, index: number, generation: number, partitions?: number[]): Assignment => ({
@@ -99,6 +103,13 @@ const consumerWorkload = (name: string, replicas: number): Workload => ({
 const knownService = (name: string, replicas: number): Workload => ({
   ...serviceWorkload(name), replicas,
   contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+});
+
+/** A service that is a Kubernetes Deployment (issue 37): the cluster places its pods. */
+const kubernetesService = (name: string, replicas: number): Workload => ({
+  name, kind: 'service', replicas, selector: {}, revision: 7, retired: false, spec: { env: {}, graceMs: 5000 },
+  contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+  runtime: { kubernetes: { cluster: 'prod', namespace: 'shop', kind: 'Deployment', name } },
 });
 
 const withoutDownstream = (workload: Workload): Workload => ({ ...workload, contract: { ...workload.contract, downstream: undefined } });
@@ -417,7 +428,74 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       return { runtime, items: [{ decision, plan: plan({ target, generation: 1, starts: [], stops: [], moves: [{ from: lost, to }] }) }] };
     },
   };
+  if (definition.kind === 'service' && definition.runtime) Object.assign(activities, kubernetesFakes(definition, replicas, faults, call));
   return { activities, calls, ledger, count };
+}
+
+/** A Kubernetes workload's object and pods, in memory: pod `-1` and `-3` report nothing in flight (the idle ones). */
+function kubernetesFakes(definition: Extract<Workload, { kind: 'service' }>, replicas: number, faults: Faults, call: (activity: keyof Activities) => number): Partial<Activities> {
+  const ref = definition.runtime!.kubernetes;
+  let resourceVersion = 100;
+  let size = replicas;
+  let ordinal = replicas;
+  type Pod = Awaited<ReturnType<Activities['kubernetesObject']>>['pods'][number];
+  const pod = (i: number): Pod => ({
+    name: `${ref.name}-${i}`, uid: `uid-${i}`, node: `kwok-${i % 2 ? 'b' : 'a'}`, ready: true, restarts: 0, load: i % 2 ? 0 : 2,
+    drainRequested: null, drained: false, terminating: false,
+  });
+  let pods = Array.from({ length: replicas }, (_, i) => pod(i));
+  const object = () => ({
+    replicas: size, readyReplicas: pods.length, resourceVersion: String(resourceVersion), podSelector: { app: ref.name }, nodeSelector: {},
+    requests: { cpuMilli: 250, memoryBytes: 64 * 2 ** 20 }, observed: true,
+  });
+  const node = (name: string) => ({
+    name, ready: true, unschedulable: false, labels: { 'topology.kubernetes.io/zone': name.slice(-1) },
+    allocatable: { cpuMilli: 2000, memoryBytes: 4 * 2 ** 30, pods: 110 }, requested: { cpuMilli: 500, memoryBytes: 128 * 2 ** 20, pods: 2 },
+  });
+  return {
+    async kubernetesObject() {
+      call('kubernetesObject');
+      return { ref, object: object(), pods };
+    },
+    async kubernetesGateFacts() {
+      call('kubernetesGateFacts');
+      return { nodes: [node('kwok-a'), node('kwok-b')], budgets: [] };
+    },
+    async kubernetesScale(input) {
+      if (call('kubernetesScale') === 1 && faults.scaleConflictOnce) {
+        resourceVersion += 1; // another writer touched the object (its size unchanged)
+        throw nonRetryable('scale-conflict', `PUT ${ref.name}/scale: 409 the object has been modified`);
+      }
+      assert.equal(input.resourceVersion, String(resourceVersion));
+      resourceVersion += 1;
+      const marked = pods.filter((p) => p.drainRequested !== null);
+      if (input.replicas < size) pods = [...marked, ...pods.filter((p) => p.drainRequested === null)].slice(size - input.replicas);
+      while (pods.length < input.replicas) pods.push(pod(ordinal++));
+      size = input.replicas;
+      return { resourceVersion: String(resourceVersion) };
+    },
+    async kubernetesMarkVictims(input) {
+      call('kubernetesMarkVictims');
+      pods = pods.map((p) => (input.pods.includes(p.name) ? { ...p, drainRequested: input.operation } : p));
+      return [...input.pods].sort();
+    },
+    async kubernetesUnmarkVictims(input) {
+      call('kubernetesUnmarkVictims');
+      pods = pods.map((p) => (input.pods.includes(p.name) ? { ...p, drainRequested: null, drained: false } : p));
+      return [...input.pods].sort();
+    },
+    async kubernetesAwaitDrained(input) {
+      call('kubernetesAwaitDrained');
+      return faults.drainNeverAcknowledged ? { acknowledged: [], missing: input.pods } : { acknowledged: input.pods, missing: [] };
+    },
+    async kubernetesAwaitConverged() {
+      call('kubernetesAwaitConverged');
+      return pods;
+    },
+    async setDesiredReplicas() {
+      call('setDesiredReplicas');
+    },
+  };
 }
 
 type Fakes = ReturnType<typeof fakeActivities>;
@@ -999,6 +1077,50 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.compensation?.replicas, 3);
       assert.match(status.compensation?.reason ?? '', /step 2 of 2, size 4.*rolling back to 3, the last good step/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-out:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A Deployment 2 → 4 through the runtime port: the first scale write finds the object moved (409),
+    // the workflow reads it again, finds the size it decided from unchanged, and writes again.
+    name: 'kubernetes-scale-out',
+    fakes: (name) => fakeActivities(kubernetesService(name, 2), 2, { scaleConflictOnce: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'completed');
+      assert.equal(status.kubernetes?.conflicts, 1);
+      assert.equal(status.gates?.rows.find((r) => r.gate === 'capacity')?.passed, true);
+      assert.equal(ctx.fakes.count('kubernetesScale'), 2);
+      assert.equal(ctx.fakes.count('commitPlacement'), 0);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A Deployment 4 → 2: the idle pods are marked, acknowledge, and only then are the replicas lowered.
+    name: 'kubernetes-scale-in',
+    fakes: (name) => fakeActivities(kubernetesService(name, 4), 4),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
+      assert.equal(status.outcome, 'completed');
+      const victims = [`${ctx.workload}-1`, `${ctx.workload}-3`];
+      assert.deepEqual(status.kubernetes?.victims, victims);
+      assert.deepEqual(status.kubernetes?.deleted, victims);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // No acknowledgement by the deadline: compensated, the marks taken off, the replicas never lowered.
+    name: 'kubernetes-scale-in-unacknowledged',
+    fakes: (name) => fakeActivities(kubernetesService(name, 4), 4, { drainNeverAcknowledged: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2, drainTimeoutMs: 1000 });
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(ctx.fakes.count('kubernetesScale'), 0);
+      assert.equal(ctx.fakes.count('kubernetesUnmarkVictims'), 1);
+      assert.deepEqual(status.kubernetes?.unmarked, [`${ctx.workload}-1`, `${ctx.workload}-3`]);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:compensated']);
       return { workflowId };
     },
   },

@@ -1,0 +1,131 @@
+// The Kubernetes runtime's activities (issue 37): thin calls of the runtime port
+// (runtimes/kubernetes.ts) for the workflows' Kubernetes path: the object and its pods, the facts
+// its gates judge, the scale write, the drain handshake's marks and the waits. A workload that
+// names no Kubernetes object, or a control plane with no cluster access, fails non-retryably.
+import { ApplicationFailure } from '@temporalio/activity';
+import { kubernetesOf, type KubernetesRuntime } from '../protocol';
+import { groupConvergence } from '../domain/consumer-group';
+import { drainAcknowledgements } from '../domain/kubernetes';
+import { ANNOTATIONS, LOWEST_DELETION_COST, ScaleConflictError, type PodFacts } from '../runtimes/kubernetes';
+import { consumerGroupReads, declaredGroup } from './consumer-group';
+import { cancellationRequested, heartbeat, lookups, sleep, type ActivityDeps } from './ports';
+
+const POLL_MS = 200;
+
+export function kubernetesActivities(deps: ActivityDeps) {
+  const { requireWorkload } = lookups(deps);
+  const groups = consumerGroupReads(deps);
+  const target = async (workload: string): Promise<{ ref: KubernetesRuntime; port: NonNullable<ActivityDeps['kubernetes']> }> => {
+    const ref = kubernetesOf(await requireWorkload(workload));
+    if (!ref) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${workload} names no Kubernetes object` });
+    if (!deps.kubernetes) throw ApplicationFailure.create({ type: 'no-cluster-access', nonRetryable: true, message: `the worker has no Kubernetes access (SCALEGATE_KUBECONFIG, or a service account) for ${ref.cluster}` });
+    try {
+      deps.kubernetes.reach(ref);
+    } catch (error) {
+      // a cluster no context names: asking again will not make one
+      throw ApplicationFailure.create({ type: 'no-cluster-access', nonRetryable: true, message: (error as Error).message });
+    }
+    return { ref, port: deps.kubernetes };
+  };
+  /** Polls `probe` until it answers, heartbeating; null at the deadline. */
+  const until = async <T>(deadlineMs: number, probe: () => Promise<T | null>): Promise<T | null> => {
+    for (;;) {
+      const answer = await probe();
+      if (answer !== null) return answer;
+      if (Date.now() >= deadlineMs || cancellationRequested()) return null;
+      heartbeat();
+      await sleep(POLL_MS);
+    }
+  };
+
+  return {
+    /** The object's size, resourceVersion, selectors and requests, and its pods. */
+    async kubernetesObject(input: { workload: string }) {
+      const { ref, port } = await target(input.workload);
+      const object = await port.readObject(ref);
+      return { ref, object, pods: await port.readPods(ref, object.podSelector) };
+    },
+
+    /** What the gates judge: the nodes with their allocatable and requested resources, and the PodDisruptionBudgets over the pods. */
+    async kubernetesGateFacts(input: { workload: string }) {
+      const { ref, port } = await target(input.workload);
+      const object = await port.readObject(ref);
+      const [nodes, budgets] = await Promise.all([port.readNodes(ref), port.readBudgets(ref, object.podSelector)]);
+      return { nodes, budgets };
+    },
+
+    /**
+     * The `scale` write with the resourceVersion the decision was made on. A conflict (the object
+     * moved) is a non-retryable `scale-conflict`: the workflow reads again and decides again.
+     */
+    async kubernetesScale(input: { workload: string; replicas: number; resourceVersion: string }): Promise<{ resourceVersion: string }> {
+      const { ref, port } = await target(input.workload);
+      try {
+        return await port.writeScale(ref, input.replicas, input.resourceVersion);
+      } catch (error) {
+        if (error instanceof ScaleConflictError) throw ApplicationFailure.create({ type: 'scale-conflict', nonRetryable: true, message: error.message });
+        throw error;
+      }
+    },
+
+    /** Marks the victims: the lowest pod-deletion-cost and the drain request (its value: the operation). */
+    async kubernetesMarkVictims(input: { workload: string; pods: string[]; operation: string }): Promise<string[]> {
+      const { ref, port } = await target(input.workload);
+      return port.annotatePods(ref, input.pods, { [ANNOTATIONS.deletionCost]: LOWEST_DELETION_COST, [ANNOTATIONS.drainRequested]: input.operation });
+    },
+
+    /** Takes every mark off (the cost, the request and the app's acknowledgement): the pods are as before. */
+    async kubernetesUnmarkVictims(input: { workload: string; pods: string[] }): Promise<string[]> {
+      const { ref, port } = await target(input.workload);
+      return port.annotatePods(ref, input.pods, { [ANNOTATIONS.deletionCost]: null, [ANNOTATIONS.drainRequested]: null, [ANNOTATIONS.drained]: null });
+    },
+
+    /**
+     * Waits (heartbeating) for each victim to acknowledge its drain: its scalegate.dev/drained
+     * annotation, or, for a workload declaring its Kafka consumer group, the group without the
+     * victims and the survivors owning every partition. At the deadline, says who did not and why.
+     */
+    async kubernetesAwaitDrained(input: { workload: string; pods: string[]; timeoutMs: number }): Promise<{ acknowledged: string[]; missing: string[]; why?: string | null }> {
+      const { ref, port } = await target(input.workload);
+      const declared = declaredGroup(await requireWorkload(input.workload));
+      const deadline = Date.now() + input.timeoutMs;
+      let answer = drainAcknowledgements(input.pods, [], null);
+      await until(deadline, async () => {
+        const pods = await port.readPods(ref);
+        const survivors = pods.filter((p) => !p.terminating && !input.pods.includes(p.name)).length;
+        const facts = declared ? await groups.read(declared) : null;
+        const group = !declared || !facts ? null
+          : 'error' in facts ? { converged: false, detail: `consumer group ${declared.group}: ${facts.error}` } : groupConvergence(facts, survivors, input.pods);
+        answer = drainAcknowledgements(input.pods, pods, group);
+        return answer.missing.length === 0 ? true : null;
+      });
+      return answer;
+    },
+
+    /**
+     * Waits (heartbeating) until the object runs `replicas` Ready pods, none terminating, and none of
+     * `gone` is left. At the deadline it fails non-retryably, naming what it saw.
+     */
+    async kubernetesAwaitConverged(input: { workload: string; replicas: number; gone?: string[]; timeoutMs: number }): Promise<PodFacts[]> {
+      const { ref, port } = await target(input.workload);
+      const deadline = Date.now() + input.timeoutMs;
+      let seen: PodFacts[] = [];
+      const converged = await until(deadline, async () => {
+        seen = await port.readPods(ref);
+        const live = seen.filter((p) => !p.terminating);
+        const left = seen.filter((p) => input.gone?.includes(p.name));
+        return live.length === input.replicas && seen.length === input.replicas && live.every((p) => p.ready) && left.length === 0 ? seen : null;
+      });
+      if (converged) return converged;
+      throw ApplicationFailure.create({
+        type: 'converge-timeout', nonRetryable: true,
+        message: `${ref.kind} ${ref.namespace}/${ref.name} did not converge to ${input.replicas} Ready pod(s) in ${input.timeoutMs} ms: ${seen.map((p) => `${p.name} ${p.terminating ? 'terminating' : p.ready ? 'Ready' : 'not Ready'}`).join(', ') || 'no pod'}`,
+      });
+    },
+
+    /** A completed operation's size as the workload's desired state (it has no placement record). */
+    async setDesiredReplicas(input: { workload: string; replicas: number }): Promise<void> {
+      await deps.stores.registry.setDesiredReplicas(input.workload, input.replicas);
+    },
+  };
+}

@@ -1,0 +1,129 @@
+// A small client of the Kubernetes API (issue 37): JSON over HTTPS with the credentials of a
+// kubeconfig (SCALEGATE_KUBECONFIG: a context per cluster, bearer token or client certificate,
+// CA data or insecure-skip-tls-verify) or of the pod's service account (in-cluster). The runtime
+// port (runtimes/kubernetes.ts) is its only user.
+//
+// Why not @kubernetes/client-node: since 1.0 it is ESM only, which jest's CommonJS module loader
+// (the test stacks load the activities) cannot require without transforming node_modules, and it
+// depends on a newer @types/node than the one pinned here (a second Node typing in the tree). The
+// calls the port makes are a dozen GETs, PATCHes and one PUT: plain HTTPS says them directly.
+import fs from 'node:fs';
+import https from 'node:https';
+import { parse as parseYaml } from 'yaml';
+
+export interface KubernetesCredentials {
+  /** https://host:port */
+  server: string;
+  token?: string;
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  insecure?: boolean;
+}
+
+/** A refusal by the API server, with its HTTP status and the Status object's reason. */
+export class KubernetesApiError extends Error {
+  constructor(readonly status: number, readonly reason: string, message: string) {
+    super(message);
+    this.name = 'KubernetesApiError';
+  }
+}
+
+export interface KubernetesClient {
+  readonly cluster: string;
+  request<T = any>(method: string, path: string, body?: unknown, contentType?: string): Promise<T>;
+}
+
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+interface Kubeconfig {
+  clusters?: { name: string; cluster: { server: string; 'certificate-authority-data'?: string; 'certificate-authority'?: string; 'insecure-skip-tls-verify'?: boolean } }[];
+  users?: { name: string; user: { token?: string; 'token-file'?: string; 'client-certificate-data'?: string; 'client-key-data'?: string; 'client-certificate'?: string; 'client-key'?: string } }[];
+  contexts?: { name: string; context: { cluster: string; user: string } }[];
+  'current-context'?: string;
+}
+
+const fromBase64 = (data: string | undefined): Buffer | undefined => (data ? Buffer.from(data, 'base64') : undefined);
+const fromFile = (file: string | undefined): Buffer | undefined => (file ? fs.readFileSync(file) : undefined);
+
+/**
+ * The credentials for `cluster`: in a kubeconfig, the context of that name (else the one whose
+ * cluster has that name); without a kubeconfig, the pod's service account, whatever the name.
+ */
+export function credentialsFor(cluster: string, kubeconfigPath: string | undefined): KubernetesCredentials {
+  if (!kubeconfigPath) {
+    const host = process.env.KUBERNETES_SERVICE_HOST;
+    if (!host || !fs.existsSync(`${SERVICE_ACCOUNT}/token`)) {
+      throw new Error(`no Kubernetes cluster "${cluster}": SCALEGATE_KUBECONFIG is not set and this process runs in no pod with a service account`);
+    }
+    return {
+      server: `https://${host.includes(':') ? `[${host}]` : host}:${process.env.KUBERNETES_SERVICE_PORT ?? 443}`,
+      token: fs.readFileSync(`${SERVICE_ACCOUNT}/token`, 'utf8').trim(),
+      ca: fs.readFileSync(`${SERVICE_ACCOUNT}/ca.crt`),
+    };
+  }
+  const config = parseYaml(fs.readFileSync(kubeconfigPath, 'utf8')) as Kubeconfig;
+  const contexts = config.contexts ?? [];
+  const context = contexts.find((c) => c.name === cluster) ?? contexts.find((c) => c.context.cluster === cluster);
+  if (!context) {
+    throw new Error(`no Kubernetes cluster "${cluster}" in ${kubeconfigPath}: its contexts are ${contexts.map((c) => c.name).join(', ') || 'none'}`);
+  }
+  const entry = config.clusters?.find((c) => c.name === context.context.cluster)?.cluster;
+  const user = config.users?.find((u) => u.name === context.context.user)?.user ?? {};
+  if (!entry) throw new Error(`${kubeconfigPath}: context "${context.name}" names cluster "${context.context.cluster}", which it does not define`);
+  return {
+    server: entry.server,
+    insecure: entry['insecure-skip-tls-verify'] === true,
+    ca: fromBase64(entry['certificate-authority-data']) ?? fromFile(entry['certificate-authority']),
+    token: user.token ?? (user['token-file'] ? fs.readFileSync(user['token-file'], 'utf8').trim() : undefined),
+    cert: fromBase64(user['client-certificate-data']) ?? fromFile(user['client-certificate']),
+    key: fromBase64(user['client-key-data']) ?? fromFile(user['client-key']),
+  };
+}
+
+export function createKubernetesClient(cluster: string, credentials: KubernetesCredentials): KubernetesClient {
+  const agent = new https.Agent({
+    keepAlive: true, ca: credentials.ca, cert: credentials.cert, key: credentials.key, rejectUnauthorized: !credentials.insecure,
+  });
+  return {
+    cluster,
+    request(method, path, body, contentType = 'application/json') {
+      const url = new URL(path, credentials.server);
+      const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+      return new Promise((resolve, reject) => {
+        const req = https.request(url, {
+          method, agent, timeout: 15_000,
+          headers: {
+            accept: 'application/json',
+            ...(credentials.token ? { authorization: `Bearer ${credentials.token}` } : {}),
+            ...(payload ? { 'content-type': contentType, 'content-length': payload.length } : {}),
+          },
+        }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: any = null;
+            try {
+              parsed = text ? JSON.parse(text) : null;
+            } catch {
+              parsed = { message: text.slice(0, 500) };
+            }
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) return resolve(parsed);
+            reject(new KubernetesApiError(status, parsed?.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${parsed?.message ?? text.slice(0, 200)}`));
+          });
+        });
+        req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname} on cluster ${cluster}: no answer in 15 s`)));
+        req.on('error', reject);
+        req.end(payload);
+      });
+    },
+  };
+}
+
+/** One client per cluster name, made on first use. */
+export function kubernetesClients(kubeconfigPath: string | undefined): (cluster: string) => KubernetesClient {
+  const clients: Record<string, KubernetesClient> = {};
+  return (cluster) => (clients[cluster] ??= createKubernetesClient(cluster, credentialsFor(cluster, kubeconfigPath)));
+}

@@ -1,0 +1,268 @@
+// Kubernetes as a runtime (issue 37), on a real control plane: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler 1.36.1, two kwok nodes (zone a and b). The stack's
+// worker reaches the cluster through SCALEGATE_KUBECONFIG; the fixture test/fixtures/kube-drain.js
+// plays the pods' app (load reports, drain acknowledgements).
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { stopChild } from '../../embedded/processes';
+import { CLUSTER, startKubernetes, type KubernetesControlPlane } from '../support/kubernetes';
+import { runCli } from '../support/cli';
+import { startStack, type Stack } from '../support/stack';
+import { failedGates, scaleAndWait } from '../support/workloads';
+
+let kube: KubernetesControlPlane;
+let stack: Stack;
+const fixtures: ChildProcess[] = [];
+
+const CONTRACT = { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
+const MARKS = ['scalegate.dev/drain-requested', 'scalegate.dev/drained', 'controller.kubernetes.io/pod-deletion-cost'];
+
+beforeAll(async () => {
+  kube = await startKubernetes();
+  stack = await startStack({ agents: [], env: { SCALEGATE_KUBECONFIG: kube.kubeconfig } });
+});
+afterAll(async () => {
+  await Promise.all(fixtures.map((child) => stopChild(child, 2_000)));
+  await stack?.stop();
+  await kube?.stop();
+});
+
+const deployments = '/apis/apps/v1/namespaces/default/deployments';
+async function createDeployment(name: string, replicas: number, cpu: string): Promise<void> {
+  await kube.client.request('POST', deployments, {
+    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name },
+    spec: {
+      replicas, selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+          containers: [{ name: 'app', image: 'fake/app:1', resources: { requests: { cpu, memory: '64Mi' } } }],
+        },
+      },
+    },
+  });
+  await waitForPods(name, replicas);
+}
+const podsOf = async (app: string): Promise<any[]> =>
+  (await kube.client.request('GET', `/api/v1/namespaces/default/pods?labelSelector=app%3D${app}`)).items;
+const readyPods = async (app: string) => (await podsOf(app)).filter((p) => !p.metadata.deletionTimestamp && p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+const waitForPods = (app: string, count: number) => stack.waitFor(`${count} Ready pod(s) of ${app}`, async () => {
+  const pods = await podsOf(app);
+  return pods.length === count && (await readyPods(app)).length === count;
+});
+const names = (pods: any[]) => pods.map((p) => p.metadata.name as string).sort();
+
+/** The fixture app for the pods of `app`: acknowledges drains after `delayMs`, or never. */
+function startFixture(app: string, ack: { delayMs: number } | 'never'): ChildProcess {
+  const child = spawn(process.execPath, [
+    path.join(__dirname, '../fixtures/kube-drain.js'), '--server', kube.server, '--token', 'scalegate-test-admin-token',
+    '--namespace', 'default', '--selector', `app=${app}`, ...(ack === 'never' ? ['--never'] : ['--delay-ms', String(ack.delayMs)]),
+  ], { stdio: 'ignore' });
+  fixtures.push(child);
+  return child;
+}
+
+async function defineKubernetesWorkload(name: string, replicas: number, kind: 'Deployment' | 'StatefulSet' = 'Deployment'): Promise<void> {
+  const response = await stack.api('PUT', `/v1/workloads/${name}`, {
+    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind, name } } },
+  });
+  expect(response.status).toBe(201);
+}
+
+describe('a Deployment through the gates', () => {
+  it('scales 2 → 5 → 2: the gates read the nodes, the scale-in marks 3 victims, waits for their acknowledgements, and the ReplicaSet controller deletes exactly them', async () => {
+    await createDeployment('web', 2, '250m');
+    await defineKubernetesWorkload('web', 2);
+    startFixture('web', { delayMs: 200 });
+
+    const out = await scaleAndWait(stack, 'web', { replicas: 5, soakMs: 0 }, 'scaleOut');
+    expect(out).toMatchObject({ status: 'completed', kubernetes: { object: `Deployment default/web on ${CLUSTER}` } });
+    const capacity = out.gates.rows.find((row: any) => row.gate === 'capacity');
+    expect(capacity).toMatchObject({ passed: true });
+    expect(capacity.detail).toMatch(/3 new pod\(s\) of 250m CPU, 64Mi memory: room for \d+ on 2 Ready node\(s\)/);
+    expect(out.evidence.comparison).toMatchObject({ verdict: 'pass' });
+    await waitForPods('web', 5);
+
+    // Three pods say they went idle; the two others keep work in flight (the fixture reported 1).
+    await stack.waitFor('every pod reported its load', async () => (await podsOf('web')).every((p) => p.metadata.annotations?.['scalegate.dev/in-flight'] === '1'));
+    const before = names(await podsOf('web'));
+    const idle = [before[0], before[2], before[4]];
+    for (const pod of idle) {
+      await kube.client.request('PATCH', `/api/v1/namespaces/default/pods/${pod}`, { metadata: { annotations: { 'scalegate.dev/in-flight': '0' } } }, 'application/merge-patch+json');
+    }
+
+    const back = await scaleAndWait(stack, 'web', { replicas: 2, drainTimeoutMs: 30_000 }, 'scaleIn');
+    expect(back).toMatchObject({ status: 'completed', evidenceGap: null });
+    expect([...back.kubernetes.victims].sort()).toEqual(idle);
+    expect([...back.kubernetes.acknowledged].sort()).toEqual(idle);
+    expect(back.kubernetes.missing).toEqual([]);
+    expect(back.kubernetes.deleted).toEqual(idle);
+    for (const pod of idle) expect(back.kubernetes.reasons[pod]).toBe('idle: nothing in flight');
+    const after = await podsOf('web');
+    expect(names(after)).toEqual(before.filter((name) => !idle.includes(name)));
+    const deployment = await kube.client.request('GET', `${deployments}/web`);
+    expect(deployment.spec.replicas).toBe(2);
+
+    // the CLI shows it like any other operation, naming the object
+    const shown = await runCli(stack, ['operations', 'show', 'scale:web']);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^deleted:\\s+${idle.join(', ')}$`, 'm'));
+    expect(shown.stdout).toMatch(/^object:\s+Deployment default\/web on scalegate-test$/m);
+
+    // the Web UI's details line names the object and the outcome
+    const metadata = await stack.temporal.workflow.getHandle('scale:web').query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    expect(metadata.currentDetails).toMatch(/^scale web \(Deployment default\/web on scalegate-test\) 5 → 2: \*\*completed\*\*/);
+
+    // the desired state and the ledger follow
+    expect((await stack.api('GET', '/v1/workloads/web', { role: 'viewer' })).body.replicas).toBe(2);
+    const ledger = (await stack.api('GET', '/v1/ledger?workload=web', { role: 'viewer' })).body;
+    const rows = ledger.events as any[];
+    expect(rows.map((row) => [row.kind, row.outcome, row.fromReplicas, row.toReplicas])).toEqual(
+      expect.arrayContaining([['scale-out', 'completed', 2, 5], ['scale-in', 'completed', 5, 2]]),
+    );
+  });
+
+  it('refuses a scale-in that would break the PodDisruptionBudget, naming it, and changes nothing', async () => {
+    await createDeployment('guarded', 3, '100m');
+    await kube.client.request('POST', '/apis/policy/v1/namespaces/default/poddisruptionbudgets', {
+      apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', metadata: { name: 'guarded-budget' },
+      spec: { minAvailable: 3, selector: { matchLabels: { app: 'guarded' } } },
+    });
+    await defineKubernetesWorkload('guarded', 3);
+    const before = names(await podsOf('guarded'));
+
+    const refused = await scaleAndWait(stack, 'guarded', { replicas: 2 }, 'scaleIn');
+    expect(refused).toMatchObject({ status: 'refused' });
+    expect(failedGates(refused)).toEqual(['disruption-budget']);
+    expect(refused.evidenceGap).toContain('PodDisruptionBudget guarded-budget (minAvailable 3: at least 3 pod(s), 2 would be left)');
+    const pods = await podsOf('guarded');
+    expect(names(pods)).toEqual(before);
+    for (const pod of pods) for (const mark of MARKS) expect(pod.metadata.annotations?.[mark]).toBeUndefined();
+  });
+
+  it('ends compensated when a victim never acknowledges its drain: every pod still there, no mark left', async () => {
+    await createDeployment('stubborn', 3, '100m');
+    await defineKubernetesWorkload('stubborn', 3);
+    startFixture('stubborn', 'never');
+    const before = names(await podsOf('stubborn'));
+
+    const operation = await scaleAndWait(stack, 'stubborn', { replicas: 1, drainTimeoutMs: 1_500 }, 'scaleIn');
+    expect(operation).toMatchObject({ status: 'compensated' });
+    expect(operation.kubernetes.marked).toHaveLength(2);
+    expect([...operation.kubernetes.missing].sort()).toEqual([...operation.kubernetes.victims].sort());
+    expect([...operation.kubernetes.unmarked].sort()).toEqual([...operation.kubernetes.victims].sort());
+    expect(operation.kubernetes.deleted).toEqual([]);
+    expect(operation.compensation.reason).toContain('no drain acknowledgement by the deadline');
+    const pods = await podsOf('stubborn');
+    expect(names(pods)).toEqual(before);
+    for (const pod of pods) for (const mark of MARKS) expect(pod.metadata.annotations?.[mark]).toBeUndefined();
+    expect((await kube.client.request('GET', `${deployments}/stubborn`)).spec.replicas).toBe(3);
+    expect((await stack.api('GET', '/v1/workloads/stubborn', { role: 'viewer' })).body.replicas).toBe(3);
+
+    // The same request with force: lowered anyway, and the ledger says which pods were not drained.
+    const forced = await scaleAndWait(stack, 'stubborn', { replicas: 1, drainTimeoutMs: 500, force: true }, 'scaleIn');
+    expect(forced).toMatchObject({ status: 'completed' });
+    expect(forced.kubernetes.forced).toEqual(forced.kubernetes.victims);
+    expect(forced.kubernetes.deleted).toEqual([...forced.kubernetes.victims].sort());
+    expect(names(await podsOf('stubborn'))).toEqual(before.filter((name) => !forced.kubernetes.victims.includes(name)));
+    const row = (await stack.db.query(`select reason, inputs from ledger where workload = 'stubborn' and kind = 'scale-in' order by id desc limit 1`)).rows[0];
+    expect(row.reason).toContain(`forced past 2 unacknowledged drain(s): ${forced.kubernetes.victims.join(', ')}`);
+    expect(row.inputs.forced).toEqual(forced.kubernetes.victims);
+  });
+
+  it('refuses a scale past the nodes\' allocatable room, naming what is missing, and counts no NotReady node', async () => {
+    await createDeployment('big', 1, '1');
+    await defineKubernetesWorkload('big', 1);
+    // a node no kubelet (nor kwok) heartbeats for: never Ready, with room it must not be counted for
+    await kube.client.request('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'silent-c', labels: { 'topology.kubernetes.io/zone': 'c' } } });
+    await kube.client.request('PATCH', '/api/v1/nodes/silent-c/status', { status: { allocatable: { cpu: '64', memory: '64Gi', pods: '110' } } }, 'application/merge-patch+json');
+
+    const refused = await scaleAndWait(stack, 'big', { replicas: 10 }, 'scaleOut');
+    await kube.client.request('DELETE', '/api/v1/nodes/silent-c');
+    expect(refused).toMatchObject({ status: 'refused' });
+    expect(failedGates(refused)).toEqual(['capacity']);
+    expect(refused.evidenceGap).toMatch(/9 new pod\(s\) of 1000m CPU, 64Mi memory: room for [0-3] on 2 Ready node\(s\); not counted: silent-c \(NotReady\): \d pod\(s\) without room; missing \d+m CPU/);
+    expect((await kube.client.request('GET', `${deployments}/big`)).spec.replicas).toBe(1);
+    expect(await podsOf('big')).toHaveLength(1);
+  });
+
+  it('follows a tier\'s signals up and down through the same gates and drain', async () => {
+    await createDeployment('tiered', 1, '100m');
+    await defineKubernetesWorkload('tiered', 1);
+    startFixture('tiered', { delayMs: 100 });
+    const policy = {
+      workloads: ['tiered'], minReplicas: 1, maxReplicas: 4, targets: { qpsPerInstance: 100 }, tolerance: 0.1,
+      scaleUpStabilizationMs: 0, scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, soakMs: 0, drainTimeoutMs: 30_000,
+    };
+    expect((await stack.api('PUT', '/v1/tiers/kube/policy', { body: policy })).status).toBeLessThan(300);
+    const replicas = async () => (await kube.client.request('GET', `${deployments}/tiered`)).spec.replicas as number;
+    const idle = async () => {
+      const described = await stack.temporal.workflow.getHandle('scale:tiered').describe().catch(() => null);
+      return described === null || described.status.name !== 'RUNNING';
+    };
+
+    expect((await stack.api('POST', '/v1/tiers/kube/signals', { body: { qps: 300 } })).status).toBe(202);
+    await stack.waitFor('tiered at 3 replicas, idle', async () => (await replicas()) === 3 && (await idle()), 60_000);
+    await waitForPods('tiered', 3);
+    expect((await stack.api('POST', '/v1/tiers/kube/signals', { body: { qps: 100 } })).status).toBe(202);
+    await stack.waitFor('tiered back at 1 replica, idle', async () => (await replicas()) === 1 && (await idle()), 60_000);
+    await waitForPods('tiered', 1);
+
+    const rows = (await stack.db.query(`select kind, outcome, from_replicas, to_replicas from ledger where workload = 'tiered' and kind in ('scale-out', 'scale-in') order by id`)).rows;
+    expect(rows.map((r) => [r.kind, r.outcome, r.from_replicas, r.to_replicas])).toEqual([['scale-out', 'completed', 1, 3], ['scale-in', 'completed', 3, 1]]);
+  });
+
+  it('scales a StatefulSet in by its highest ordinals, each drained first', async () => {
+    await kube.client.request('POST', '/apis/apps/v1/namespaces/default/statefulsets', {
+      apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'db' },
+      spec: {
+        replicas: 2, serviceName: 'db', podManagementPolicy: 'Parallel', selector: { matchLabels: { app: 'db' } },
+        template: {
+          metadata: { labels: { app: 'db' } },
+          spec: {
+            tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+            containers: [{ name: 'db', image: 'fake/db:1', resources: { requests: { cpu: '100m', memory: '64Mi' } } }],
+          },
+        },
+      },
+    });
+    await waitForPods('db', 2);
+    await defineKubernetesWorkload('db', 2, 'StatefulSet');
+    startFixture('db', { delayMs: 100 });
+
+    expect(await scaleAndWait(stack, 'db', { replicas: 3, soakMs: 0 }, 'scaleOut')).toMatchObject({ status: 'completed', kubernetes: { object: `StatefulSet default/db on ${CLUSTER}` } });
+    await waitForPods('db', 3);
+    const back = await scaleAndWait(stack, 'db', { replicas: 1, drainTimeoutMs: 30_000 }, 'scaleIn');
+    expect(back).toMatchObject({ status: 'completed', kubernetes: { victims: ['db-2', 'db-1'], acknowledged: ['db-2', 'db-1'], deleted: ['db-1', 'db-2'] } });
+    expect(back.kubernetes.reasons['db-2']).toBe('ordinal 2: a StatefulSet removes its highest ordinals');
+    expect(names(await podsOf('db'))).toEqual(['db-0']);
+  });
+
+  it('refuses a bad definition with 422, and fails a scale on a cluster the kubeconfig does not name, before any change', async () => {
+    const bad = await stack.api('PUT', '/v1/workloads/daemons', {
+      body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'DaemonSet', name: 'daemons' } } },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body).toMatchObject({ error: expect.any(String), message: expect.stringContaining('runtime.kubernetes.kind') });
+    const withCommand = await stack.api('PUT', '/v1/workloads/daemons', {
+      body: { kind: 'service', replicas: 2, contract: CONTRACT, spec: { command: ['node'] }, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name: 'web' } } },
+    });
+    expect(withCommand).toMatchObject({ status: 422, body: { message: expect.stringContaining('a Kubernetes workload runs its pod template: give no command or image') } });
+
+    const plan = await stack.api('POST', '/v1/workloads/web/plan', { body: { replicas: 4 } });
+    expect(plan).toMatchObject({ status: 422, body: { error: 'unsupported-kind', message: expect.stringContaining('the cluster places its pods') } });
+
+    const response = await stack.api('PUT', '/v1/workloads/elsewhere', {
+      body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: 'nowhere', namespace: 'default', kind: 'Deployment', name: 'web' } } },
+    });
+    expect(response.status).toBe(201);
+    const started = await stack.api('POST', '/v1/workloads/elsewhere/scale', { body: { replicas: 3 } });
+    expect(started.status).toBe(202);
+    await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result().catch(() => null);
+    const operation = (await stack.api('GET', `/v1/operations/${encodeURIComponent(started.body.workflowId)}`, { role: 'viewer' })).body;
+    expect(operation).toMatchObject({ status: 'failed' });
+    expect(operation.failure).toContain(`no Kubernetes cluster "nowhere" in ${kube.kubeconfig}: its contexts are ${CLUSTER}`);
+    expect((await kube.client.request('GET', `${deployments}/web`)).spec.replicas).toBe(2);
+  });
+});

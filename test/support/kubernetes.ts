@@ -1,0 +1,124 @@
+// A real Kubernetes control plane for the Kubernetes runtime's tests (issue 37): etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler 1.36.1 and kwok, from the cache that
+// scripts/kubernetes.ts provisions, on free loopback ports with a static token (system:masters),
+// and two kwok nodes labelled by zone. kwok marks their pods Running and Ready without running
+// anything; what a pod "does" is played by test/fixtures/kube-drain.js. Started by the test file
+// that needs it (only its run pays the ~6 s), stopped by it.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { ensureKubernetes } from '../../embedded/kubernetes';
+import { freePort, stopChild } from '../../embedded/processes';
+import { createKubernetesClient, type KubernetesClient } from '../../lib/kubernetes';
+import { waitFor } from './wait-for';
+
+export const CLUSTER = 'scalegate-test';
+const TOKEN = 'scalegate-test-admin-token';
+
+export interface KubernetesControlPlane {
+  /** the kubeconfig (context CLUSTER), what SCALEGATE_KUBECONFIG takes */
+  kubeconfig: string;
+  server: string;
+  client: KubernetesClient;
+  nodes: string[];
+  dir: string;
+  stop(): Promise<void>;
+}
+
+/** Two kwok nodes, zone a and zone b, with `allocatable` each. */
+export function kwokNode(name: string, zone: string, allocatable: { cpu: string; memory: string; pods: string }) {
+  return {
+    apiVersion: 'v1', kind: 'Node',
+    metadata: { name, annotations: { 'kwok.x-k8s.io/node': 'fake' }, labels: { type: 'kwok', 'topology.kubernetes.io/zone': zone, 'kubernetes.io/hostname': name } },
+    spec: { taints: [{ key: 'kwok.x-k8s.io/node', value: 'fake', effect: 'NoSchedule' }] },
+    status: { allocatable, capacity: allocatable },
+  };
+}
+
+export async function startKubernetes(options: { nodeAllocatable?: { cpu: string; memory: string; pods: string } } = {}): Promise<KubernetesControlPlane> {
+  const { dir: bin } = ensureKubernetes(() => {}, { compile: false });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-kube-'));
+  const [etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const server = `https://127.0.0.1:${apiPort}`;
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  fs.writeFileSync(path.join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }));
+  fs.writeFileSync(path.join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
+  fs.writeFileSync(path.join(dir, 'tokens.csv'), `${TOKEN},admin,admin,system:masters\n`);
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  fs.writeFileSync(kubeconfig, [
+    'apiVersion: v1', 'kind: Config',
+    `clusters: [{name: ${CLUSTER}, cluster: {server: "${server}", insecure-skip-tls-verify: true}}]`,
+    `users: [{name: admin, user: {token: ${TOKEN}}}]`,
+    `contexts: [{name: ${CLUSTER}, context: {cluster: ${CLUSTER}, user: admin}}]`,
+    `current-context: ${CLUSTER}`, '',
+  ].join('\n'));
+
+  const children: ChildProcess[] = [];
+  const start = (name: string, args: string[]) => {
+    const log = fs.openSync(path.join(dir, `${name}.log`), 'a');
+    const child = spawn(path.join(bin, name === 'kcm' ? 'kube-controller-manager' : name === 'sched' ? 'kube-scheduler' : name), args, { cwd: dir, stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    children.push(child);
+    return child;
+  };
+  const stop = async () => {
+    for (const child of [...children].reverse()) await stopChild(child, 5_000);
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  const logTail = () => ['etcd', 'kube-apiserver', 'kcm', 'sched', 'kwok']
+    .map((name) => path.join(dir, `${name}.log`)).filter((f) => fs.existsSync(f))
+    .map((f) => `${path.basename(f)}:\n${fs.readFileSync(f, 'utf8').split('\n').slice(-15).join('\n')}`).join('\n');
+  const client = createKubernetesClient(CLUSTER, { server, token: TOKEN, insecure: true });
+  try {
+    start('etcd', [
+      '--name', 'kube', '--data-dir', path.join(dir, 'etcd-data'),
+      '--listen-client-urls', `http://127.0.0.1:${etcdClient}`, '--advertise-client-urls', `http://127.0.0.1:${etcdClient}`,
+      '--listen-peer-urls', `http://127.0.0.1:${etcdPeer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${etcdPeer}`,
+      '--initial-cluster', `kube=http://127.0.0.1:${etcdPeer}`, '--listen-metrics-urls', '', '--unsafe-no-fsync',
+    ]);
+    start('kube-apiserver', [
+      `--etcd-servers=http://127.0.0.1:${etcdClient}`, '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', `--secure-port=${apiPort}`,
+      `--cert-dir=${path.join(dir, 'certs')}`, '--service-account-key-file=sa.pub', '--service-account-signing-key-file=sa.key',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local', '--service-cluster-ip-range=10.0.0.0/24',
+      '--token-auth-file=tokens.csv', '--authorization-mode=RBAC', '--anonymous-auth=false', '--enable-priority-and-fairness=false',
+    ]);
+    const failFast = { timeoutMs: 60_000, intervalMs: 200, context: logTail };
+    await waitFor('kube-apiserver ready', async () => {
+      try {
+        await client.request('GET', '/readyz');
+        return true;
+      } catch {
+        return null;
+      }
+    }, failFast);
+    start('kcm', [
+      `--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${kcmPort}`,
+      '--service-account-private-key-file=sa.key', '--use-service-account-credentials=false',
+    ]);
+    start('sched', [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${schedPort}`]);
+    start('kwok', [
+      `--kubeconfig=${kubeconfig}`, `--config=${path.join(bin, 'kwok-stages.yaml')}`, '--manage-all-nodes=false',
+      '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake', '--cidr=10.0.1.0/24', '--node-ip=10.0.1.1',
+      `--server-address=127.0.0.1:${kwokPort}`, '--node-lease-duration-seconds=40',
+    ]);
+    const allocatable = options.nodeAllocatable ?? { cpu: '2', memory: '4Gi', pods: '110' };
+    const nodes = ['kwok-a', 'kwok-b'];
+    await Promise.all(nodes.map((name, i) => client.request('POST', '/api/v1/nodes', kwokNode(name, i === 0 ? 'a' : 'b', allocatable))));
+    await waitFor('kwok nodes Ready and the default service account', async () => {
+      try {
+        const list = await client.request('GET', '/api/v1/nodes');
+        const ready = (list.items as any[]).filter((n) => n.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+        await client.request('GET', '/api/v1/namespaces/default/serviceaccounts/default');
+        return ready.length === nodes.length ? true : null;
+      } catch {
+        return null;
+      }
+    }, failFast);
+    return { kubeconfig, server, client, nodes, dir, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
