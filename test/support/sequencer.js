@@ -9,7 +9,8 @@ const LONGEST_FIRST = [
   'integration/kafka.test.ts', 'integration/autoscaler.test.ts', 'integration/hot-rescale.test.ts', 'integration/evidence.test.ts',
   'integration/tour.test.ts', 'integration/chaos.test.ts', 'integration/scale-in.test.ts', 'component/kafka-outage.test.ts',
   'integration/stream.test.ts', 'workflow/record-histories.test.ts', 'integration/start.test.ts', 'integration/placement.test.ts',
-  'integration/demo.test.ts', 'workflow/replay.test.ts', 'integration/observability.test.ts', 'integration/fuzz.test.ts',
+  'integration/demo.test.ts', 'integration/rollout.test.ts', 'workflow/replay.test.ts', 'integration/observability.test.ts', 'integration/fuzz.test.ts',
+  'integration/kubernetes.test.ts', 'integration/operation-sequences.test.ts', 'integration/evidence-judged.test.ts', 'integration/containers.test.ts',
 ];
 
 class LongestFirst extends Sequencer {
