@@ -10,7 +10,7 @@
 //      with Debian's golang installed where no `go` is on PATH, and Go 1.26.8 itself fetched as the
 //      module golang.org/toolchain where that Go is older (ensureGo).
 // The embedded default (npm start) never starts Kubernetes: a user points SCALEGATE_KUBECONFIG at theirs.
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -44,10 +44,27 @@ export function kubernetesMissing(): string | null {
   return complete(kubernetesDir()) ? null : `the Kubernetes binaries are not in ${kubernetesDir()} (npx tsx scripts/kubernetes.ts provisions them)`;
 }
 
-/** The prebuilt tarball, where one is present: the env var's, else shared/cache beside the repo. */
+/**
+ * The prebuilt tarball, where one is present: the env var's, else shared/cache beside the repo, else
+ * beside the checkout this one was cloned from (a CI clone in a temporary folder of a local checkout).
+ */
 export function kubernetesTarball(): string | null {
-  const candidates = [process.env.SCALEGATE_KUBERNETES_TARBALL, path.join(ROOT, '..', 'shared', 'cache', TARBALL)];
+  const origin = localOrigin();
+  const candidates = [
+    process.env.SCALEGATE_KUBERNETES_TARBALL, path.join(ROOT, '..', 'shared', 'cache', TARBALL), origin ? path.join(origin, '..', 'shared', 'cache', TARBALL) : undefined,
+  ];
   return candidates.find((file): file is string => !!file && fs.existsSync(file)) ?? null;
+}
+
+/** The folder this checkout was cloned from, when its origin is a local path (null otherwise). */
+function localOrigin(): string | null {
+  try {
+    const url = execFileSync('git', ['-C', ROOT, 'config', '--get', 'remote.origin.url'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const folder = url.startsWith('file://') ? url.slice('file://'.length) : url;
+    return path.isAbsolute(folder) && fs.existsSync(folder) ? folder : null;
+  } catch {
+    return null;
+  }
 }
 
 function sha256(file: string): string {
