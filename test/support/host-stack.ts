@@ -9,7 +9,7 @@ import path from 'node:path';
 import { testEnv } from './env';
 import { createHostNetwork, type HostNetwork, type HostNode } from './hosts';
 import { startRelay, type Relay } from './relay';
-import { startStack, type Stack } from './stack';
+import { startStack, type AgentSpec, type Stack } from './stack';
 
 export interface HostStack {
   stack: Stack;
@@ -18,8 +18,12 @@ export interface HostStack {
   postgresRelay: Relay;
   /** runtime id → its host */
   hosts: Record<string, HostNode>;
-  /** the API's port, for cuts between a node and the API */
+  /** the control plane's own ways to PostgreSQL and Temporal, when asked for (blackhole() cuts the API and workers from that store) */
+  controlPlane: { postgres: Relay; temporal: Relay } | null;
+  /** the API's port (the balancer's, with more than one API), for cuts between a node and the API */
   apiPort: number;
+  /** what starts runtime `id`'s agent again (on its host, its address, its clock) */
+  agentSpec(id: string): AgentSpec;
   /** the agent's own port on its host, for cuts of the worker's calls to it */
   agentPort(id: string): number;
   stop(): Promise<void>;
@@ -27,6 +31,8 @@ export interface HostStack {
 
 export async function startHostStack(options: {
   nodes: number;
+  /** the runtime ids, one per node (default h1, h2, …) */
+  ids?: readonly string[];
   leaseTtlMs?: number;
   /** labels of node i (1-based); default zone=h */
   labels?: (index: number) => Record<string, string>;
@@ -35,31 +41,54 @@ export async function startHostStack(options: {
   /** agents run under libfaketime, their clocks skewable (HostNetwork.skew) */
   skewableClocks?: boolean;
   env?: NodeJS.ProcessEnv;
+  apis?: number;
+  workers?: number;
+  slots?: number;
+  /** the API and workers reach PostgreSQL and Temporal through relays on loopback that a test can blackhole */
+  controlPlaneRelays?: boolean;
 }): Promise<HostStack> {
   const env = testEnv();
   const clockDir = fs.mkdtempSync(path.join(env.tmpDir, 'clocks-'));
   const network = createHostNetwork({ nodes: options.nodes, clockDir });
-  let postgresRelay: Relay | null = null;
+  const relays: Relay[] = [];
   try {
     const postgres = new URL(env.postgresAdminUrl);
-    postgresRelay = await startRelay({ listenHost: network.hostAddress, target: { host: postgres.hostname, port: Number(postgres.port) } });
-    const ids = network.nodes.map((node) => `h${node.index}`);
-    const stack = await startStack({
-      leaseTtlMs: options.leaseTtlMs,
-      env: options.env,
-      apiHost: network.hostAddress,
-      agentDatabaseAddress: postgresRelay.address,
-      agents: network.nodes.map((node, i) => ({
-        id: ids[i]!,
+    const postgresTarget = { host: postgres.hostname, port: Number(postgres.port) };
+    const relay = await startRelay({ listenHost: network.hostAddress, target: postgresTarget });
+    relays.push(relay);
+    let controlPlane: HostStack['controlPlane'] = null;
+    if (options.controlPlaneRelays) {
+      const [host, port] = env.temporalAddress.split(':');
+      controlPlane = {
+        postgres: await startRelay({ listenHost: '127.0.0.1', target: postgresTarget }),
+        temporal: await startRelay({ listenHost: '127.0.0.1', target: { host: host!, port: Number(port) } }),
+      };
+      relays.push(controlPlane.postgres, controlPlane.temporal);
+    }
+    const ids = network.nodes.map((node) => options.ids?.[node.index - 1] ?? `h${node.index}`);
+    const agentSpec = (id: string): AgentSpec => {
+      const node = network.nodes[ids.indexOf(id)]!;
+      return {
+        id,
         labels: options.labels?.(node.index) ?? { zone: 'h' },
+        slots: options.slots,
         bind: node.address,
         wrap: node.wrap,
         env: { ...options.agentEnv?.(node.index), ...(options.skewableClocks ? node.clockEnv() : {}) },
-      })),
+      };
+    };
+    const stack = await startStack({
+      leaseTtlMs: options.leaseTtlMs,
+      env: options.env,
+      apis: options.apis,
+      workers: options.workers,
+      apiHost: network.hostAddress,
+      agentDatabaseAddress: relay.address,
+      controlPlaneRoutes: controlPlane ? { postgres: controlPlane.postgres.address, temporal: controlPlane.temporal.address } : undefined,
+      agents: ids.map(agentSpec),
     });
-    const relay = postgresRelay;
     return {
-      stack, network, postgresRelay: relay,
+      stack, network, postgresRelay: relay, controlPlane, agentSpec,
       hosts: Object.fromEntries(ids.map((id, i) => [id, network.nodes[i]!])),
       apiPort: Number(new URL(stack.apiUrl).port),
       agentPort: (id) => stack.agents[id]!.port,
@@ -67,14 +96,14 @@ export async function startHostStack(options: {
         try {
           await stack.stop();
         } finally {
-          await relay.close();
+          await Promise.all(relays.map((r) => r.close()));
           network.stop();
           fs.rmSync(clockDir, { recursive: true, force: true });
         }
       },
     };
   } catch (error) {
-    await postgresRelay?.close();
+    await Promise.all(relays.map((r) => r.close()));
     network.stop();
     fs.rmSync(clockDir, { recursive: true, force: true });
     throw error;

@@ -84,7 +84,7 @@ export interface HostNetwork {
   slow(node: HostNode, options?: { delayMs?: number; jitterMs?: number; lossPercent?: number }): 'netem' | 'tbf+statistic';
   /** `node`'s clock (its agents under clockEnv) skewed by `seconds` (0: none) */
   skew(node: HostNode, seconds: number): void;
-  /** every cut, delay and loss of `node` removed (its clock is set back too) */
+  /** every cut, delay and loss of `node`'s link removed (its clock is left as it is: skew(node, 0) sets it back) */
   heal(node: HostNode): void;
   stop(): void;
 }
@@ -191,7 +191,6 @@ export function createHostNetwork(options: { nodes: number; clockDir: string }):
       attempt('ip', ['netns', 'exec', node.ns, 'iptables', '-F', CUT_CHAIN]);
       attempt('ip', ['netns', 'exec', node.ns, 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']);
       attempt('tc', ['qdisc', 'del', 'dev', node.veth, 'root']);
-      fs.writeFileSync(node.clockFile, '+0\n');
     },
     stop() {
       live.delete(network);

@@ -103,6 +103,11 @@ export async function startStack(options: {
   apiHost?: string;
   /** "host:port" at which the agents reach PostgreSQL instead of the server's own (a relay on a multi-host stack's bridge) */
   agentDatabaseAddress?: string;
+  /**
+   * "host:port" at which the API and workers reach PostgreSQL and Temporal instead of the servers'
+   * own (relays a chaos run blackholes: the control plane cut from a store while the nodes run on)
+   */
+  controlPlaneRoutes?: { postgres?: string; temporal?: string };
 } = {}): Promise<Stack> {
   const env = { ...testEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress } : {}) };
   const { name, databaseUrl } = await createTestDatabase('t', options.postgresAdminUrl);
@@ -124,7 +129,7 @@ export async function startStack(options: {
   const apiRange = await reservePortRange(Math.max(1, options.apis ?? 1));
   const apiPorts = Array.from({ length: Math.max(1, options.apis ?? 1) }, (_, i) => apiRange.start + i);
   // More than one API: a load balancer in front, as a deployment has; everyone talks to it.
-  const balancer = apiPorts.length > 1 ? await startBalancer(apiPorts.map((port) => `http://${apiHost}:${port}`)) : null;
+  const balancer = apiPorts.length > 1 ? await startBalancer(apiPorts.map((port) => `http://${apiHost}:${port}`), { host: apiHost }) : null;
   const apiPort = apiPorts[0];
   const apiUrl = balancer?.url ?? `http://${apiHost}:${apiPort}`;
   const taskQueue = `scalegate-${name}`;
@@ -138,8 +143,8 @@ export async function startStack(options: {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     SCALEGATE_HOME: home,
-    DATABASE_URL: databaseUrl,
-    TEMPORAL_ADDRESS: env.temporalAddress,
+    DATABASE_URL: options.controlPlaneRoutes?.postgres ? withAddress(databaseUrl, options.controlPlaneRoutes.postgres) : databaseUrl,
+    TEMPORAL_ADDRESS: options.controlPlaneRoutes?.temporal ?? env.temporalAddress,
     SCALEGATE_TASK_QUEUE: taskQueue,
     SCALEGATE_API_PORT: String(apiPort),
     SCALEGATE_API_HOST: apiHost,
