@@ -485,8 +485,10 @@ export async function sinkWriterInterleavings(db: Pool, options: { workload: str
   for (const run of runs) {
     const log = acquiredBy.get(run.partition) ?? [];
     const last = under.get(run.partition) ?? { at: -1, writer: '(none)' };
-    // A run follows another writer's (runs alternate by definition): its writer must have acquired the partition after that one's acquisition.
-    const at = log.findIndex((task, index) => index > last.at && task === run.task_id);
+    // A run follows another writer's (runs alternate by definition): its writer must be the owner of
+    // the last acquisition a run was written under (it comes back after an intruder's rows), or have
+    // acquired the partition after it.
+    const at = log[last.at] === run.task_id ? last.at : log.findIndex((task, index) => index > last.at && task === run.task_id);
     if (at < 0) found.push({ workload: options.workload, partition: run.partition, task: run.task_id, fromOffset: Number(run.first), after: last.writer });
     under.set(run.partition, { at: at < 0 ? last.at : at, writer: run.task_id });
   }
