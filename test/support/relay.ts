@@ -2,7 +2,9 @@
 // the host that listens on loopback only (the shared PostgreSQL) at <bridge address>:<port>, so their
 // connections cross their links like any client's and a cut of a link cuts them. `blackhole()` is
 // the host side's own partition (the control plane cut from a server while the nodes run on):
-// connections stay open and nothing passes either way until `open()`, as on a dead link.
+// connections stay open and nothing moves either way until `open()`, as on a dead link whose TCP
+// retransmits once it heals (bytes wait in the sockets' buffers; none is dropped, so no stream is
+// corrupted). A connection opened meanwhile waits, unanswered, for the link too.
 import net from 'node:net';
 
 export interface Relay {
@@ -17,23 +19,41 @@ export interface Relay {
 export async function startRelay(options: { listenHost: string; target: { host: string; port: number } }): Promise<Relay> {
   const sockets = new Set<net.Socket>();
   let cut = false;
-  const server = net.createServer((inbound) => {
+  let waiting: (() => void)[] = [];
+  const track = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    if (cut) socket.pause();
+  };
+  const connect = (inbound: net.Socket) => {
     const outbound = net.connect(options.target);
-    for (const socket of [inbound, outbound]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => {
-        inbound.destroy();
-        outbound.destroy();
+    track(outbound);
+    const end = () => {
+      inbound.destroy();
+      outbound.destroy();
+    };
+    inbound.on('error', end);
+    outbound.on('error', end);
+    inbound.on('close', end);
+    outbound.on('close', end);
+    // pipe() by hand: a drain resumes a side only while the link is up
+    const forward = (from: net.Socket, to: net.Socket) => {
+      from.on('data', (chunk) => {
+        if (!to.write(chunk)) from.pause();
       });
-    }
-    const forward = (from: net.Socket, to: net.Socket) => from.on('data', (chunk) => {
-      if (!cut) to.write(chunk);
-    });
+      to.on('drain', () => {
+        if (!cut) from.resume();
+      });
+      from.on('end', () => to.end());
+    };
     forward(inbound, outbound);
     forward(outbound, inbound);
-    inbound.on('end', () => outbound.end());
-    outbound.on('end', () => inbound.end());
+  };
+  const server = net.createServer((inbound) => {
+    track(inbound);
+    inbound.on('error', () => inbound.destroy());
+    if (cut) waiting.push(() => connect(inbound));
+    else connect(inbound);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -42,8 +62,17 @@ export async function startRelay(options: { listenHost: string; target: { host: 
   const { port } = server.address() as net.AddressInfo;
   return {
     address: `${options.listenHost}:${port}`, port,
-    blackhole: () => { cut = true; },
-    open: () => { cut = false; },
+    blackhole: () => {
+      cut = true;
+      for (const socket of sockets) socket.pause();
+    },
+    open: () => {
+      cut = false;
+      for (const socket of sockets) socket.resume();
+      const deferred = waiting;
+      waiting = [];
+      for (const go of deferred) go();
+    },
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
