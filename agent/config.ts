@@ -9,10 +9,20 @@ import { DEFAULT_RESTART_POLICY } from '../domain/supervision';
 
 export const AgentConfigSchema = z.object({
   id: RuntimeId,
-  /** where this agent's HTTP server listens */
-  host: z.string().default('127.0.0.1'),
+  /**
+   * The address this node binds: its HTTP server, its tasks' ports and its stream data listeners
+   * (`--bind`, SCALEGATE_AGENT_BIND; `--host`/SCALEGATE_AGENT_HOST are older names for it). A node is
+   * a host (DESIGN.md §7): loopback only by default.
+   */
+  host: z.string().min(1).max(255).default('127.0.0.1'),
+  /**
+   * The address others reach this node at (`--advertise`, SCALEGATE_AGENT_ADVERTISE): its endpoint's
+   * host, and where peers reach its tasks and data listeners. Default: the bind address (loopback
+   * when that is a wildcard such as 0.0.0.0).
+   */
+  advertise: z.string().min(1).max(255).optional(),
   port: z.coerce.number().int().min(1).max(65535),
-  /** the URL the control plane uses to reach this agent */
+  /** the URL the control plane uses to reach this agent (default http://<advertised address>:<port>) */
   endpoint: z.string().url().optional(),
   labels: LabelsSchema,
   slots: z.coerce.number().int().min(1).default(4),
@@ -44,11 +54,30 @@ export const AgentConfigSchema = z.object({
   /**
    * A deliberately broken build, for proving that the chaos checker can fail (issue 20); never set
    * outside a test. `drain-skips-commit`: a consumer drain flushes one last batch to the sink but
-   * skips its offset commit, so the survivors read those records again.
+   * skips its offset commit, so the survivors read those records again. `owner-fence-unchecked`
+   * (issue 35): a consumer batch commits without checking that the offsets row still names its task
+   * and fence, so a partitioned owner whose partitions recovery moved keeps writing beside the new one.
    */
-  testBreak: z.enum(['drain-skips-commit']).optional(),
+  testBreak: z.enum(['drain-skips-commit', 'owner-fence-unchecked']).optional(),
 });
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
+
+const WILDCARDS = new Set(['0.0.0.0', '::', '']);
+
+/** The address others reach this node at: `advertise`, else the bind address, else (a wildcard bind) loopback. */
+export function advertisedHost(config: Pick<AgentConfig, 'host' | 'advertise'>): string {
+  if (config.advertise) return config.advertise;
+  if (WILDCARDS.has(config.host)) return config.host === '::' ? '::1' : '127.0.0.1';
+  return config.host;
+}
+
+/** A host as a URL writes it (IPv6 in brackets). */
+export const urlHost = (host: string): string => (host.includes(':') && !host.startsWith('[') ? `[${host}]` : host);
+
+/** The URL the control plane reaches this agent at: `endpoint`, else http://<advertised address>:<port>. */
+export function agentEndpoint(config: Pick<AgentConfig, 'host' | 'advertise' | 'endpoint' | 'port'>): string {
+  return config.endpoint ?? `http://${urlHost(advertisedHost(config))}:${config.port}`;
+}
 
 /** The socket path of a `unix:///path` engine address (only unix sockets are supported); undefined when unset. */
 export function socketPathOf(address: string | undefined): string | undefined {
@@ -72,7 +101,7 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
   const { values } = parseArgs({
     args: argv,
     options: {
-      id: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, endpoint: { type: 'string' },
+      id: { type: 'string' }, host: { type: 'string' }, bind: { type: 'string' }, advertise: { type: 'string' }, port: { type: 'string' }, endpoint: { type: 'string' },
       labels: { type: 'string' }, slots: { type: 'string' }, 'state-dir': { type: 'string' }, api: { type: 'string' },
       'port-range': { type: 'string' },
     },
@@ -81,7 +110,8 @@ export function parseAgentConfig(argv = process.argv.slice(2), env = process.env
   const [rangeStart, rangeEnd] = (values['port-range'] ?? env.SCALEGATE_AGENT_PORT_RANGE ?? '').split('-');
   const parsed = AgentConfigSchema.safeParse({
     id,
-    host: values.host ?? env.SCALEGATE_AGENT_HOST,
+    host: values.bind ?? values.host ?? (env.SCALEGATE_AGENT_BIND || undefined) ?? (env.SCALEGATE_AGENT_HOST || undefined),
+    advertise: values.advertise ?? (env.SCALEGATE_AGENT_ADVERTISE || undefined),
     port: values.port ?? env.SCALEGATE_AGENT_PORT,
     endpoint: values.endpoint ?? env.SCALEGATE_AGENT_ENDPOINT,
     labels: parseLabels(values.labels ?? env.SCALEGATE_AGENT_LABELS),

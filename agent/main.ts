@@ -1,6 +1,6 @@
 // Runtime agent entry point: one process per node. Serves the task API, registers, heartbeats.
 import { PORT_RECORDS_FILE } from './ports';
-import { parseAgentConfig } from './config';
+import { agentEndpoint, parseAgentConfig } from './config';
 import { buildDrivers } from './drivers';
 import { FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, TaskHost, TASK_RECORDS_FILE } from './host';
 import { CREDENTIAL_FILE, LeaseKeeper } from './lease';
@@ -47,7 +47,7 @@ async function main() {
   process.on('unhandledRejection', (reason) => log('unhandled-rejection', describeFault(reason)));
 
   const host = new TaskHost(buildDrivers(config, log), { stateDir: config.stateDir, log, runtimeId: config.id });
-  const endpoint = config.endpoint ?? `http://${config.host}:${config.port}`;
+  const endpoint = agentEndpoint(config);
   const lease = new LeaseKeeper(config, endpoint, {
     reports: () => host.list(),
     // Only what a heartbeat answer names is stopped; every other task runs on.

@@ -15,7 +15,7 @@ import { writePrivateFile } from './state-files';
 /** Linux hands out outgoing source ports from 32768 up; a range there could be taken at any moment. */
 export const HIGHEST_ALLOWED_PORT = 32767;
 export const PORT_RECORDS_FILE = 'ports.json';
-/** The host every port is test-bound on; process tasks listen on loopback too. */
+/** The host ports are test-bound on by default: the node's address is loopback unless it is given one (DESIGN.md §7). */
 const BIND_HOST = '127.0.0.1';
 
 export interface PortAllocatorOptions {
@@ -26,6 +26,8 @@ export interface PortAllocatorOptions {
   rangeEnd: number;
   /** how long a released port waits before another key may be given it */
   quarantineMs: number;
+  /** the node's bind address, where tasks listen and so where each port is test-bound (default 127.0.0.1) */
+  bindHost?: string;
   /** injectable clock for quarantine expiry (ms since epoch) */
   now?: () => number;
   /** injectable source of randomness in [0, 1) for the draws */
@@ -63,7 +65,7 @@ type PortRecords = z.infer<typeof PortRecordsSchema>;
 
 const emptyRecords = (): PortRecords => ({ version: 1, pairs: {}, quarantine: [] });
 
-/** Binds the port on loopback and releases it again; true if nothing else holds it. */
+/** Binds the port on `host` (loopback by default) and releases it again; true if nothing else holds it. */
 export function isPortBindable(port: number, host = BIND_HOST): Promise<boolean> {
   return new Promise((resolve) => {
     const server = net.createServer();
@@ -81,6 +83,7 @@ export class PortAllocator {
   private readonly quarantineMs: number;
   private readonly now: () => number;
   private readonly random: () => number;
+  private readonly bindHost: string;
   /** acquire/release run one at a time, so two keys can never draw the same port concurrently */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -100,6 +103,7 @@ export class PortAllocator {
     this.recordsPath = path.join(options.stateDir, PORT_RECORDS_FILE);
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
+    this.bindHost = options.bindHost ?? BIND_HOST;
   }
 
   get rangeLabel(): string {
@@ -183,7 +187,7 @@ export class PortAllocator {
   }
 
   private async bothBindable(pair: PortPair): Promise<boolean> {
-    return (await isPortBindable(pair.public)) && (await isPortBindable(pair.internal));
+    return (await isPortBindable(pair.public, this.bindHost)) && (await isPortBindable(pair.internal, this.bindHost));
   }
 
   private quarantine(records: PortRecords, pair: PortPair, formerKey: string): void {
@@ -233,7 +237,7 @@ export class PortAllocator {
       while (candidates.length > 0) {
         const index = Math.min(candidates.length - 1, Math.floor(this.random() * candidates.length));
         const [port] = candidates.splice(index, 1) as [number];
-        if (await isPortBindable(port)) return port;
+        if (await isPortBindable(port, this.bindHost)) return port;
         boundElsewhere++;
       }
       throw unavailable();

@@ -29,9 +29,15 @@ export function spawnService(options: {
   script?: string;
   /** the leader of a process group of its own, as a command started from a terminal is (a Ctrl-C signals the whole group) */
   processGroup?: boolean;
+  /**
+   * A command that execs the service (e.g. `ip netns exec <ns>`: a node on a host of its own,
+   * test/support/hosts.ts); it must exec, not fork, so that signals reach the service itself.
+   */
+  wrap?: readonly string[];
 }): ServiceProcess {
   const program = options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)];
-  const child = spawn(process.execPath, [...program, ...(options.args ?? [])], {
+  const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
+  const child = spawn(command!, [...prefix, ...program, ...(options.args ?? [])], {
     cwd: ROOT,
     env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],

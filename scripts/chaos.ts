@@ -6,13 +6,16 @@
 // `--seeds A-B` is the long run: seeds A..B one after another (a stack each), then one summary of
 // the faults injected, the operations by final status and every violation with its seed
 // (`--out F` keeps that summary in F after every seed, so a long run stopped early still has it).
-// `--break` runs a deliberately broken build, to show the checker catches it.
+// `--break` runs a deliberately broken build, to show the checker catches it. `--network` puts each
+// agent on a host of its own (network namespaces on a bridge, root only) and adds the network
+// nemeses: partitions (both ways, one way, from the control plane), a slow and lossy link, a skewed
+// clock, the control plane cut from PostgreSQL or Temporal (issue 35).
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { runChaos, type ChaosReport } from '../test/chaos/run';
 
-const USAGE = 'usage: npm run chaos -- (--seed <n> | --seeds <a>-<b>) --steps <1..10000> [--json] [--out summary.json] [--no-faults] [--break drain-skips-commit]';
-const BREAKS = ['drain-skips-commit'] as const;
+const USAGE = 'usage: npm run chaos -- (--seed <n> | --seeds <a>-<b>) --steps <1..10000> [--json] [--out summary.json] [--no-faults] [--network] [--break drain-skips-commit|owner-fence-unchecked]';
+const BREAKS = ['drain-skips-commit', 'owner-fence-unchecked'] as const;
 
 function seedsOf(values: { seed?: string; seeds?: string }): number[] {
   if (values.seeds !== undefined) {
@@ -41,9 +44,11 @@ function printReport(report: ChaosReport): void {
 /** The long run's summary: totals over every seed, and each violation with the seed that replays it. */
 function summarise(reports: ChaosReport[]) {
   const faults: Record<string, number> = {};
+  let writesRefused = 0;
   const operations: Record<string, Record<string, number>> = {};
   for (const report of reports) {
     for (const [fault, n] of Object.entries(report.faults)) faults[fault] = (faults[fault] ?? 0) + n;
+    writesRefused += report.writesRefused ?? 0;
     for (const [type, outcomes] of Object.entries(report.operations)) {
       for (const [outcome, n] of Object.entries(outcomes)) (operations[type] ??= {})[outcome] = (operations[type][outcome] ?? 0) + n;
     }
@@ -53,6 +58,7 @@ function summarise(reports: ChaosReport[]) {
     steps: reports[0]?.steps ?? 0,
     faults,
     operations,
+    writesRefused,
     records: reports.reduce((sum, r) => ({ orders: sum.orders + r.records.orders, clicks: sum.clicks + r.records.clicks }), { orders: 0, clicks: 0 }),
     violations: reports.flatMap((r) => r.violations.map((v) => ({ seed: r.seed, ...v }))),
     seedsWithViolations: reports.filter((r) => r.violations.length).map((r) => r.seed),
@@ -64,7 +70,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       seed: { type: 'string' }, seeds: { type: 'string' }, steps: { type: 'string' },
-      json: { type: 'boolean' }, out: { type: 'string' }, 'no-faults': { type: 'boolean' }, break: { type: 'string' },
+      json: { type: 'boolean' }, out: { type: 'string' }, 'no-faults': { type: 'boolean' }, break: { type: 'string' }, network: { type: 'boolean' },
     },
   });
   const seeds = seedsOf(values);
@@ -77,7 +83,7 @@ async function main(): Promise<void> {
   for (const seed of seeds) {
     const started = Date.now();
     // A run that could not even finish (its stack did not start, say) is a violation of its seed, not the end of a long run.
-    const report = await runChaos({ seed, steps, faults: !values['no-faults'], testBreak, log: (line) => process.stderr.write(`[chaos ${seed}] ${line}\n`) })
+    const report = await runChaos({ seed, steps, faults: !values['no-faults'], network: values.network, testBreak, log: (line) => process.stderr.write(`[chaos ${seed}] ${line}\n`) })
       .catch((error: Error): ChaosReport => ({
         seed, steps, schedule: [], faults: {}, operations: {}, records: { orders: 0, clicks: 0 },
         violations: [{ check: 'run-error', detail: error.message }], durationMs: Date.now() - started,

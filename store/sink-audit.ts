@@ -442,3 +442,55 @@ export function verifyStreamAgainstAcked(options: { databaseUrl: string; sink: s
     };
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Two live owners, as the sink sees them (issue 35 item 4)
+
+export interface SinkWriterInterleaving {
+  workload: string;
+  partition: number;
+  /** the task whose sink rows came back after another task had written there */
+  task: string;
+  /** the first offset of that return */
+  fromOffset: number;
+  /** the task that wrote in between */
+  after: string;
+}
+
+/**
+ * Each partition's sink rows, in offset order, form runs by the task that wrote them. Every run
+ * must follow an acquisition of the partition by its writer, in the ownership log's order: a task
+ * that writes again after another task took the partition, without acquiring it again, wrote while
+ * it no longer owned it (two live owners). The owner fence makes that impossible; without it (the
+ * broken build owner-fence-unchecked) a partitioned owner's late batches land between the new
+ * owner's. Reads only the database, so no agent's clock enters it.
+ */
+export async function sinkWriterInterleavings(db: Pool, options: { workload: string; sink: string }): Promise<SinkWriterInterleaving[]> {
+  const sink = quoteIdentifier(options.sink);
+  const { rows: runs } = await db.query<{ partition: number; task_id: string; first: string }>(
+    `select partition, task_id, min("offset") as first from (
+       select partition, "offset", task_id,
+              sum(case when task_id is distinct from previous then 1 else 0 end) over (partition by partition order by "offset") as run
+         from (select partition, "offset", task_id, lag(task_id) over (partition by partition order by "offset") as previous from ${sink}) marked
+     ) numbered group by partition, task_id, run order by partition, min("offset")`,
+  );
+  const { rows: acquisitions } = await db.query<{ partition: number; task_id: string }>(
+    `select partition, task_id from ${OWNERSHIP_LOG_TABLE} where workload = $1 and event = 'acquire' order by partition, id`, [options.workload],
+  );
+  const acquiredBy = new Map<number, string[]>();
+  for (const row of acquisitions) acquiredBy.set(row.partition, [...(acquiredBy.get(row.partition) ?? []), row.task_id]);
+  const found: SinkWriterInterleaving[] = [];
+  /** per partition: the index in its log of the acquisition the last run was written under, and that run's writer */
+  const under = new Map<number, { at: number; writer: string }>();
+  for (const run of runs) {
+    const log = acquiredBy.get(run.partition) ?? [];
+    const last = under.get(run.partition) ?? { at: -1, writer: '(none)' };
+    // A run follows another writer's (runs alternate by definition): its writer must be the owner of
+    // the last acquisition a run was written under (it comes back after an intruder's rows), or have
+    // acquired the partition after it.
+    const at = log[last.at] === run.task_id ? last.at : log.findIndex((task, index) => index > last.at && task === run.task_id);
+    if (at < 0) found.push({ workload: options.workload, partition: run.partition, task: run.task_id, fromOffset: Number(run.first), after: last.writer });
+    under.set(run.partition, { at: at < 0 ? last.at : at, writer: run.task_id });
+  }
+  return found;
+}

@@ -21,6 +21,8 @@ export interface BatchInput {
   records: readonly SourceRecord[];
   /** false only for the broken build that writes sink rows without advancing the offset (tests) */
   commitOffset: boolean;
+  /** false only for the broken build that skips the owner fence check (SCALEGATE_TEST_BREAK=owner-fence-unchecked, tests) */
+  checkOwner?: boolean;
   /** how long the transaction may idle (a frozen agent's row lock is then ended by the server) */
   idleTimeoutMs: number;
   /** the (simulated) work on the records, inside the transaction, once ownership is proven */
@@ -52,9 +54,9 @@ export async function commitBatch(pool: Pool, input: BatchInput): Promise<BatchO
     // own the partition, and nobody can take it until we commit or roll back.
     const ownership = await client.query<{ committed_offset: string }>(
       `select committed_offset from ${OFFSETS_TABLE}
-        where workload = $1 and partition = $2 and owner_task = $3 and owner_fence = $4
+        where workload = $1 and partition = $2 and ((owner_task = $3 and owner_fence = $4) or not $5::boolean)
         for update`,
-      [input.workload, input.partition, input.taskId, input.fence],
+      [input.workload, input.partition, input.taskId, input.fence, input.checkOwner !== false],
     );
     if (ownership.rowCount === 0) {
       await client.query('rollback');

@@ -21,6 +21,8 @@ export interface ConsumerDriverOptions {
   batchSize?: number;
   /** the broken build of SCALEGATE_TEST_BREAK=drain-skips-commit (agent/config.ts): tests only */
   drainSkipsCommit?: boolean;
+  /** the broken build of SCALEGATE_TEST_BREAK=owner-fence-unchecked (agent/config.ts): batches skip the owner fence check; tests only */
+  ownerFenceUnchecked?: boolean;
 }
 
 /** A consumer task's status: the common report plus the consumer's own gauges. */
@@ -96,7 +98,8 @@ export class ConsumerTask implements TaskHandle {
   private readonly errors: ErrorCount;
   private consecutiveErrors = 0;
   private lastError: string | null = null;
-  private readonly counts = { processed: 0, batches: 0, acquired: 0, released: 0, ownershipLost: 0, acquireDenied: 0 };
+  /** writesRefused: batches the owner fence refused (the offsets row names a newer owner): a superseded task's late writes */
+  private readonly counts = { processed: 0, batches: 0, acquired: 0, released: 0, ownershipLost: 0, acquireDenied: 0, writesRefused: 0 };
   private readonly latency = new LatencyReservoir(LATENCY_RESERVOIR_SIZE);
   private readonly rate = new RateWindow(RATE_WINDOW_MS);
   /** the offsets mirrored last, per partition, and whether a mirror is on its way */
@@ -279,7 +282,7 @@ export class ConsumerTask implements TaskHandle {
     try {
       const outcome = await commitBatch(this.pool, {
         workload: this.workload, taskId: this.taskId, incarnation: this.incarnation, sink: this.sink, partition, fence: owned.fence,
-        readFrom, records, commitOffset,
+        readFrom, records, commitOffset, checkOwner: !this.options.ownerFenceUnchecked,
         idleTimeoutMs: Math.min(this.workMs * this.options.batchSize, MAX_WORK_SLEEP_MS) + BATCH_IDLE_MARGIN_MS,
         work: async () => {
           this.inFlight = records.length;
@@ -287,6 +290,10 @@ export class ConsumerTask implements TaskHandle {
         },
       });
       if (outcome.kind === 'not-owner') {
+        // A late write of a superseded owner (recovery moved the partition while this node was
+        // partitioned): refused by the fence, nothing written. Counted, and logged for the checkers.
+        this.counts.writesRefused += 1;
+        this.ctx.log('consumer.write-refused', { taskId: this.taskId, workload: this.workload, partition, fence: owned.fence, records: records.length, from: records[0].offset });
         this.holdings.lose(partition, 'offsets row no longer names this task and fence');
         return 0;
       }

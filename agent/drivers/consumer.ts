@@ -24,6 +24,7 @@ export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriver
     pollMs: options.pollMs ?? 50,
     batchSize: options.batchSize ?? 100,
     drainSkipsCommit: options.drainSkipsCommit ?? false,
+    ownerFenceUnchecked: options.ownerFenceUnchecked ?? false,
   };
   const tasks = new Set<ConsumerTask>();
   let pool: Pool | null = null;

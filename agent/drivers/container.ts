@@ -14,7 +14,7 @@ import { DEFAULT_RESTART_POLICY, isCrashLooping, scheduleRestart, type Supervisi
 import type { PortAllocator } from '../ports';
 import { DriverError, serviceHasNoEndpoints, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart, type TaskStatus } from './driver';
 import { EngineError, type ContainerInspect, type Engine } from './engine';
-import { portKeyFor, probeHttp, probeTcp, specFingerprint, type ProbeOutcome } from './process';
+import { portKeyFor, probeHostOf, probeHttp, probeTcp, specFingerprint, type ProbeOutcome } from './process';
 import type { DrainOptions, DrainReceipt } from '../../protocol';
 import type { z } from 'zod';
 
@@ -104,8 +104,8 @@ class ContainerTask implements TaskHandle {
       const readiness = this.spec.readiness;
       let outcome: ProbeOutcome;
       if (readiness === undefined) outcome = { ready: Date.now() - began >= 200, detail: 'no readiness probe: ready once running for 200 ms' };
-      else if ('http' in readiness) outcome = await probeHttp(this.pair.public, readiness.http);
-      else outcome = await probeTcp(this.pair.public);
+      else if ('http' in readiness) outcome = await probeHttp(this.pair.public, readiness.http, probeHostOf(this.ctx));
+      else outcome = await probeTcp(this.pair.public, probeHostOf(this.ctx));
       if (this.stopping) return;
       if (outcome.broken) return this.fail(outcome.detail);
       if (outcome.ready) {

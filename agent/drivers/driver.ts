@@ -27,6 +27,8 @@ export interface DriverContext {
   databaseUrl?: string;
   /** the Kafka brokers (SCALEGATE_KAFKA_BROKERS) Kafka sources are read from */
   kafkaBrokers?: string;
+  /** the node's bind address (DESIGN.md §7): process tasks get it as BIND_HOST, their ports are drawn and probed there (default 127.0.0.1) */
+  taskBindHost?: string;
   /** stream: the address data listeners bind to, and the host peers reach them at (default 127.0.0.1) */
   dataBindHost?: string;
   dataHost?: string;

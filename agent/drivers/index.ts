@@ -1,6 +1,6 @@
 // The drivers an agent hosts, one per workload kind.
 import type { WorkloadKind } from '../../protocol';
-import type { AgentConfig } from '../config';
+import { advertisedHost, type AgentConfig } from '../config';
 import { PortAllocator } from '../ports';
 import type { DriverContext, TaskDriver } from './driver';
 import { AgentServiceSpecSchema } from '../../protocol';
@@ -28,9 +28,10 @@ function routeServices(processes: TaskDriver, containers: TaskDriver): TaskDrive
 }
 
 export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Partial<Record<WorkloadKind, TaskDriver>> {
-  // Stream data listeners bind where the agent's HTTP server does and are reached at its endpoint's host.
-  const dataHost = config.endpoint ? new URL(config.endpoint).hostname : config.host;
-  const context: DriverContext = { runtimeId: config.id, stateDir: config.stateDir, databaseUrl: config.databaseUrl, kafkaBrokers: config.kafkaBrokers, dataBindHost: config.host, dataHost, errorWindowMs: config.errorWindowMs, log,
+  // Stream data listeners and task ports bind where the agent's HTTP server does (the node's
+  // address) and are reached at the address it advertises (else its endpoint's host).
+  const dataHost = config.advertise ?? (config.endpoint ? new URL(config.endpoint).hostname.replace(/^\[(.*)\]$/, '$1') : advertisedHost(config));
+  const context: DriverContext = { runtimeId: config.id, stateDir: config.stateDir, databaseUrl: config.databaseUrl, kafkaBrokers: config.kafkaBrokers, taskBindHost: config.host, dataBindHost: config.host, dataHost, errorWindowMs: config.errorWindowMs, log,
     restartPolicy: {
       baseMs: config.restartBackoffMs, maxMs: config.restartBackoffMaxMs, healthyAfterMs: config.restartHealthyAfterMs,
       crashLoopRestarts: config.crashLoopRestarts, crashLoopWindowMs: config.crashLoopWindowMs,
@@ -41,8 +42,9 @@ export function buildDrivers(config: AgentConfig, log: DriverContext['log']): Pa
     rangeStart: config.portRangeStart,
     rangeEnd: config.portRangeEnd,
     quarantineMs: config.portQuarantineMs,
+    bindHost: config.host,
   });
   const engine = config.dockerSocket ? createEngine(config.dockerSocket) : null;
   const service = routeServices(createProcessDriver(context, ports), createContainerDriver(context, engine, ports, { bindHost: config.host }));
-  return { service, consumer: createConsumerDriver(context, { drainSkipsCommit: config.testBreak === 'drain-skips-commit' }), stream: createStreamDriver(context) };
+  return { service, consumer: createConsumerDriver(context, { drainSkipsCommit: config.testBreak === 'drain-skips-commit', ownerFenceUnchecked: config.testBreak === 'owner-fence-unchecked' }), stream: createStreamDriver(context) };
 }

@@ -26,6 +26,7 @@ import path from 'node:path';
 import { assertNever } from '../../domain/assert';
 import { AgentServiceSpecSchema, describeIssues, LATENCY_SAMPLES_REPORTED, TaskReportSchema, type PortPair, type ServiceSpec, type TaskReport, type DrainOptions } from '../../protocol';
 import type { PortAllocator } from '../ports';
+import { urlHost } from '../config';
 import { PRIVATE_FILE_MODE, writePrivateFileSync } from '../state-files';
 import { doublingDelays } from '../../lib/backoff';
 import { DEFAULT_RESTART_POLICY, describeExit, freshSupervision, isCrashLooping, scheduleRestart, type RestartPolicy, type SupervisionRecord } from '../../domain/supervision';
@@ -60,6 +61,13 @@ export const LATENCY_WINDOW_MS = 10_000;
 /** After SIGKILL the exit should follow at once; this only bounds a wait that should never be long. */
 const KILL_WAIT_MS = 5000;
 const LOOPBACK = '127.0.0.1';
+
+/** Where the agent probes its own tasks: the node's bind address (loopback for a wildcard or none). */
+export function probeHostOf(ctx: Pick<DriverContext, 'taskBindHost'>): string {
+  const host = ctx.taskBindHost;
+  if (!host || host === '0.0.0.0') return LOOPBACK;
+  return host === '::' ? '::1' : host;
+}
 /** How often the end of an adopted process (not this agent's child: no exit event) is looked for. */
 export const ADOPTED_POLL_MS = 100;
 /** The task's process record, in its folder. */
@@ -207,7 +215,7 @@ export function taskEnvironment(
   spec: Pick<ServiceSpec, 'env' | 'kafka'>,
   ports: PortPair,
   identity: { taskId: string; incarnation: string },
-  options: { agentEnvironment?: NodeJS.ProcessEnv; kafkaBrokers?: string } = {},
+  options: { agentEnvironment?: NodeJS.ProcessEnv; kafkaBrokers?: string; bindHost?: string } = {},
 ): Record<string, string> {
   const agentEnvironment = options.agentEnvironment ?? process.env;
   const base: Record<string, string> = {};
@@ -224,6 +232,8 @@ export function taskEnvironment(
     ...spec.env,
     PORT: String(ports.public),
     INTERNAL_PORT: String(ports.internal),
+    // the node's address (DESIGN.md §7): a task listens there, not on loopback, to be reached from other hosts
+    ...(options.bindHost ? { BIND_HOST: options.bindHost } : {}),
     SCALEGATE_TASK_ID: identity.taskId,
     SCALEGATE_INCARNATION: identity.incarnation,
   };
@@ -254,14 +264,14 @@ export interface ProbeOutcome {
   broken?: boolean;
 }
 
-export function probeHttp(port: number, pathname: string): Promise<ProbeOutcome> {
-  const target = `GET http://${LOOPBACK}:${port}${pathname}`;
+export function probeHttp(port: number, pathname: string, host = LOOPBACK): Promise<ProbeOutcome> {
+  const target = `GET http://${urlHost(host)}:${port}${pathname}`;
   return new Promise((resolve) => {
     let request: http.ClientRequest;
     try {
       // Throws at once for a path http will not send (e.g. one with a space): that is the task's
       // configuration, not a passing state, so the probe is broken rather than not-yet-ready.
-      request = http.get({ host: LOOPBACK, port, path: pathname, agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
+      request = http.get({ host, port, path: pathname, agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
         response.on('error', () => {}); // a reset mid-body changes nothing: the status is what counts
         response.resume();
         const status = response.statusCode ?? 0;
@@ -276,9 +286,9 @@ export function probeHttp(port: number, pathname: string): Promise<ProbeOutcome>
   });
 }
 
-export async function probeTcp(port: number): Promise<ProbeOutcome> {
-  const target = `TCP ${LOOPBACK}:${port}`;
-  const attempt = await connectTcp(LOOPBACK, port, PROBE_TIMEOUT_MS);
+export async function probeTcp(port: number, host = LOOPBACK): Promise<ProbeOutcome> {
+  const target = `TCP ${urlHost(host)}:${port}`;
+  const attempt = await connectTcp(host, port, PROBE_TIMEOUT_MS);
   if (attempt.ok) return { ready: true, detail: `readiness ${target} connected` };
   if (attempt.kind === 'invalid') return { ready: false, broken: true, detail: `readiness ${target} cannot be probed: ${attempt.message}` };
   if (attempt.kind === 'timeout') return { ready: false, detail: `readiness ${target}: no connection within ${PROBE_TIMEOUT_MS} ms` };
@@ -500,7 +510,7 @@ class ProcessTask implements TaskHandle {
         // spawn throws at once for arguments it refuses (e.g. a NUL byte); that is a failed start too.
         child = spawn(command, args, {
           cwd: folder,
-          env: taskEnvironment(this.spec, this.ports, { taskId: this.taskId, incarnation: this.incarnation }, { kafkaBrokers: this.ctx.kafkaBrokers }),
+          env: taskEnvironment(this.spec, this.ports, { taskId: this.taskId, incarnation: this.incarnation }, { kafkaBrokers: this.ctx.kafkaBrokers, bindHost: this.ctx.taskBindHost }),
           stdio: ['ignore', logFd, logFd],
           // Its own process group, so drain and close can signal every descendant at once.
           detached: true,
@@ -686,8 +696,8 @@ class ProcessTask implements TaskHandle {
       if (readiness === undefined) {
         const ready = Date.now() - spawnedAt >= NO_PROBE_SETTLE_MS;
         outcome = { ready, detail: `no readiness probe: ready once alive for ${NO_PROBE_SETTLE_MS} ms` };
-      } else if ('http' in readiness) outcome = await probeHttp(this.ports.public, readiness.http);
-      else outcome = await probeTcp(this.ports.public);
+      } else if ('http' in readiness) outcome = await probeHttp(this.ports.public, readiness.http, probeHostOf(this.ctx));
+      else outcome = await probeTcp(this.ports.public, probeHostOf(this.ctx));
       // Re-check: the process may have exited or a drain begun while the probe was in flight.
       if (this.state !== 'starting' || !this.alive) return;
       if (outcome.broken) {
@@ -713,7 +723,7 @@ class ProcessTask implements TaskHandle {
       await delay(LATENCY_PROBE_MS);
       if (this.state !== 'ready' || !this.alive) return;
       const began = performance.now();
-      const outcome = await probeHttp(this.ports.public, pathname);
+      const outcome = await probeHttp(this.ports.public, pathname, probeHostOf(this.ctx));
       if (!outcome.ready) continue;
       const now = Date.now();
       this.latencies.push({ at: now, ms: Math.round((performance.now() - began) * 10) / 10 });

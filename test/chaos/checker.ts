@@ -8,10 +8,14 @@
 //   - the stream sink counts every key as often as its source rows, shows exactly the last
 //     completed checkpoint, and checkpoints still complete (no clock left paused);
 //   - each workload's placement is its desired size (or listed unplaced with a reason) and equals
-//     its live tasks, one OS process per service task and none of a task no placement holds.
+//     its live tasks, one OS process per service task and none of a task no placement holds;
+//   - no partition of the consumer was written by two live owners, as the sink shows it (issue 35);
+//   - on the multi-host stack (network nemeses): a task a healed node revoked is one recovery moved
+//     (no longer placed), and an agent whose clock was skewed, and nothing else was done to, was
+//     not declared LOST meanwhile (leases are judged on the control plane's clock only).
 import fs from 'node:fs';
 import { duplicateTaskIds } from '../../domain/task-identity';
-import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
+import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, sinkWriterInterleavings, verifyExactlyOnce } from '../../store/sink-audit';
 import type { SharedServers } from '../support/shared-servers';
 import type { Stack } from '../support/stack';
 import { waitFor } from '../support/wait-for';
@@ -37,7 +41,18 @@ async function runningOperations(stack: Stack): Promise<string[]> {
   return running;
 }
 
-export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log: (line: string) => void): Promise<Violation[]> {
+/** A fault's window on the multi-host stack (test/chaos/run.ts NemesisWindow), in ms since the schedule's start at t0. */
+export interface FaultWindow {
+  kind: string;
+  runtime: string | null;
+  fromMs: number;
+  toMs: number | null;
+}
+
+export async function checkAfterChaos(
+  stack: Stack, _servers: SharedServers, log: (line: string) => void,
+  network?: { nemeses: readonly FaultWindow[]; t0: number; leaseTtlMs: number },
+): Promise<Violation[]> {
   const violations: Violation[] = [];
   const violate = (check: string, detail: string) => {
     log(`VIOLATION ${check}: ${detail}`);
@@ -137,6 +152,10 @@ export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log
   }
   const overlaps = await ownershipOverlaps({ databaseUrl: stack.databaseUrl, workload: CHAOS_CONSUMER });
   if (overlaps.length) violate('consumer-ownership-overlap', JSON.stringify(overlaps.slice(0, 5)));
+  // Two live owners as the sink sees them: a writer whose rows come back after another's without acquiring again.
+  const interleaved = await sinkWriterInterleavings(stack.db, { workload: CHAOS_CONSUMER, sink: CHAOS_TABLES.orders.sink });
+  if (interleaved.length) violate('consumer-two-live-owners', `${interleaved.length} run(s), e.g. ${JSON.stringify(interleaved.slice(0, 5))}`);
+  if (network) violations.push(...(await networkChecks(stack, network, violate)));
 
   // 4. The stream job: a checkpoint covers every record, the sink is exact, checkpoints go on.
   const total = (await stack.db.query<{ n: number }>(`select count(*)::int as n from ${CHAOS_TABLES.clicks.source}`)).rows[0].n;
@@ -154,6 +173,46 @@ export async function checkAfterChaos(stack: Stack, _servers: SharedServers, log
     violate('checkpoint-clock-stopped', `${CHAOS_JOB}: no checkpoint completed after ${before} within 30 s`);
   }
   return violations;
+}
+
+/** The agent events of the stack's logs (its JSON lines), with the runtime that logged them. */
+function agentEvents(logs: readonly string[], event: string): { runtime: string; fields: Record<string, any> }[] {
+  const found: { runtime: string; fields: Record<string, any> }[] = [];
+  for (const line of logs) {
+    const match = /^\[agent:([^\]]+)\] (\{.*\})$/.exec(line);
+    if (!match || !match[2]!.includes(`"event":"${event}"`)) continue;
+    try {
+      found.push({ runtime: match[1]!, fields: JSON.parse(match[2]!) });
+    } catch {
+      // a line that is not whole JSON
+    }
+  }
+  return found;
+}
+
+async function networkChecks(
+  stack: Stack, network: { nemeses: readonly FaultWindow[]; t0: number; leaseTtlMs: number }, violate: (check: string, detail: string) => void,
+): Promise<Violation[]> {
+  // A healed node stops exactly what recovery moved: every task it revoked is placed no more.
+  const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+  const placed = new Set<string>((state.workloads as any[]).flatMap((w) => (w.placement?.assignments ?? []).map((a: any) => a.taskId as string)));
+  for (const { runtime, fields } of agentEvents(stack.logs, 'revoking tasks')) {
+    for (const taskId of fields.taskIds as string[]) if (placed.has(taskId)) violate('revoked-task-still-placed', `${runtime} revoked ${taskId}, which the placement still holds (${fields.reason})`);
+  }
+  // Leases never depend on an agent's clock: a node whose clock alone was skewed is not declared LOST meanwhile.
+  const { rows: lost } = await stack.db.query<{ subject: string; at: Date }>(`select subject, at from events where type = 'runtime.lost' order by id`);
+  for (const skew of network.nemeses.filter((n) => n.kind === 'clock-skew')) {
+    const from = network.t0 + skew.fromMs;
+    const to = network.t0 + (skew.toMs ?? Date.now() - network.t0);
+    const overlaps = (n: FaultWindow) => n !== skew && n.runtime === skew.runtime && n.fromMs - network.leaseTtlMs < skew.toMs! && (n.toMs ?? Infinity) + network.leaseTtlMs > skew.fromMs;
+    if (network.nemeses.some(overlaps) || network.nemeses.some((n) => n.runtime === null && n.fromMs < skew.toMs! && (n.toMs ?? Infinity) > skew.fromMs)) continue;
+    for (const event of lost) {
+      if (event.subject === skew.runtime && event.at.getTime() >= from && event.at.getTime() <= to) {
+        violate('skewed-agent-declared-lost', `${skew.runtime} declared LOST at ${event.at.toISOString()} while only its clock was skewed (${new Date(from).toISOString()} – ${new Date(to).toISOString()})`);
+      }
+    }
+  }
+  return [];
 }
 
 /** The innermost message of a failure, with the activity that failed when there is one. */

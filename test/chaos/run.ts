@@ -13,6 +13,8 @@ import type { ServiceProcess } from '../../embedded/processes';
 import { runLoad } from '../../store/source-feed';
 import { TEST_ENV_VAR, testEnv } from '../support/env';
 import { startSharedServers, type SharedServers } from '../support/shared-servers';
+import { startHostStack, type HostStack } from '../support/host-stack';
+import { clockSkewSupportMissing, hostNetworkSupportMissing, type Cut } from '../support/hosts';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
 import { CHAOS_RUN_VAR, checkAfterChaos, leftoverProcesses, type Violation } from './checker';
@@ -65,9 +67,23 @@ export interface ChaosReport {
   operations: Record<string, Record<string, number>>;
   records: { orders: number; clicks: number };
   violations: Violation[];
+  /** on the multi-host stack: every nemesis and process fault, each with when it began and was healed (ms since the schedule started) */
+  nemeses?: NemesisWindow[];
+  /** batches a fenced (superseded) owner tried to commit, refused by the owner fence, as the agents logged them */
+  writesRefused?: number;
   durationMs: number;
   /** with a violation: the stack's last log lines (every process), kept in a file for the investigation */
   logFile?: string;
+}
+
+export interface NemesisWindow {
+  step: number;
+  kind: string;
+  /** the runtime it hit; null for the control plane's own cuts */
+  runtime: string | null;
+  fromMs: number;
+  toMs: number | null;
+  detail: string;
 }
 
 export interface ChaosOptions {
@@ -75,7 +91,9 @@ export interface ChaosOptions {
   steps: number;
   faults?: boolean;
   /** a deliberately broken build the checker must catch (agent/config.ts testBreak) */
-  testBreak?: 'drain-skips-commit';
+  testBreak?: 'drain-skips-commit' | 'owner-fence-unchecked';
+  /** each agent on a host of its own (test/support/host-stack.ts), and the network nemeses in the schedule */
+  network?: boolean;
   log?: (line: string) => void;
 }
 
@@ -84,19 +102,35 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? (() => {});
   const started = Date.now();
-  const schedule = buildSchedule(options.seed, options.steps, { faults: options.faults });
+  const schedule = buildSchedule(options.seed, options.steps, { faults: options.faults, network: options.network });
+  if (options.network) {
+    const missing = hostNetworkSupportMissing() ?? clockSkewSupportMissing();
+    if (missing) throw new Error(`a chaos run with network nemeses cannot run here: ${missing}`);
+  }
   // Servers of its own: a paused PostgreSQL or Temporal must not touch anything else running. Under
   // jest, the run's workflow bundle and stack entries (the same code) rather than bundling them again.
   const announced = process.env[TEST_ENV_VAR];
   const servers: SharedServers = await startSharedServers({ prefix: `scalegate-chaos-${options.seed}`, bundles: announced ? testEnv() : undefined });
   let stack: Stack | null = null;
+  let hosts: HostStack | null = null;
   const violations: Violation[] = [];
   try {
-    stack = await startStack({
-      apis: 2, workers: 2, leaseTtlMs: 3000,
-      ...(options.testBreak ? { env: { SCALEGATE_TEST_BREAK: options.testBreak } } : {}),
-      agents: CHAOS_AGENTS.map((id, i) => ({ id, labels: { zone: String.fromCharCode(97 + i) }, slots: 12 })),
-    });
+    if (options.network) {
+      // One zone for the three hosts: a partitioned node is one of three, not a zone's mass expiry,
+      // so the lease sweeper declares it LOST and recovery moves its work (what the fences are for).
+      hosts = await startHostStack({
+        nodes: CHAOS_AGENTS.length, ids: CHAOS_AGENTS, labels: () => ({ zone: 'h' }), slots: 12, apis: 2, workers: 2, leaseTtlMs: 3000,
+        skewableClocks: true, controlPlaneRelays: true,
+        ...(options.testBreak ? { agentEnv: () => ({ SCALEGATE_TEST_BREAK: options.testBreak }) } : {}),
+      });
+      stack = hosts.stack;
+    } else {
+      stack = await startStack({
+        apis: 2, workers: 2, leaseTtlMs: 3000,
+        ...(options.testBreak ? { env: { SCALEGATE_TEST_BREAK: options.testBreak } } : {}),
+        agents: CHAOS_AGENTS.map((id, i) => ({ id, labels: { zone: String.fromCharCode(97 + i) }, slots: 12 })),
+      });
+    }
     const s = stack;
     const definitions = chaosDefinitions(s.home);
     await defineWorkload(s, CHAOS_SERVICE, definitions[CHAOS_SERVICE], 2);
@@ -115,11 +149,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const undo: Promise<unknown>[] = [];
     const down = new Set<string>();
     const records: StepRecord[] = [];
+    const nemeses: NemesisWindow[] = [];
     const t0 = Date.now();
     for (const step of schedule) {
       const record: StepRecord = { index: step.index, step: describeStep(step), atMs: Date.now() - t0, result: '' };
       try {
-        record.result = await act(s, servers, step, { down, undo, faults });
+        record.result = await act(s, servers, step, { down, undo, faults, hosts, nemeses, t0 });
       } catch (error) {
         record.result = `error: ${(error as Error).message}`;
       }
@@ -132,7 +167,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     load.abort();
     await Promise.all(loads);
 
-    violations.push(...(await checkAfterChaos(s, servers, log)));
+    violations.push(...(await checkAfterChaos(s, servers, log, hosts ? { nemeses, t0, leaseTtlMs: 3000 } : undefined)));
     // The processes' logs live in memory with the stack: a violation keeps them for whoever investigates.
     const logFile = violations.length ? path.join(os.tmpdir(), `scalegate-chaos-seed-${options.seed}-${Date.now()}.log`) : undefined;
     if (logFile) fs.writeFileSync(logFile, `${s.logs.join('\n')}\n`);
@@ -142,15 +177,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       seed: options.seed, steps: options.steps, schedule: records, faults, operations,
       records: { orders: await counts(CHAOS_TABLES.orders.source), clicks: await counts(CHAOS_TABLES.clicks.source) },
       violations, durationMs: 0, ...(logFile ? { logFile } : {}),
+      ...(hosts ? { nemeses, writesRefused: refusedWrites(s.logs).length } : {}),
     };
-    await s.stop();
+    if (hosts) await hosts.stop();
+    else await s.stop();
     stack = null;
+    hosts = null;
     // No process of the stack is left once it stopped.
     report.violations.push(...leftoverProcesses(s.home).map((p) => ({ check: 'processes-left', detail: p })));
     report.durationMs = Date.now() - started;
     return report;
   } finally {
-    await stack?.stop().catch(() => {});
+    if (hosts) await hosts.stop().catch(() => {});
+    else await stack?.stop().catch(() => {});
     await servers.stop().catch(() => {});
     if (announced === undefined) delete process.env[TEST_ENV_VAR];
     else process.env[TEST_ENV_VAR] = announced;
@@ -161,6 +200,16 @@ interface ActContext {
   down: Set<string>;
   undo: Promise<unknown>[];
   faults: Record<string, number>;
+  /** the multi-host stack, when the run has one (the network nemeses need it) */
+  hosts: HostStack | null;
+  nemeses: NemesisWindow[];
+  t0: number;
+}
+
+/** The consumer batches a fenced owner tried to commit (agent log event consumer.write-refused), from the stack's logs. */
+export function refusedWrites(logs: readonly string[]): Record<string, unknown>[] {
+  return logs.filter((line) => line.startsWith('[agent:') && line.includes('"event":"consumer.write-refused"'))
+    .map((line) => JSON.parse(line.slice(line.indexOf(' ') + 1)) as Record<string, unknown>);
 }
 
 /** The workflow running on a workload now, if any (scale:, rescale: or replan:). */
@@ -226,23 +275,82 @@ async function act(stack: Stack, servers: SharedServers, step: ChaosStep, ctx: A
       return `retired, then ${said(await request(stack, 'PUT', `/v1/workloads/${a.workload}`, chaosDefinitions(stack.home)[a.workload]))}`;
     }
     case 'kill':
-      return fault(stack, a, ctx);
+      return fault(stack, step.index, a, ctx);
     case 'unwritable':
       return unwritableFolder(stack, a, ctx);
+    case 'partition':
+    case 'slow-link':
+    case 'clock-skew':
+    case 'cut-store':
+      return nemesis(stack, step, a, ctx);
     case 'pause': {
       const target = `server:${a.server}`;
       if (ctx.down.has(target)) return 'already paused';
       const pids = a.server === 'postgres' ? postgresPids(servers) : [servers.temporal.pid].filter((p): p is number => typeof p === 'number');
       for (const pid of pids) process.kill(pid, 'SIGSTOP');
+      const window: NemesisWindow = { step: step.index, kind: `pause ${a.server}`, runtime: null, fromMs: Date.now() - ctx.t0, toMs: null, detail: `${pids.length} process(es)` };
+      ctx.nemeses.push(window);
       ctx.down.add(target);
       ctx.faults[`pause ${a.server}`] = (ctx.faults[`pause ${a.server}`] ?? 0) + 1;
       ctx.undo.push(sleep(a.durationMs).then(() => {
         for (const pid of pids) process.kill(pid, 'SIGCONT');
+        window.toMs = Date.now() - ctx.t0;
         ctx.down.delete(target);
       }));
       return `paused ${pids.length} process(es)`;
     }
   }
+}
+
+type NetworkAction = Extract<ChaosAction, { kind: 'partition' | 'slow-link' | 'clock-skew' | 'cut-store' }>;
+
+/**
+ * A network nemesis on the multi-host stack: applied now, healed after its duration, its window
+ * recorded (when it began and when it was healed) for the report and the checker.
+ */
+function nemesis(stack: Stack, step: ChaosStep, a: NetworkAction, ctx: ActContext): string {
+  const hosts = ctx.hosts;
+  if (!hosts) return 'skipped: no multi-host stack (run with network nemeses)';
+  const runtime = a.kind === 'cut-store' ? null : CHAOS_AGENTS[a.index];
+  const target = a.kind === 'cut-store' ? `store:${a.store}` : a.kind === 'clock-skew' ? `clock:${runtime}` : `link:${runtime}`;
+  if (ctx.down.has(target)) return 'already impaired';
+  let detail: string;
+  let heal: () => void;
+  if (a.kind === 'cut-store') {
+    const relay = hosts.controlPlane![a.store];
+    relay.blackhole();
+    heal = () => relay.open();
+    detail = `the API and workers' ${a.store} connections blackholed`;
+  } else if (a.kind === 'clock-skew') {
+    // The clock has a heal of its own: a skew may overlap a cut or a slow link of the same node.
+    const node = hosts.hosts[runtime!]!;
+    hosts.network.skew(node, a.seconds);
+    heal = () => hosts.network.skew(node, 0);
+    detail = `${runtime}'s clock ${a.seconds > 0 ? '+' : ''}${a.seconds} s`;
+  } else {
+    const node = hosts.hosts[runtime!]!;
+    if (a.kind === 'partition') {
+      const cut: Cut = a.cut === 'isolate' ? { kind: 'isolate' }
+        : a.cut === 'inbound' ? { kind: 'inbound', agentPort: hosts.agentPort(runtime!) }
+          : a.cut === 'to-api' ? { kind: 'to-api', apiPort: hosts.apiPort }
+            : { kind: 'control-plane', apiPort: hosts.apiPort, agentPort: hosts.agentPort(runtime!) };
+      hosts.network.cut(node, cut);
+      detail = `${a.cut} cut of ${node.ns} (${node.address})`;
+    } else {
+      detail = `${node.ns} (${node.address}) slowed and lossy by ${hosts.network.slow(node)}`;
+    }
+    heal = () => hosts.network.heal(node);
+  }
+  const window: NemesisWindow = { step: step.index, kind: a.kind === 'partition' ? `partition ${a.cut}` : a.kind, runtime, fromMs: Date.now() - ctx.t0, toMs: null, detail };
+  ctx.nemeses.push(window);
+  ctx.down.add(target);
+  ctx.faults[window.kind] = (ctx.faults[window.kind] ?? 0) + 1;
+  ctx.undo.push(sleep(a.durationMs).then(() => {
+    heal();
+    window.toMs = Date.now() - ctx.t0;
+    ctx.down.delete(target);
+  }));
+  return detail;
 }
 
 /**
@@ -283,7 +391,7 @@ function postgresPids(servers: SharedServers): number[] {
 }
 
 /** SIGKILL (started again after the duration) or SIGSTOP (continued after it) of one process. */
-async function fault(stack: Stack, a: Extract<ChaosAction, { kind: 'kill' }>, ctx: ActContext): Promise<string> {
+async function fault(stack: Stack, stepIndex: number, a: Extract<ChaosAction, { kind: 'kill' }>, ctx: ActContext): Promise<string> {
   const target = `${a.process}:${a.index}`;
   if (ctx.down.has(target)) return 'already down';
   let victim: ServiceProcess;
@@ -292,7 +400,7 @@ async function fault(stack: Stack, a: Extract<ChaosAction, { kind: 'kill' }>, ct
     const id = CHAOS_AGENTS[a.index];
     const agent = stack.agents[id];
     victim = agent.process;
-    restart = () => stack.startAgent({ id, labels: { zone: String.fromCharCode(97 + a.index) }, slots: 12, waitReady: false });
+    restart = () => stack.startAgent({ ...(ctx.hosts?.agentSpec(id) ?? { id, labels: { zone: String.fromCharCode(97 + a.index) }, slots: 12 }), waitReady: false });
   } else if (a.process === 'worker') {
     victim = stack.workers[a.index];
     restart = async () => {
@@ -305,6 +413,8 @@ async function fault(stack: Stack, a: Extract<ChaosAction, { kind: 'kill' }>, ct
     restart = () => stack.startApi(a.index);
   }
   if (!victim || victim.child.exitCode !== null) return 'not running';
+  const window: NemesisWindow = { step: stepIndex, kind: `${a.signal} ${a.process}`, runtime: a.process === 'agent' ? CHAOS_AGENTS[a.index] : null, fromMs: Date.now() - ctx.t0, toMs: null, detail: `pid ${victim.child.pid}` };
+  ctx.nemeses.push(window);
   ctx.down.add(target);
   ctx.faults[`${a.signal} ${a.process}`] = (ctx.faults[`${a.signal} ${a.process}`] ?? 0) + 1;
   victim.kill(a.signal);
@@ -314,6 +424,7 @@ async function fault(stack: Stack, a: Extract<ChaosAction, { kind: 'kill' }>, ct
       await victim.exited;
       await restart().catch(() => {});
     }
+    window.toMs = Date.now() - ctx.t0;
     ctx.down.delete(target);
   }));
   return `${a.signal} pid ${victim.child.pid}`;

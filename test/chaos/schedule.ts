@@ -33,7 +33,20 @@ export type ChaosAction =
   | { kind: 'kill'; process: ChaosProcess; index: number; signal: 'SIGKILL' | 'SIGSTOP'; durationMs: number }
   | { kind: 'pause'; server: 'postgres' | 'temporal'; durationMs: number }
   /** an agent's state folder made unwritable (chattr +i: root too is refused), made writable again after */
-  | { kind: 'unwritable'; index: number; durationMs: number };
+  | { kind: 'unwritable'; index: number; durationMs: number }
+  // Network nemeses (issue 35), on the multi-host stack only (test/support/hosts.ts), each healed after its duration:
+  /** a node's link cut: from everything, or one way, or from the control plane only (test/support/hosts.ts Cut) */
+  | { kind: 'partition'; index: number; cut: NetworkCut; durationMs: number }
+  /** a node's link slowed and made lossy (200 ms ± 100 ms, 5 % loss) */
+  | { kind: 'slow-link'; index: number; durationMs: number }
+  /** a node's agent's wall clock skewed (libfaketime) */
+  | { kind: 'clock-skew'; index: number; seconds: number; durationMs: number }
+  /** the control plane (API, workers) cut from PostgreSQL or Temporal while the nodes run on */
+  | { kind: 'cut-store'; store: 'postgres' | 'temporal'; durationMs: number };
+
+/** isolate: both ways from everything; inbound: the control plane cannot reach the node; to-api: the node cannot reach the API; control-plane: neither reaches the other */
+export const NETWORK_CUTS = ['isolate', 'inbound', 'to-api', 'control-plane'] as const;
+export type NetworkCut = (typeof NETWORK_CUTS)[number];
 
 export interface ChaosStep {
   index: number;
@@ -69,6 +82,8 @@ function pick<T>(random: () => number, choices: Weighted<T>[]): T {
 export interface ScheduleOptions {
   /** leave out the faults (operations only) */
   faults?: boolean;
+  /** network nemeses too (the multi-host stack): they replace some of the faults, drawn from a stream of their own */
+  network?: boolean;
 }
 
 export function buildSchedule(seed: number, steps: number, options: ScheduleOptions = {}): ChaosStep[] {
@@ -97,6 +112,17 @@ export function buildSchedule(seed: number, steps: number, options: ScheduleOpti
   // The state-folder fault draws from a stream of its own, so adding it left every other step of
   // every seed as it was (the same operations, faults and gaps, with some faults replaced).
   const folders = prng(seed ^ 0x9e3779b9);
+  // So do the network nemeses: without them every seed's schedule is what it was.
+  const links = prng(seed ^ 0x85ebca6b);
+  const linkInt = (min: number, max: number) => min + Math.floor(links() * (max - min + 1));
+  const node = () => linkInt(0, CHAOS_AGENTS.length - 1);
+  const nemeses: Weighted<ChaosAction>[] = [
+    // 2-10 s: shorter and longer than the chaos lease (3 s), so some nodes are declared LOST and healed
+    [4, () => ({ kind: 'partition', index: node(), cut: NETWORK_CUTS[linkInt(0, NETWORK_CUTS.length - 1)]!, durationMs: linkInt(2_000, 10_000) })],
+    [2, () => ({ kind: 'slow-link', index: node(), durationMs: linkInt(2_000, 8_000) })],
+    [2, () => ({ kind: 'clock-skew', index: node(), seconds: links() < 0.5 ? -30 : 30, durationMs: linkInt(3_000, 10_000) })],
+    [1, () => ({ kind: 'cut-store', store: links() < 0.5 ? 'postgres' : 'temporal', durationMs: linkInt(1_000, 5_000) })],
+  ];
   const schedule: ChaosStep[] = [];
   for (let index = 0; index < steps; index++) {
     const fault = options.faults !== false && random() < 0.4;
@@ -104,6 +130,7 @@ export function buildSchedule(seed: number, steps: number, options: ScheduleOpti
     if (fault && folders() < 0.15) {
       action = { kind: 'unwritable', index: Math.floor(folders() * CHAOS_AGENTS.length), durationMs: 1_000 + Math.floor(folders() * 7_000) };
     }
+    if (fault && options.network && links() < 0.6) action = pick(links, nemeses);
     schedule.push({ index, action, gapMs: int(300, 2_500) });
   }
   return schedule;
@@ -132,5 +159,13 @@ export function describeStep(step: ChaosStep): string {
       return `pause ${a.server} for ${a.durationMs} ms`;
     case 'unwritable':
       return `state folder of agent ${a.index} unwritable for ${a.durationMs} ms`;
+    case 'partition':
+      return `partition (${a.cut}) of agent ${a.index}'s host for ${a.durationMs} ms`;
+    case 'slow-link':
+      return `slow, lossy link of agent ${a.index}'s host for ${a.durationMs} ms`;
+    case 'clock-skew':
+      return `clock of agent ${a.index} skewed ${a.seconds > 0 ? '+' : ''}${a.seconds} s for ${a.durationMs} ms`;
+    case 'cut-store':
+      return `control plane cut from ${a.store} for ${a.durationMs} ms`;
   }
 }

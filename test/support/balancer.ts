@@ -15,7 +15,7 @@ export interface Balancer {
   close(): Promise<void>;
 }
 
-export async function startBalancer(backends: string[], options: { requestTimeoutMs?: number; checkIntervalMs?: number } = {}): Promise<Balancer> {
+export async function startBalancer(backends: string[], options: { requestTimeoutMs?: number; checkIntervalMs?: number; /** where it listens (default 127.0.0.1; a multi-host stack's bridge address) */ host?: string } = {}): Promise<Balancer> {
   const healthy = backends.map(() => true);
   const requestTimeoutMs = options.requestTimeoutMs ?? 65_000;
   let next = 0;
@@ -80,13 +80,13 @@ export async function startBalancer(backends: string[], options: { requestTimeou
   const backendPorts = new Set(backends.map((backend) => Number(new URL(backend).port)));
   let port: number;
   for (;;) {
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => server.listen(0, options.host ?? '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
     if (!backendPorts.has(port)) break;
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
   return {
-    url: `http://127.0.0.1:${port}`, backends, healthy,
+    url: `http://${options.host ?? '127.0.0.1'}:${port}`, backends, healthy,
     async close() {
       clearInterval(timer);
       server.closeAllConnections();

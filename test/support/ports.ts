@@ -31,8 +31,9 @@ export interface PortRange {
 }
 
 const held = new Set<string>(); // lock files this module holds, so a release happens once
+/** Whether process `pid` still exists (one of another user counts as alive). */
 
-function isAlive(pid: number): boolean {
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -24,6 +24,10 @@ export interface AgentSpec {
   apiUrl?: string;
   /** false: return once its HTTP server answers, without waiting for it to register (default true) */
   waitReady?: boolean;
+  /** the node's address: the agent binds (and advertises) it (default 127.0.0.1; test/support/hosts.ts gives each node its own) */
+  bind?: string;
+  /** a command that execs the agent (e.g. `ip netns exec <ns>`: inside its host's network namespace) */
+  wrap?: readonly string[];
 }
 
 export interface RunningAgent {
@@ -78,6 +82,13 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
+/** `url` (a PostgreSQL URL) with its host:port replaced by `address`. */
+function withAddress(url: string, address: string): string {
+  const parsed = new URL(url);
+  parsed.host = address;
+  return parsed.toString();
+}
+
 export async function startStack(options: {
   agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv;
   /** a PostgreSQL of the file's own (one it freezes) instead of the shared one */
@@ -88,12 +99,23 @@ export async function startStack(options: {
   apis?: number;
   /** worker processes (default 1; 0 is `worker: false`) */
   workers?: number;
+  /** where the API listens and is reached (default 127.0.0.1; a multi-host stack gives its bridge's address) */
+  apiHost?: string;
+  /** "host:port" at which the agents reach PostgreSQL instead of the server's own (a relay on a multi-host stack's bridge) */
+  agentDatabaseAddress?: string;
+  /**
+   * "host:port" at which the API and workers reach PostgreSQL and Temporal instead of the servers'
+   * own (relays a chaos run blackholes: the control plane cut from a store while the nodes run on)
+   */
+  controlPlaneRoutes?: { postgres?: string; temporal?: string };
 } = {}): Promise<Stack> {
   const env = { ...testEnv(), ...(options.temporalAddress ? { temporalAddress: options.temporalAddress } : {}) };
   const { name, databaseUrl } = await createTestDatabase('t', options.postgresAdminUrl);
   const db = createPool(databaseUrl, { max: 5 });
   await migrate(db);
-  const agentDatabaseUrl = await testAgentDatabaseUrl(db, databaseUrl);
+  const directAgentDatabaseUrl = await testAgentDatabaseUrl(db, databaseUrl);
+  const agentDatabaseUrl = options.agentDatabaseAddress ? withAddress(directAgentDatabaseUrl, options.agentDatabaseAddress) : directAgentDatabaseUrl;
+  const apiHost = options.apiHost ?? '127.0.0.1';
 
   const home = fs.mkdtempSync(path.join(env.tmpDir, 'stack-'));
   const tokens: Record<Role, string> = {
@@ -107,9 +129,9 @@ export async function startStack(options: {
   const apiRange = await reservePortRange(Math.max(1, options.apis ?? 1));
   const apiPorts = Array.from({ length: Math.max(1, options.apis ?? 1) }, (_, i) => apiRange.start + i);
   // More than one API: a load balancer in front, as a deployment has; everyone talks to it.
-  const balancer = apiPorts.length > 1 ? await startBalancer(apiPorts.map((port) => `http://127.0.0.1:${port}`)) : null;
+  const balancer = apiPorts.length > 1 ? await startBalancer(apiPorts.map((port) => `http://${apiHost}:${port}`), { host: apiHost }) : null;
   const apiPort = apiPorts[0];
-  const apiUrl = balancer?.url ?? `http://127.0.0.1:${apiPort}`;
+  const apiUrl = balancer?.url ?? `http://${apiHost}:${apiPort}`;
   const taskQueue = `scalegate-${name}`;
   const logs: string[] = [];
   const output = (service: string, line: string) => {
@@ -121,10 +143,11 @@ export async function startStack(options: {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     SCALEGATE_HOME: home,
-    DATABASE_URL: databaseUrl,
-    TEMPORAL_ADDRESS: env.temporalAddress,
+    DATABASE_URL: options.controlPlaneRoutes?.postgres ? withAddress(databaseUrl, options.controlPlaneRoutes.postgres) : databaseUrl,
+    TEMPORAL_ADDRESS: options.controlPlaneRoutes?.temporal ?? env.temporalAddress,
     SCALEGATE_TASK_QUEUE: taskQueue,
     SCALEGATE_API_PORT: String(apiPort),
+    SCALEGATE_API_HOST: apiHost,
     SCALEGATE_API_URL: apiUrl,
     SCALEGATE_LEASE_TTL_MS: String(options.leaseTtlMs ?? 3000),
     SCALEGATE_WORKFLOW_BUNDLE: env.workflowBundlePath,
@@ -142,8 +165,8 @@ export async function startStack(options: {
     service.startsWith('api')
       ? { SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer }
       : service.startsWith('agent') ? { SCALEGATE_AGENT_TOKEN: tokens.agent } : {};
-  const launch = (service: string, entry: string, args: string[] = [], extraEnv: NodeJS.ProcessEnv = {}) => {
-    const p = spawnService({ name: service, entry, script: env.entryScripts[entry], args, env: { ...childEnv, ...secretsOf(service), ...extraEnv }, output });
+  const launch = (service: string, entry: string, args: string[] = [], extraEnv: NodeJS.ProcessEnv = {}, wrap?: readonly string[]) => {
+    const p = spawnService({ name: service, entry, script: env.entryScripts[entry], args, env: { ...childEnv, ...secretsOf(service), ...extraEnv }, output, wrap });
     processes.push(p);
     return p;
   };
@@ -152,7 +175,7 @@ export async function startStack(options: {
   const startApi = async (index: number) => {
     const api = launch(apiPorts.length > 1 ? `api-${index}` : 'api', 'api/main.ts', [], { SCALEGATE_API_PORT: String(apiPorts[index]) });
     apis[index] = api;
-    await waitForHttp(`http://127.0.0.1:${apiPorts[index]}/healthz`, 60_000, () => api.child.exitCode === null);
+    await waitForHttp(`http://${apiHost}:${apiPorts[index]}/healthz`, 60_000, () => api.child.exitCode === null);
     return api;
   };
   try {
@@ -209,10 +232,11 @@ export async function startStack(options: {
     const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
     const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', spec.apiUrl ?? apiUrl, '--slots', String(spec.slots ?? 4)];
     if (labels) args.push('--labels', labels);
+    if (spec.bind) args.push('--bind', spec.bind);
     // Its process tasks draw ports from a block reserved for this agent id (test/support/ports.ts).
     args.push('--port-range', (portRanges[spec.id] ??= await reservePortRange()).label);
-    const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, { DATABASE_URL: agentDatabaseUrl, ...spec.env });
-    const agent = { id: spec.id, port, url: `http://127.0.0.1:${port}`, stateDir, process: agentProcess };
+    const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, { DATABASE_URL: agentDatabaseUrl, ...spec.env }, spec.wrap);
+    const agent = { id: spec.id, port, url: `http://${spec.bind ?? '127.0.0.1'}:${port}`, stateDir, process: agentProcess };
     agents[spec.id] = agent;
     const exited = () => {
       if (agentProcess.child.exitCode !== null) throw new GiveUp(`agent ${spec.id} exited\n${logs.slice(-20).join('\n')}`);

@@ -31,3 +31,20 @@ test('prng: the same stream for the same seed, in [0, 1)', () => {
   expect(values.every((v) => v >= 0 && v < 1)).toBe(true);
   expect(new Set(values).size).toBeGreaterThan(990);
 });
+
+test('network nemeses (issue 35) replace some faults, from a stream of their own: every other step of a seed is what it was', () => {
+  const plain = buildSchedule(5, 400);
+  const networked = buildSchedule(5, 400, { network: true });
+  const networkKinds = ['partition', 'slow-link', 'clock-skew', 'cut-store'];
+  expect(plain.some((s) => networkKinds.includes(s.action.kind))).toBe(false);
+  const replaced = networked.filter((s) => networkKinds.includes(s.action.kind));
+  expect(new Set(replaced.map((s) => s.action.kind))).toEqual(new Set(networkKinds));
+  expect(new Set(replaced.flatMap((s) => (s.action.kind === 'partition' ? [s.action.cut] : [])))).toEqual(new Set(['isolate', 'inbound', 'to-api', 'control-plane']));
+  networked.forEach((step, i) => {
+    expect(step.gapMs).toBe(plain[i]!.gapMs);
+    if (!networkKinds.includes(step.action.kind)) expect(step).toEqual(plain[i]);
+    else expect(['kill', 'pause', 'unwritable']).toContain(plain[i]!.action.kind);
+    if (step.action.kind === 'clock-skew') expect([30, -30]).toContain(step.action.seconds);
+    if (networkKinds.includes(step.action.kind)) expect(describeStep(step)).toMatch(/ms$/);
+  });
+});
