@@ -77,11 +77,15 @@ export async function topicPartitionCount(admin: Admin, topic: string): Promise<
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
     return metadata.topics[0]?.partitions.length ?? 0;
   } catch (error) {
-    // KafkaJS may wrap it once its retries ran out
-    const failure = error as { type?: string; originalError?: { type?: string } };
-    if ((failure.type ?? failure.originalError?.type) === 'UNKNOWN_TOPIC_OR_PARTITION') return 0;
+    if (isUnknownTopic(error)) return 0;
     throw error;
   }
+}
+
+/** The broker does not (yet) know the topic or partition (KafkaJS may wrap it once its retries ran out). */
+export function isUnknownTopic(error: unknown): boolean {
+  const failure = error as { type?: string; originalError?: { type?: string } };
+  return (failure.type ?? failure.originalError?.type) === 'UNKNOWN_TOPIC_OR_PARTITION';
 }
 
 /** Kafka metadata read from the broker on each call (one short-lived admin connection). */

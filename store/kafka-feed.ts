@@ -3,7 +3,8 @@
 // acked, not against what was meant to be sent. Keys and the key → partition mapping are the table
 // feed's (source-feed.ts), so the same load reads the same either way. Tests and benches call it.
 import { Partitioners, type Admin } from 'kafkajs';
-import { kafkaClient, topicPartitionCount } from '../lib/kafka';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isUnknownTopic, kafkaClient, topicPartitionCount } from '../lib/kafka';
 import { runPaced, type PacedLoad } from './source-feed';
 
 export interface KafkaLoadOptions extends PacedLoad {
@@ -25,9 +26,18 @@ export interface KafkaLoadResult {
 }
 
 /** Creates the topic with `partitions` partitions unless it exists (then its count must agree). */
-export async function ensureTopic(admin: Admin, topic: string, partitions: number): Promise<void> {
-  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true });
-  const count = await topicPartitionCount(admin, topic);
+export async function ensureTopic(admin: Admin, topic: string, partitions: number, timeoutMs = 30_000): Promise<void> {
+  // A broker that just started (KRaft, on a loaded machine) may answer a new topic's metadata as
+  // unknown until the topic reaches its metadata cache: created, then read again until it is there.
+  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true }).catch((error: unknown) => {
+    if (!isUnknownTopic(error)) throw error;
+  });
+  const deadline = Date.now() + timeoutMs;
+  let count = await topicPartitionCount(admin, topic);
+  while (count === 0 && Date.now() < deadline) {
+    await sleep(200);
+    count = await topicPartitionCount(admin, topic);
+  }
   if (count !== partitions) throw new Error(`topic ${topic} has ${count} partitions, not ${partitions}`);
 }
 
