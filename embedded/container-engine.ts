@@ -35,7 +35,8 @@ export interface RunningEngine {
   stop(): Promise<void>;
 }
 
-async function waitUntil(what: string, timeoutMs: number, ready: () => Promise<boolean>, alive: () => boolean): Promise<void> {
+/** Polls `ready` (growing pauses up to 500 ms) until it answers true, the process died, or the time is up. */
+export async function waitUntil(what: string, timeoutMs: number, ready: () => Promise<boolean>, alive: () => boolean): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (let pause = 20; ; pause = Math.min(500, pause * 2)) {
     if (await ready().catch(() => false)) return;
@@ -61,29 +62,44 @@ export async function startContainerEngine(options: { dir: string; ownProcessGro
   // unix socket paths are short (108 bytes): the socket gets a short name in the folder
   const socketPath = path.join(dir, 'd.sock');
   await stopLeftEngine(dir, socketPath, options.log);
-  const child: ChildProcess = spawn('dockerd', [
+  const args = [
     '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'), '--pidfile', path.join(dir, 'dockerd.pid'),
     '-H', `unix://${socketPath}`, '--bridge=none', '--iptables=false', '--ip6tables=false', '--ip-masq=false',
-  ], { stdio: ['ignore', 'pipe', 'pipe'], detached: options.ownProcessGroup ?? false });
-  const out = logTo(path.join(dir, 'dockerd.log'));
+  ];
+  const started = Date.now();
+  const running = await spawnEngine({ name: 'dockerd', program: 'dockerd', args, socketPath, logFile: path.join(dir, 'dockerd.log'), readyMs: ENGINE_READY_MS, detached: options.ownProcessGroup });
+  options.log?.(`docker engine ready in ${Date.now() - started} ms on unix://${socketPath}`);
+  return running;
+}
+
+/**
+ * Spawns an engine's daemon (dockerd, `podman system service`) with its output in `logFile`, and
+ * resolves once its API answers on `socketPath` (else stops it and throws naming the log). Its
+ * stop() removes every container and workload network first, then stops the daemon.
+ */
+export async function spawnEngine(options: {
+  name: string; program: string; args: string[]; socketPath: string; logFile: string; readyMs: number;
+  env?: NodeJS.ProcessEnv; detached?: boolean; afterStop?: () => Promise<void>;
+}): Promise<RunningEngine> {
+  const child: ChildProcess = spawn(options.program, options.args, { env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
+  const out = logTo(options.logFile);
   child.stdout?.pipe(out);
   child.stderr?.pipe(out);
   let exited = false;
   child.on('exit', () => { exited = true; });
-  const engine = createEngine(socketPath);
-  const started = Date.now();
-  await waitUntil('dockerd', ENGINE_READY_MS, async () => { await engine.ping(); return true; }, () => !exited).catch(async (error: unknown) => {
+  const engine = createEngine(options.socketPath);
+  await waitUntil(options.name, options.readyMs, async () => { await engine.ping(); return true; }, () => !exited).catch(async (error: unknown) => {
     await stopChild(child, 5_000);
     out.end();
-    throw new Error(`${(error as Error).message} (its log: ${path.join(dir, 'dockerd.log')})`);
+    throw new Error(`${(error as Error).message} (its log: ${options.logFile})`);
   });
-  options.log?.(`docker engine ready in ${Date.now() - started} ms on unix://${socketPath}`);
   return {
-    socketPath, address: `unix://${socketPath}`, engine,
+    socketPath: options.socketPath, address: `unix://${options.socketPath}`, engine,
     async stop() {
       if (!exited) await clearEngine(engine);
       await stopChild(child, 15_000);
       out.end();
+      await options.afterStop?.();
     },
   };
 }
@@ -92,7 +108,7 @@ export async function startContainerEngine(options: { dir: string; ownProcessGro
  * Removes every container, then the workload networks: stopped with containers, dockerd would give
  * each its 10 s stop timeout, and it leaves a network's bridge interface behind when it exits.
  */
-async function clearEngine(engine: Engine): Promise<void> {
+export async function clearEngine(engine: Engine): Promise<void> {
   const containers = await engine.list({}).catch(() => []);
   await Promise.all(containers.map((c) => engine.remove(c.Id).catch(() => undefined)));
   await engine.removeNetworks().catch(() => undefined);
@@ -197,7 +213,7 @@ export async function buildBusyboxImage(options: { engine: RunningEngine; regist
 }
 
 /** Runs a program to its end; answers its output, or throws with it when the exit is not 0. */
-function run(program: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+export function run(program: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(program, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';

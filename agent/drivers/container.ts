@@ -54,7 +54,7 @@ class ContainerTask implements TaskHandle {
   private state: TaskStatus['state'] = 'starting';
   private detail: string | undefined;
   private stopping = false;
-  private cpuSample: { total: number; system: number } | null = null;
+  private cpuSample: { total: number; atMs: number } | null = null;
   private usage: { cpuPercent?: number; memoryBytes?: number } = {};
   /** supervision (DESIGN.md §3, domain/supervision.ts): restarts with backoff, as the process driver's */
   private supervision: SupervisionRecord = freshSupervision();
@@ -180,12 +180,11 @@ class ContainerTask implements TaskHandle {
     const stats = await this.engine.stats(this.containerId).catch(() => null);
     if (!stats) return;
     const total = stats.cpu_stats.cpu_usage.total_usage;
-    const system = stats.cpu_stats.system_cpu_usage ?? 0;
-    const cpus = stats.cpu_stats.online_cpus ?? 1;
-    if (this.cpuSample && system > this.cpuSample.system) {
-      this.usage.cpuPercent = Math.round(((total - this.cpuSample.total) / (system - this.cpuSample.system)) * cpus * 1000) / 10;
+    const atMs = sampledAtMs(stats.read);
+    if (this.cpuSample && atMs > this.cpuSample.atMs) {
+      this.usage.cpuPercent = cpuPercentBetween(this.cpuSample, { total, atMs });
     }
-    this.cpuSample = { total, system };
+    this.cpuSample = { total, atMs };
     if (stats.memory_stats.usage !== undefined) this.usage.memoryBytes = stats.memory_stats.usage;
   }
 
@@ -237,6 +236,22 @@ class ContainerTask implements TaskHandle {
   }
 }
 
+/** When the engine took a stats sample, in ms; now when its `read` says nothing usable (a zero time). */
+function sampledAtMs(read: string | undefined): number {
+  const at = read === undefined ? Number.NaN : Date.parse(read);
+  return Number.isFinite(at) && at > 0 ? at : Date.now();
+}
+
+/**
+ * A container's CPU use between two stats samples, in percent of one CPU (200 = two CPUs busy):
+ * its CPU time (ns) over the wall time between the samples. dockerd's own formula divides by the
+ * host's CPU time (system_cpu_usage, all CPUs, idle included) times online_cpus, which comes to the
+ * same; podman's system_cpu_usage counts only the host's busy time, so the wall clock serves both.
+ */
+export function cpuPercentBetween(before: { total: number; atMs: number }, after: { total: number; atMs: number }): number {
+  return Math.round(((after.total - before.total) / ((after.atMs - before.atMs) * 1e6)) * 1000) / 10;
+}
+
 function exitDetail(inspected: ContainerInspect): string {
   const state = inspected.State;
   const why = state.OOMKilled ? ' (killed: over its memory limit)' : state.Error ? ` (${state.Error})` : '';
@@ -269,7 +284,9 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
    */
   const launcher = (task: TaskStart, spec: ServiceSpec & { image: string }, fingerprint: string, pair: { public: number; internal: number }): Launch => async () => {
     const incarnation = randomUUID();
-    await engine!.ensureNetwork(WORKLOAD_NETWORK);
+    const network = await engine!.ensureNetwork(WORKLOAD_NETWORK);
+    // podman's warning says it keeps inter-container communication on (docs/security.md)
+    if (network.created) ctx.log('workload-network-created', { network: WORKLOAD_NETWORK, warnings: network.warnings });
     const containerId = await engine!.create({
       name: containerNameFor(ctx.runtimeId, task.taskId),
       image: spec.image,

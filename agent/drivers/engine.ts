@@ -1,7 +1,10 @@
-// The Docker Engine API (v1.41: Debian's dockerd 20.10, and podman's compatible socket) over its
+// The Docker Engine API (v1.41: Debian's dockerd 20.10, and podman 4.3's compatible socket) over its
 // unix socket, through node:http: the dozen calls the container driver makes, typed, each bounded
 // in time. No client library: dockerode would add docker-modem and ssh2 (with an optional native
-// build) for calls that are one HTTP request each; see docs/architecture.md.
+// build) for calls that are one HTTP request each; see docs/architecture.md. Where podman answers
+// otherwise than dockerd, the call takes both (test/component/podman-driver.test.ts): a network
+// that exists already is its 500, not a 409, and its stats' system_cpu_usage is the host's busy
+// CPU time (cgroup v1 cpuacct.usage), not all CPU time, so CPU use is measured against `read`.
 import http from 'node:http';
 
 export const ENGINE_API_VERSION = 'v1.41';
@@ -39,6 +42,8 @@ export interface ContainerInspect {
 }
 
 export interface ContainerStats {
+  /** when the engine took the sample (RFC 3339, nanoseconds); both engines give it */
+  read: string;
   cpu_stats: { cpu_usage: { total_usage: number }; system_cpu_usage?: number; online_cpus?: number };
   memory_stats: { usage?: number; limit?: number };
 }
@@ -63,8 +68,12 @@ export interface Engine {
   imageId(ref: string): Promise<string | null>;
   /** pulls `ref` (a repository@digest or repository:tag); throws EngineError with the registry's word when it cannot */
   pull(ref: string): Promise<void>;
-  /** creates a bridge network unless it exists; inter-container communication off */
-  ensureNetwork(name: string): Promise<void>;
+  /**
+   * creates a bridge network unless it exists, asking for inter-container communication off;
+   * answers whether this call created it and the engine's warnings (podman: the ICC option is not
+   * a recognized option)
+   */
+  ensureNetwork(name: string): Promise<{ created: boolean; warnings: string[] }>;
   /** removes the networks ensureNetwork created (with their bridge interfaces) */
   removeNetworks(): Promise<void>;
   create(spec: ContainerCreate): Promise<string>;
@@ -150,24 +159,38 @@ export function createEngine(socketPath: string): Engine {
       }
     },
     async ensureNetwork(name) {
-      const existing = await call('GET', `/networks/${encodeURIComponent(name)}`, undefined, { allow: [404] });
-      if (existing.status !== 404) return;
-      const created = await call('POST', '/networks/create', {
-        Name: name, Driver: 'bridge', CheckDuplicate: true,
-        Options: { 'com.docker.network.bridge.enable_icc': 'false' },
-        Labels: { 'io.scalegate.network': 'workloads' },
-      }, { allow: [409] }); // another agent on this engine created it meanwhile
-      if (created.status === 409) return;
+      const exists = async () => (await call('GET', `/networks/${encodeURIComponent(name)}`, undefined, { allow: [404] })).status !== 404;
+      const none = { created: false, warnings: [] };
+      if (await exists()) return none;
+      let created: Answer;
+      try {
+        created = await call('POST', '/networks/create', {
+          Name: name, Driver: 'bridge', CheckDuplicate: true,
+          Options: { 'com.docker.network.bridge.enable_icc': 'false' },
+          Labels: { 'io.scalegate.network': 'workloads' },
+        });
+      } catch (error) {
+        // Another agent on this engine created it meanwhile: dockerd answers 409, podman 500
+        // ("network already exists"). Whatever the status, the network being there now is success.
+        if (error instanceof EngineError && (await exists())) return none;
+        throw error;
+      }
+      const body = json<{ Id: string; Warning?: string }>(created);
+      const result = { created: true, warnings: body.Warning ? [body.Warning] : [] };
       // The engine's duplicate check is not atomic: agents that create it at once may each get a
       // network of that name, and the name is then ambiguous to every later create (rollout.test's
       // first 3-replica placement on three agents of one engine). The first created stays; a twin
       // created after it removes itself (each creator sorts the same list the same way).
-      const ours = json<{ Id: string }>(created).Id;
+      const ours = body.Id;
       const filters = encodeURIComponent(JSON.stringify({ name: [name] }));
       const twins = json<{ Id: string; Name: string; Created: string }[]>(await call('GET', `/networks?filters=${filters}`))
         .filter((network) => network.Name === name)
         .sort((a, b) => a.Created.localeCompare(b.Created) || a.Id.localeCompare(b.Id));
-      if (twins.length > 1 && twins[0].Id !== ours) await call('DELETE', `/networks/${ours}`, undefined, { allow: [404] });
+      if (twins.length > 1 && twins[0].Id !== ours) {
+        await call('DELETE', `/networks/${ours}`, undefined, { allow: [404] });
+        return none;
+      }
+      return result;
     },
     async removeNetworks() {
       const filters = encodeURIComponent(JSON.stringify({ label: ['io.scalegate.network=workloads'] }));
