@@ -120,10 +120,12 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
     const body = (await state.json()) as any;
     const web = body.workloads.find((w: { name: string }) => w.name === 'web');
     expect(web).toMatchObject({ status: 'degraded', ready: 0 });
+    // each replica's revision: what it runs, as its placement write recorded it (rollouts, DESIGN.md §3)
+    const REVISION = expect.stringMatching(/^r-[0-9a-f]{12}$/);
     expect(web.tasks).toEqual([
-      { taskId: 'web-0', runtimeId: 'rt-a', index: 0, state: 'restarting', restarts: 6, crashLooping: true, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt },
+      { taskId: 'web-0', runtimeId: 'rt-a', index: 0, state: 'restarting', restarts: 6, crashLooping: true, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt, revision: REVISION },
       // rt-b never reported: nothing is known of its task
-      { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false, lastExit: null, nextRestartAt: null },
+      { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false, lastExit: null, nextRestartAt: null, revision: REVISION },
     ]);
     expect(body.crashLooping).toEqual([expect.objectContaining({
       workload: 'web', taskId: 'web-0', runtimeId: 'rt-a', restarts: 6,

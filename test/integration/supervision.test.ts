@@ -72,7 +72,7 @@ it('a SIGKILLed service replica is restarted on its port: restarts 1 in the agen
   expect(cli.code).toBe(0);
   const line = cli.stdout.split('\n').find((l) => l.includes(task.taskId));
   expect(line).toBeDefined();
-  expect(line!.trim().split(/\s+/)).toEqual(['sup-web', task.taskId, task.runtimeId, 'ready', '1', 'no']);
+  expect(line!.trim().split(/\s+/)).toEqual(['sup-web', task.taskId, task.runtimeId, 'ready', '1', 'no', expect.stringMatching(/^r-[0-9a-f]{12}$/)]);
 
   const metrics = (await stack.api('GET', '/metrics', { role: null })).body as string;
   expect(metrics).toMatch(/^scalegate_task_restarts\{workload="sup-web"\} 1$/m);
