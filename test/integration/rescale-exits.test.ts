@@ -66,9 +66,16 @@ describe('rescaleOperator exits', () => {
       continued = true;
     };
     try {
-      const held = await stack.waitFor('a checkpoint triggered after the stop (held in flight)', async () => {
+      // Held: one checkpoint stays in flight across polls a second apart (at a 300 ms interval an
+      // unheld one completes within that). It may be the one in flight when the agent stopped
+      // (triggeredBefore, before its ack reached the coordinator): the coordinator triggers no other
+      // while it waits, so requiring a later id waited forever (CI, 01220c8's clean clone).
+      let seen: { id: number; since: number } | null = null;
+      const held = await stack.waitFor('a checkpoint held in flight by the stop', async () => {
         const inFlight = await checkpoints().checkpointInFlight(JOB);
-        return inFlight && inFlight.id > triggeredBefore ? inFlight.id : null;
+        if (!inFlight || inFlight.id < triggeredBefore) return (seen = null);
+        if (seen?.id !== inFlight.id) seen = { id: inFlight.id, since: Date.now() };
+        return Date.now() - seen.since >= 1_000 ? inFlight.id : null;
       });
       const handle = await stack.temporal.workflow.start(rescaleOperator, {
         taskQueue: stack.taskQueue, workflowId: `rescale:${JOB}`, args: [{ job: JOB, operator: 'agg', parallelism: 4, reason: 'test: cancel at once' }],
