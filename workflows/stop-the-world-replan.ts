@@ -13,13 +13,16 @@ const store = proxyActivities<Activities>(profiles.storeWrite);
 const long = proxyActivities<Activities>(profiles.longDrain);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
+/** The longest reason a replan takes (its input schema's bound). */
+export const REPLAN_REASON_MAX = 500;
+
 export const ReplanInputSchema = z.object({
   workload: WorkloadName,
   /** the size to replan at; a stream job's operators scale proportionally to it (default: as defined) */
   replicas: Replicas.optional(),
   /** stream jobs: the parallelism of some operators, by operator id (the others keep theirs) */
   parallelism: z.record(z.string().max(63), z.int().min(1).max(32768)).optional(),
-  reason: z.string().min(1).max(500),
+  reason: z.string().min(1).max(REPLAN_REASON_MAX),
   /** the workflow whose abort led here */
   cause: z.string().max(300).optional(),
   convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
@@ -230,9 +233,12 @@ export async function compensate(
   options: { onRunning?: 'wait' | 'throw' } = {},
 ): Promise<PlacementOutcome> {
   const size = parallelism ? JSON.stringify(parallelism) : String(replicas);
+  // A compensation's reason may name many rows (every partition a receipts row failed on): the
+  // replan takes its first REPLAN_REASON_MAX characters, the compensated operation keeps all of it.
+  const reasonTaken = reason.length > REPLAN_REASON_MAX ? `${reason.slice(0, REPLAN_REASON_MAX - 1)}…` : reason;
   const start = () => executeChild(stopTheWorldReplan, {
     workflowId: `replan:${workload}`,
-    args: [{ workload, replicas, reason, cause: workflowInfo().workflowId, convergeTimeoutMs, ...(parallelism ? { parallelism } : {}) }],
+    args: [{ workload, replicas, reason: reasonTaken, cause: workflowInfo().workflowId, convergeTimeoutMs, ...(parallelism ? { parallelism } : {}) }],
     staticSummary: `replan ${workload} → ${size} (${reason.slice(0, 80)})`,
     workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
   });

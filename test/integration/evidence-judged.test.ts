@@ -39,7 +39,7 @@ describe('a scale-in whose drain skipped its commit', () => {
 
     const operation = await scaleAndWait(stack, 'leaky', { replicas: 2, drainTimeoutMs: 30_000 }, 'scaleIn');
     // a scale-in that ended before its drain (refused by a gate on a loaded machine) says why
-    if (!operation.scaleIn) throw new Error(`the scale-in never drained: ${JSON.stringify({ status: operation.status, phase: operation.phase, error: operation.error, gates: operation.gates?.rows?.filter((r: { passed: boolean }) => !r.passed) })}`);
+    if (!operation.scaleIn) throw new Error(`the scale-in never drained: ${JSON.stringify({ status: operation.status, phase: operation.phase, failure: operation.failure, compensation: operation.compensation, gates: operation.gates?.rows?.filter((r: { passed: boolean }) => !r.passed) })}`);
     const victims = operation.scaleIn.victims as { taskId: string; partitions: number[] }[];
     expect(victims).toHaveLength(1);
     const receipts = operation.evidence.comparison.rows.find((row: { check: string }) => row.check === 'destination receipts');
