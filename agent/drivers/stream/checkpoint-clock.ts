@@ -10,6 +10,8 @@ export class CheckpointClock {
   private paused = false;
   private lastTriggered = 0;
   private inFlight: number | null = null;
+  /** The clock's own trigger while its INSERT runs: a pause that lands meanwhile waits for it (see command). */
+  private triggering: Promise<void> | null = null;
 
   constructor(
     private readonly state: JobState,
@@ -32,11 +34,13 @@ export class CheckpointClock {
           continue;
         }
         if (this.paused || Date.now() - lastTriggerAt < this.intervalMs()) continue;
-        const id = await this.state.trigger(this.generation);
-        if (id === null) throw new SupersededError(`job ${this.job} moved past generation ${this.generation}`);
+        this.triggering = this.triggerNext();
+        try {
+          await this.triggering;
+        } finally {
+          this.triggering = null;
+        }
         lastTriggerAt = Date.now();
-        this.lastTriggered = id;
-        this.inFlight = id;
       } catch (error) {
         if (error instanceof SupersededError) throw error;
         this.onError(error);
@@ -44,9 +48,21 @@ export class CheckpointClock {
     }
   }
 
-  /** Pauses or resumes; `trigger` triggers that checkpoint id now, paused or not (a cutover barrier C). */
+  private async triggerNext(): Promise<void> {
+    const id = await this.state.trigger(this.generation);
+    if (id === null) throw new SupersededError(`job ${this.job} moved past generation ${this.generation}`);
+    this.lastTriggered = id;
+    this.inFlight = id;
+  }
+
+  /**
+   * Pauses or resumes; `trigger` triggers that checkpoint id now, paused or not (a cutover barrier C).
+   * A pause answers only after a trigger the clock had already begun has landed, so "paused, nothing
+   * in flight" means no checkpoint id is taken behind the caller's back (the rescale's C is the next id).
+   */
   async command(command: CheckpointClockCommand): Promise<CheckpointClockAnswer> {
     this.paused = command.state === 'paused';
+    if (this.paused) await this.triggering?.catch(() => undefined);
     if (command.trigger !== undefined && this.lastTriggered !== command.trigger) {
       if (this.inFlight !== null) throw new Error(`checkpoint ${this.inFlight} is in flight; trigger ${command.trigger} once it completed`);
       const id = await this.state.trigger(this.generation, command.trigger);
