@@ -64,18 +64,26 @@ async function bodyText(): Promise<string> {
   return texts.join('\n');
 }
 
-/** Reloads `url` until `text` shows on the page (the UI reads Temporal as it changes), then screenshots it. */
-async function openUntil(url: string, text: string | RegExp, screenshot: string): Promise<string> {
+/**
+ * Reads `url` until every one of `expected` shows on the page, then screenshots it; fails naming
+ * the ones that never showed. The UI is a single-page app that renders after its data fetches and
+ * reads Temporal as it changes: the page text is read every 250 ms, the page reloaded every 3 s.
+ */
+async function openUntil(url: string, expected: (string | RegExp)[], screenshot: string): Promise<string> {
   let last = '';
-  await stack.waitFor(`${JSON.stringify(String(text))} on ${url}`, async () => {
+  let loadedAt = 0;
+  const missing = () => expected.filter((e) => (typeof e === 'string' ? !last.includes(e) : !e.test(last)));
+  await stack.waitFor(`${expected.map(String).join(', ')} on ${url}`, async () => {
     if (page.url() !== url) await page.goto(url, { waitUntil: 'domcontentloaded' });
-    else await page.reload({ waitUntil: 'domcontentloaded' });
-    // The UI is a single-page app: give its data fetches a moment to render before reading.
-    await page.getByText('Workflow Type').first().waitFor({ state: 'visible', timeout: 10_000 }).catch(() => {});
-    await page.waitForLoadState('networkidle', { timeout: 5_000 }).catch(() => {});
+    else if (Date.now() - loadedAt >= 3_000) await page.reload({ waitUntil: 'domcontentloaded' });
+    else {
+      last = await bodyText();
+      return missing().length === 0;
+    }
+    loadedAt = Date.now();
     last = await bodyText();
-    return typeof text === 'string' ? last.includes(text) : text.test(last);
-  }, { timeoutMs: 60_000, intervalMs: 250, context: () => `page text:\n${last.slice(0, 3000)}` });
+    return missing().length === 0;
+  }, { timeoutMs: 60_000, intervalMs: 250, context: () => `never shown: ${missing().map(String).join(', ')}\npage text:\n${last.slice(0, 3000)}` });
   await page.screenshot({ path: path.join(ARTIFACTS, screenshot), fullPage: true });
   return last;
 }
@@ -94,27 +102,23 @@ it('shows a running scale-out: summary, ScalegatePhase, the soak timer, and the 
   await stack.waitFor('the scale-out soaking', async () => (await stack.api('GET', `/v1/operations/${encodeURIComponent(workflowId)}`, { role: 'viewer' })).body.phase === 'soaking');
 
   // The workflow page: its type and the event history with the activities' and the soak timer's summaries.
-  const history = await openUntil(`${workflowUrl}/history`, 'soak 45 s', 'web-ui-history.png');
-  expect(history).toContain('scaleOut');
-  expect(history).toMatch(/startTasks\s*•\s*start 2 task\(s\) on agent-a, agent-b/);
-  expect(history).toMatch(/awaitTasksReady\s*•\s*converge: await 1 task\(s\) ready/);
+  await openUntil(`${workflowUrl}/history`, [
+    'soak 45 s', 'scaleOut', /startTasks\s*•\s*start 2 task\(s\) on agent-a, agent-b/, /awaitTasksReady\s*•\s*converge: await 1 task\(s\) ready/,
+  ], 'web-ui-history.png');
 
   // Its summary (the static summary the API set) and current details (the phase), under User Metadata.
-  const metadata = await openUntil(`${workflowUrl}/user-metadata`, `scale ${name} 1 → 2`, 'web-ui-user-metadata.png');
-  expect(metadata).toContain(`scale ${name} 1 → 2: soaking`); // current details: "<summary>: **<phase>**"
+  // current details: "<summary>: **<phase>**"
+  await openUntil(`${workflowUrl}/user-metadata`, [`scale ${name} 1 → 2`, `scale ${name} 1 → 2: soaking`], 'web-ui-user-metadata.png');
 
   // Its search attributes: ScalegatePhase is the phase the workflow is in, ScalegateWorkload its workload.
-  const attributes = await openUntil(`${workflowUrl}/search-attributes`, 'ScalegatePhase', 'web-ui-search-attributes.png');
-  expect(attributes).toMatch(/ScalegatePhase[\s":]*soaking/);
-  expect(attributes).toMatch(/ScalegateWorkload[\s":]*e2e-web/);
-  expect(attributes).toMatch(/ScalegateOperation[\s":]*scaleOut/);
+  await openUntil(`${workflowUrl}/search-attributes`, [
+    /ScalegatePhase[\s":]*soaking/, /ScalegateWorkload[\s":]*e2e-web/, /ScalegateOperation[\s":]*scaleOut/,
+  ], 'web-ui-search-attributes.png');
 
   // The workflow list filtered by ScalegateWorkload: this workload's runs (the reconcile apply and
   // the scale-out), not the other workload's nor the reconcile loop.
   const query = `ScalegateWorkload = "${name}"`;
-  const list = await openUntil(`${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, 'scaleOut', 'web-ui-list-filtered.png');
-  expect(list).toContain(`scale:${name}`);
-  expect(list).toContain('applyPlan');
+  const list = await openUntil(`${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, ['scaleOut', `scale:${name}`, 'applyPlan'], 'web-ui-list-filtered.png');
   expect(list).not.toContain('scale:e2e-other');
   expect(list).not.toContain('reconcile:');
   expect(await page.locator(`a[href*="${encodeURIComponent(workflowId)}/${runId}"]`).count()).toBeGreaterThan(0);
@@ -140,18 +144,16 @@ it('shows a hot rescale of a stream job: its phases, the cutover barrier in the 
   expect(status).toMatchObject({ outcome: 'completed', hot: true });
   const workflowUrl = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}`;
 
-  const history = await openUntil(`${workflowUrl}/history`, `trigger barrier C = ${status.checkpoint}`, 'web-ui-rescale-history.png');
-  expect(history).toContain('rescaleOperator');
-  expect(history).toMatch(/startTasks\s*•\s*deploy 2 new agg subtask\(s\) on .*joining after checkpoint \d+/);
-  expect(history).toMatch(/awaitCheckpoint\s*•\s*await checkpoint \d+ completed/);
-  expect(history).toMatch(/setCheckpointClock\s*•\s*resume the checkpoint clock/);
-
-  const metadata = await openUntil(`${workflowUrl}/user-metadata`, `rescale ${job}/agg 1 → 2`, 'web-ui-rescale-user-metadata.png');
-  expect(metadata).toContain(`rescale ${job}/agg → 2: complete`);
-  const attributes = await openUntil(`${workflowUrl}/search-attributes`, 'ScalegatePhase', 'web-ui-rescale-search-attributes.png');
-  expect(attributes).toMatch(/ScalegatePhase[\s":]*complete/);
-  expect(attributes).toMatch(/ScalegateWorkload[\s":]*e2e-clicks/);
-  expect(attributes).toMatch(/ScalegateOperation[\s":]*rescale/);
+  await openUntil(`${workflowUrl}/history`, [
+    `trigger barrier C = ${status.checkpoint}`, 'rescaleOperator',
+    /startTasks\s*•\s*deploy 2 new agg subtask\(s\) on .*joining after checkpoint \d+/,
+    /awaitCheckpoint\s*•\s*await checkpoint \d+ completed/,
+    /setCheckpointClock\s*•\s*resume the checkpoint clock/,
+  ], 'web-ui-rescale-history.png');
+  await openUntil(`${workflowUrl}/user-metadata`, [`rescale ${job}/agg 1 → 2`, `rescale ${job}/agg → 2: complete`], 'web-ui-rescale-user-metadata.png');
+  await openUntil(`${workflowUrl}/search-attributes`, [
+    /ScalegatePhase[\s":]*complete/, /ScalegateWorkload[\s":]*e2e-clicks/, /ScalegateOperation[\s":]*rescale/,
+  ], 'web-ui-rescale-search-attributes.png');
 });
 
 it('starts a scaleOut from the Start Workflow form with a runbook\'s JSON; the list\'s ScalegateOutcome column shows it completed and another refused', async () => {
@@ -182,7 +184,7 @@ it('starts a scaleOut from the Start Workflow form with a runbook\'s JSON; the l
     (globalThis as unknown as { localStorage: { setItem(key: string, value: string): void } }).localStorage.setItem('namespace-workflow-table-columns', JSON.stringify({ default: columns }));
   });
   const query = `ScalegateOutcome IN ("completed", "refused") AND ScalegateWorkload IN ("${name}", "e2e-nocontract")`;
-  await openUntil(`${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, 'e2e-nocontract', 'web-ui-list-outcome.png');
+  await openUntil(`${uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, ['scale:e2e-nocontract', `scale:${name}`], 'web-ui-list-outcome.png');
   const headers = await page.$$eval('th', (cells) => cells.map((cell) => (cell as unknown as { innerText: string }).innerText.trim()));
   expect(headers).toEqual(expect.arrayContaining(['ScalegateOutcome', 'ScalegateWorkload']));
   const rows = await page.$$eval('tbody tr', (rows) => rows.map((row) => (row as unknown as { innerText: string }).innerText.replace(/\s+/g, ' ')));
@@ -206,7 +208,7 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
   // The workflow's details in the Web UI carry the link (Temporal markdown, rendered in a frame of its own).
   // It names this run by the start's id (written before Temporal named the run), never "the newest run".
   const workflowUrl = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}`;
-  await openUntil(`${workflowUrl}/user-metadata`, 'Evidence report', 'web-ui-report-link.png');
+  await openUntil(`${workflowUrl}/user-metadata`, ['Evidence report'], 'web-ui-report-link.png');
   const hrefs = (await Promise.all(page.frames().map((frame) => frame.$$eval('a', (links) => links.map((link) => link.getAttribute('href'))).catch(() => [])))).flat();
   const reportUrl = hrefs.find((href) => href?.startsWith(`${reportOf}?start=`)) ?? `(no link to ${reportOf}?start=… among ${hrefs.join(', ')})`;
   expect(reportUrl).toMatch(/\?start=[0-9a-f-]{36}$/);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createRegistryStore, StalePlacementError } from '../../store/registry';
 import { createPool } from '../../store/db';
 import { startStack, Stack } from '../support/stack';
-import { waitForApply } from '../support/workloads';
+import { waitForApply, whereIs } from '../support/workloads';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -47,11 +47,7 @@ const defineService = async (name: string, body: unknown, count: number) => {
   const put = await stack.api('PUT', `/v1/workloads/${name}`, { body });
   expect(put.status).toBe(201);
   const tasks = await waitReady(name, count).catch(async (error: Error) => {
-    // Say where the workload got to: its state (status, unplaced reason), its ledger and the reconcile loop's.
-    const { workload } = await workloadState(name).catch(() => ({ workload: 'unreadable' }));
-    const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}`, { role: 'viewer' })).body;
-    const marker = (await stack.db.query('select * from reconcile_state')).rows;
-    throw new Error(`${error.message}\nworkload: ${JSON.stringify(workload)}\nledger: ${JSON.stringify(ledger)}\nreconcile: ${JSON.stringify(marker)}`);
+    throw new Error(`${error.message}\n${await whereIs(stack, name)}`);
   });
   await waitForApply(stack, name);
   return tasks;

@@ -137,7 +137,7 @@ describe('a control-plane outage', () => {
   it('the API paused for 3 × the lease: every task keeps its incarnation, nothing is declared LOST, recovered or revoked, and the sink stays exactly-once', async () => {
     await defineWorkload(stack, 'steady', consumer('steady', 3, 6, { zone: 'b' }), 3);
     await defineWorkload(stack, 'steady-web', service(2, { zone: 'c' }), 2);
-    const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'steady_in', partitions: 6, ratePerSec: 150, count: 3000 });
+    const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'steady_in', partitions: 6, ratePerSec: 150, count: 2000 });
     await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'steady_in', sink: 'steady_out' })).sinkCount > 150);
     const before = await incarnations(['steady', 'steady-web']);
     expect(Object.keys(before)).toHaveLength(5);
@@ -203,8 +203,8 @@ describe('a lost node', () => {
     const lostFences = Object.fromEntries(await Promise.all(['orders', 'events'].map(async (w) => [w, (await placementOf(w)).fence])));
 
     const loads = {
-      orders: runLoad({ databaseUrl: stack.databaseUrl, source: 'orders_in', partitions: 8, ratePerSec: 120, count: 3600 }),
-      events: runLoad({ databaseUrl: stack.databaseUrl, source: 'events_in', partitions: 6, ratePerSec: 90, count: 2700 }),
+      orders: runLoad({ databaseUrl: stack.databaseUrl, source: 'orders_in', partitions: 8, ratePerSec: 120, count: 1800 }),
+      events: runLoad({ databaseUrl: stack.databaseUrl, source: 'events_in', partitions: 6, ratePerSec: 90, count: 1350 }),
     };
     await stack.waitFor('load flowing on both', async () => {
       const [o, e] = await Promise.all(['orders', 'events'].map((n) => verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: `${n}_in`, sink: `${n}_out` })));

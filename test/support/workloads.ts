@@ -19,9 +19,33 @@ export async function defineWorkload(stack: Stack, name: string, body: unknown, 
   const tasks = await stack.waitFor(`${ready} ready tasks of ${name}`, async () => {
     const readyTasks = (await tasksOf(stack, name)).filter((t) => t.state === 'ready');
     return readyTasks.length === ready ? readyTasks : null;
+  }).catch(async (error: Error) => {
+    throw new Error(`${error.message}\n${await whereIs(stack, name)}`);
   });
   await waitForApply(stack, name);
   return tasks;
+}
+
+/**
+ * Where a workload got to, for a test that waited for it in vain: its state (status, placement,
+ * unplaced reason), its ledger, the reconcile loop's marker and workflow, and its scale:<name> run.
+ */
+export async function whereIs(stack: Stack, name: string): Promise<string> {
+  const read = async (what: string, reader: () => Promise<unknown>) => `${what}: ${JSON.stringify(await reader().catch((error: Error) => `unreadable (${error.message})`))}`;
+  const describe = async (workflowId: string) => {
+    const d = await stack.temporal.workflow.getHandle(workflowId).describe();
+    const pending = (d.raw.pendingActivities ?? []).map((a) => ({
+      activity: a.activityType?.name, state: a.state, attempt: a.attempt, lastFailure: a.lastFailure?.message,
+    }));
+    return { status: d.status.name, type: d.type, runId: d.runId, startTime: d.startTime, historyLength: d.historyLength, pending };
+  };
+  return (await Promise.all([
+    read('workload', async () => (await stack.api('GET', '/v1/state', { role: 'viewer' })).body.workloads.find((w: { name: string }) => w.name === name) ?? 'not in /v1/state'),
+    read('ledger', async () => (await stack.api('GET', `/v1/ledger?workload=${encodeURIComponent(name)}`, { role: 'viewer' })).body.events),
+    read('reconcile marker', async () => (await stack.db.query('select * from reconcile_state')).rows),
+    read(`reconcile:${stack.taskQueue}`, () => describe(`reconcile:${stack.taskQueue}`)),
+    read(`scale:${name}`, () => describe(`scale:${name}`)),
+  ])).join('\n');
 }
 
 /** Waits until the apply of `name`'s placement (workflow scale:<name>) has run and finished. */
