@@ -3,6 +3,7 @@
 // The decisions are domain/recovery.ts's; these only read and write the stores.
 import { ApplicationFailure } from '@temporalio/activity';
 import { beginPlacementPass } from '../domain/placement';
+import { decideCrashLoop, reportsByAssignment, type CrashLoopDecision } from '../domain/supervision';
 import { controlPlaneGuard, decideSweep, planRecovery, type MassExpiry, type SweepGuard, type WorkloadRecovery } from '../domain/recovery';
 import type { StoredPlan } from '../store/plans';
 import { createPlanner } from '../store/planner';
@@ -48,8 +49,29 @@ export interface MarkedLost {
 }
 
 export function recoveryActivities(deps: ActivityDeps, rendezvous: Rendezvous = createRendezvous()) {
-  const { runtimes, sinkAudit } = deps.stores;
+  const { runtimes, sinkAudit, registry } = deps.stores;
   const planner = createPlanner(deps.stores, deps.now);
+
+  /**
+   * Recovery's decisions and plans for the work `runtimeId` holds (of `only`), as if it were lost,
+   * on one snapshot; a consumer's stored owner is what the offsets table names.
+   */
+  async function planOff(runtimeId: string, only?: string[]) {
+    const snapshot = await planner.snapshot();
+    const runtime = snapshot.runtimes.find((r) => r.id === runtimeId);
+    if (!runtime) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${runtimeId} is not registered`, nonRetryable: true });
+    const consumers = new Set(snapshot.workloads.filter((w) => w.kind === 'consumer').map((w) => w.name));
+    const storedOwners: Record<string, number[]> = {};
+    for (const placement of snapshot.placements) {
+      if (!consumers.has(placement.workload) || (only && !only.includes(placement.workload))) continue;
+      const lostTasks = placement.assignments.filter((a) => a.runtimeId === runtimeId).map((a) => a.taskId);
+      if (!lostTasks.length) continue;
+      storedOwners[placement.workload] = (await sinkAudit.partitionsOwnedBy(placement.workload, lostTasks)).map((o) => o.partition);
+    }
+    const nowMs = deps.now();
+    const pass = beginPlacementPass(snapshot.runtimes, nowMs, { keys: rendezvous.keys });
+    return { snapshot, ...planRecovery({ runtimeId, ...snapshot, nowMs, storedOwners, only, pass }) };
+  }
 
   return {
     /**
@@ -111,26 +133,41 @@ export function recoveryActivities(deps: ActivityDeps, rendezvous: Rendezvous = 
      * is read from its offsets table.
      */
     async prepareRecovery(input: { runtimeId: string; only?: string[] }): Promise<PreparedRecovery> {
-      const snapshot = await planner.snapshot();
-      const runtime = snapshot.runtimes.find((r) => r.id === input.runtimeId);
-      if (!runtime) throw ApplicationFailure.create({ type: 'unknown-runtime', message: `runtime ${input.runtimeId} is not registered`, nonRetryable: true });
-      const consumers = new Set(snapshot.workloads.filter((w) => w.kind === 'consumer').map((w) => w.name));
-      const storedOwners: Record<string, number[]> = {};
-      for (const placement of snapshot.placements) {
-        if (!consumers.has(placement.workload) || (input.only && !input.only.includes(placement.workload))) continue;
-        const lostTasks = placement.assignments.filter((a) => a.runtimeId === input.runtimeId).map((a) => a.taskId);
-        if (!lostTasks.length) continue;
-        storedOwners[placement.workload] = (await sinkAudit.partitionsOwnedBy(placement.workload, lostTasks)).map((o) => o.partition);
-      }
-      const nowMs = deps.now();
-      const pass = beginPlacementPass(snapshot.runtimes, nowMs, { keys: rendezvous.keys });
-      const { decisions, plans } = planRecovery({ runtimeId: input.runtimeId, ...snapshot, nowMs, storedOwners, only: input.only, pass });
+      const { snapshot, decisions, plans } = await planOff(input.runtimeId, input.only);
+      const runtime = snapshot.runtimes.find((r) => r.id === input.runtimeId)!;
       const items: RecoveryItem[] = [];
       for (const [i, decision] of decisions.entries()) {
         const plan = plans[i];
         items.push({ decision, plan: plan ? await planner.save(plan) : null });
       }
       return { runtime: { id: runtime.id, status: runtime.status, fence: runtime.fence }, items };
+    },
+
+    /**
+     * handleCrashLoops' decision about one crash-looping task (domain/supervision.ts decideCrashLoop):
+     * recovery's plan for its workload's tasks on its runtime (as if that runtime were lost) tells
+     * whether another eligible runtime has room; a move stores that plan for applyPlan. The decision
+     * is recorded (event `task.crash-loop-decided`), and `state` shows it.
+     */
+    async decideCrashLoop(input: { workload: string; runtimeId: string; taskId: string; windowMs: number }): Promise<CrashLoopDecision & { planId: string | null }> {
+      const [{ snapshot, decisions, plans }, reported, recentMoves] = await Promise.all([
+        planOff(input.runtimeId, [input.workload]),
+        runtimes.list(),
+        registry.crashLoopMovesWithin(input.workload, input.windowMs),
+      ]);
+      const workload = snapshot.workloads.find((w) => w.name === input.workload) ?? null;
+      const placement = snapshot.placements.find((p) => p.workload === input.workload) ?? null;
+      const replica = decisions[0]?.decisions.find((r) => r.lostTaskId === input.taskId);
+      const decided = decideCrashLoop({
+        task: input, workload, assignments: placement?.assignments ?? null, reports: reportsByAssignment(reported), recentMoves,
+        roomElsewhere: replica !== undefined && (replica.to !== null || replica.action === 'handed-over'),
+      });
+      const plan = decided.action === 'move' ? plans[0] : null;
+      const planId = plan ? (await planner.save(plan)).id : null;
+      if (decided.action !== 'none') {
+        await registry.emitEvent('task.crash-loop-decided', input.taskId, { runtimeId: input.runtimeId, workload: input.workload, action: decided.action, reason: decided.reason, planId });
+      }
+      return { ...decided, planId };
     },
   };
 }

@@ -113,6 +113,8 @@ export interface CrashLoopingTask {
   restarts: number;
   lastExit: TaskExit | null;
   nextRestartAt: string | null;
+  /** handleCrashLoops' decision (null: none recorded yet) */
+  decision: CrashLoopAction | null;
   reason: string;
 }
 
@@ -145,16 +147,28 @@ export function placedTask<R extends SupervisedReport>(
   };
 }
 
+/** The latest decision recorded about a crash-looping task (event `task.crash-loop-decided`). */
+export interface RecordedCrashLoopDecision {
+  runtimeId: string;
+  taskId: string;
+  action: CrashLoopAction;
+  reason: string;
+}
+
 /**
  * The crash-looping tasks among what placed assignments' runtimes report (not LOST), with the
- * reason shown in `state`. The decision is to leave each running under its backoff: its agent keeps
- * restarting it, its workload reads degraded and refuses a scale-out until it is healthy again.
+ * reason shown in `state`: the decision handleCrashLoops recorded about it (`decisions`, newest
+ * first), or that one is awaited. Its agent keeps restarting it meanwhile; its workload reads
+ * degraded and refuses a scale-out until it is healthy again.
  */
 export function crashLoopingTasks(
   placements: readonly { workload: string; assignments: readonly { runtimeId: string; taskId: string }[] }[],
   runtimes: readonly { id: string; status: string; tasks: readonly SupervisedReport[] }[],
+  decisions: readonly RecordedCrashLoopDecision[] = [],
 ): CrashLoopingTask[] {
   const reports = reportsByAssignment(runtimes);
+  const decided = new Map<string, RecordedCrashLoopDecision>();
+  for (const d of decisions) if (!decided.has(assignmentKey(d))) decided.set(assignmentKey(d), d);
   const found: CrashLoopingTask[] = [];
   for (const placement of placements) {
     for (const a of placement.assignments) {
@@ -163,15 +177,18 @@ export function crashLoopingTasks(
       const restarts = restartsOf(report);
       const exit = report.lastExit ? `, last exit ${describeExit(report.lastExit)}` : '';
       const next = report.nextRestartAt ? `; next restart at ${report.nextRestartAt}` : '';
+      const decision = decided.get(assignmentKey(a));
+      const said = decision && decision.action !== 'none' ? decision.reason : `awaiting the decision of crash-loops:${placement.workload}, running with its backoff`;
       found.push({
         workload: placement.workload, taskId: a.taskId, runtimeId: a.runtimeId, restarts,
-        lastExit: report.lastExit ?? null, nextRestartAt: report.nextRestartAt ?? null,
-        reason: `crash-looping: task ${a.taskId} on ${a.runtimeId} restarted ${restarts} time(s)${exit}; left running with its backoff${next}`,
+        lastExit: report.lastExit ?? null, nextRestartAt: report.nextRestartAt ?? null, decision: decision?.action ?? null,
+        reason: `crash-looping: task ${a.taskId} on ${a.runtimeId} restarted ${restarts} time(s)${exit}; ${said}${next}`,
       });
     }
   }
   return found;
 }
+
 
 /**
  * Per workload, the restarts of its placed tasks as their agents report them, and how many of them
@@ -191,4 +208,69 @@ export function supervisionCounts(
     counts[name] = { restarts: tasks.reduce((n, t) => n + restartsOf(t), 0), crashLooping: tasks.filter((t) => t.crashLooping).length };
   }
   return counts;
+}
+
+// -- the control plane's decision about a crash-looping task (workflow handleCrashLoops) -----------
+
+/**
+ * `move`: through recovery's path (domain/recovery.ts, as if its runtime were lost, for this
+ * workload only), the plan applied by applyPlan; `leave`: it keeps running under its backoff, the
+ * reason shown in `state`; `none`: nothing to decide any more (not placed, or not crash-looping now).
+ */
+export type CrashLoopAction = 'move' | 'leave' | 'none';
+
+export interface CrashLoopDecision {
+  action: CrashLoopAction;
+  reason: string;
+}
+
+/** A workload may move a crash-looping task this often within the crash-loop window; past it, the fault is its own. */
+export const CRASH_LOOP_MOVES_PER_WINDOW = 1;
+
+/**
+ * Move or leave one crash-looping task, from what its workload's runtimes report. A fault that
+ * follows the workload (every replica crash-looping, replicas crash-looping on two runtimes, or a
+ * task moved already within the window that crash-loops again) is the workload's own: moving would
+ * only carry it elsewhere, so the task is left with the reason. A fault of one runtime (the other
+ * replicas run healthy elsewhere) moves the task off it when another eligible runtime has room.
+ */
+export function decideCrashLoop(input: {
+  task: { workload: string; taskId: string; runtimeId: string };
+  /** null: not defined, or retired */
+  workload: { kind: string; retired?: boolean; runtime?: unknown } | null;
+  /** the workload's placement (null: none) */
+  assignments: readonly { runtimeId: string; taskId: string }[] | null;
+  /** what the runtimes not LOST report, by assignmentKey */
+  reports: ReadonlyMap<string, Pick<SupervisedReport, 'state' | 'crashLooping' | 'lastExit'> & { counts?: Record<string, number> }>;
+  /** moves of this workload's crash-looping tasks recorded within the crash-loop window */
+  recentMoves: number;
+  /** whether recovery's plan places the task's replacement on another runtime (false: no eligible runtime has room) */
+  roomElsewhere: boolean;
+}): CrashLoopDecision {
+  const { task } = input;
+  const subject = `task ${task.taskId} on ${task.runtimeId}`;
+  if (!input.workload || input.workload.retired) return { action: 'none', reason: `${task.workload} is not defined any more: nothing to decide` };
+  const placed = input.assignments ?? [];
+  if (!placed.some((a) => a.runtimeId === task.runtimeId && a.taskId === task.taskId)) {
+    return { action: 'none', reason: `${subject} is not placed any more (an operation moved or stopped it): nothing to decide` };
+  }
+  const report = input.reports.get(assignmentKey(task));
+  if (!report?.crashLooping) return { action: 'none', reason: `${subject} is not crash-looping now (${report ? `it reports ${report.state}` : 'its runtime reports nothing of it'})` };
+  const exit = report.lastExit ? `, last exit ${describeExit(report.lastExit)}` : '';
+  const left = (why: string): CrashLoopDecision => ({ action: 'leave', reason: `left running with its backoff: ${why}` });
+  if (input.workload.kind === 'stream') return left(`a stream subtask rejoins its dataflow only through the job's replan (${subject}${exit})`);
+  const looping = placed.filter((a) => input.reports.get(assignmentKey(a))?.crashLooping === true);
+  const loopingRuntimes = new Set(looping.map((a) => a.runtimeId));
+  if (looping.length === placed.length) {
+    return left(`every replica of ${task.workload} crash-loops (${looping.length} of ${placed.length}${exit}): the fault is the workload's own, moving would carry it along; fix its definition and roll it out`);
+  }
+  if (loopingRuntimes.size > 1) {
+    return left(`replicas of ${task.workload} crash-loop on ${loopingRuntimes.size} runtimes (${[...loopingRuntimes].sort().join(', ')}): the fault follows the workload, not one runtime`);
+  }
+  if (input.recentMoves >= CRASH_LOOP_MOVES_PER_WINDOW) {
+    return left(`a crash-looping task of ${task.workload} was moved already within the crash-loop window, and ${subject} crash-loops again${exit}: the fault follows the workload`);
+  }
+  if (!input.roomElsewhere) return left(`no other eligible runtime has room for ${subject}`);
+  const healthy = placed.length - looping.length;
+  return { action: 'move', reason: `${subject} crash-loops${exit} while ${healthy} other replica(s) of ${task.workload} run healthy: moved off ${task.runtimeId} through recovery's path` };
 }

@@ -173,7 +173,11 @@ export const StateSchema = z
       tasks: z.array(StateTaskSchema),
     })),
     unplaced: z.array(UnplacedSchema.extend({ detail: z.string().nullable(), at: z.string() })),
-    /** tasks their agents report crash-looping, with the decision taken (DESIGN.md §3 "Supervision"): left running with their backoff */
+    /**
+     * tasks their agents report crash-looping, with the decision of handleCrashLoops (DESIGN.md §3
+     * "Supervision"): `move` (off its runtime, through recovery's path), `leave` (running with its
+     * backoff, the reason says why), `none` (nothing to decide), null (not decided yet)
+     */
     crashLooping: z.array(z.object({
       workload: z.string(),
       taskId: z.string(),
@@ -181,6 +185,7 @@ export const StateSchema = z
       restarts: z.int(),
       lastExit: TaskReportSchema.shape.lastExit.unwrap().nullable(),
       nextRestartAt: z.string().nullable(),
+      decision: z.enum(['move', 'leave', 'none']).nullable(),
       reason: z.string(),
     })),
     /** running operations, from Temporal's visibility */

@@ -357,6 +357,17 @@ export function createRegistryStore(db: Pool) {
     },
 
     /** Events of the given types, newest first (e.g. runtime.lost and mass-expiry for /v1/state). */
+    /** How many crash-looping tasks of `workload` were decided `move` within the last `windowMs` (the database's clock). */
+    async crashLoopMovesWithin(workload: string, windowMs: number): Promise<number> {
+      const { rows } = await db.query<{ n: number }>(
+        `select count(*)::int as n from events
+          where type = 'task.crash-loop-decided' and detail->>'workload' = $1 and detail->>'action' = 'move'
+            and at > now() - ($2::bigint * interval '1 millisecond')`,
+        [workload, windowMs],
+      );
+      return rows[0].n;
+    },
+
     async recentEvents(types: string[], limit = 20): Promise<StoredEvent[]> {
       const { rows } = await db.query<EventRow>(
         'select * from events where type = any($1::text[]) order by id desc limit $2',

@@ -151,8 +151,8 @@ export interface SweepView {
  * fence and status it was judged against, and the task ids placements assign to the runtime (found
  * through placements_assignments_idx, so its cost does not grow with the number of workloads).
  * A renewal whose reports say a task is crash-looping that the runtime's previous reports did not
- * records a `task.crash-looping` event (DESIGN.md §3 "Supervision": the control plane is told, and
- * its decision, leaving the task running with its backoff, is recorded with it).
+ * records a `task.crash-looping` event (DESIGN.md §3 "Supervision": the control plane is told; the
+ * workflow handleCrashLoops, which the heartbeat route signals, decides and records its decision).
  */
 export const HEARTBEAT_STATEMENT = `
   with previous as (select tasks from runtimes where id = $1),
@@ -165,7 +165,7 @@ export const HEARTBEAT_STATEMENT = `
     insert into events (type, subject, detail)
     select 'task.crash-looping', t->>'taskId',
            jsonb_build_object('runtimeId', $1::text, 'workload', t->>'workload', 'restarts', coalesce(t->'counts'->'restarts', '0'::jsonb),
-                              'lastExit', t->'lastExit', 'nextRestartAt', t->'nextRestartAt', 'decision', 'left running with its backoff')
+                              'lastExit', t->'lastExit', 'nextRestartAt', t->'nextRestartAt', 'decidedBy', 'crash-loops:' || (t->>'workload'))
       from jsonb_array_elements($4::jsonb) t
      where t->>'crashLooping' = 'true' and exists (select 1 from renewed)
        and not exists (select 1 from previous p, jsonb_array_elements(p.tasks) o

@@ -1,6 +1,7 @@
 // Every workflow type the orchestrator worker registers, one file each.
 export { applyPlan } from './apply-plan';
 export { autoscaler } from './autoscaler';
+export { handleCrashLoops } from './crash-loops';
 export { leaseSweeper } from './lease-sweeper';
 export { ping } from './ping';
 export { reconcile } from './reconcile';

@@ -9,7 +9,7 @@ import { HeartbeatRenewalSchema, HeartbeatSchema, RegisterRuntimeSchema, Registr
 import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
 import { recoverRuntime } from '../../workflows/recover-runtime';
 import { startOperation } from '../operations';
-import { reportFailedSubtasks } from '../stream-failures';
+import { reportCrashLoopingTasks, reportFailedSubtasks } from '../task-reports';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
 import { defineRoute, ok, type RuntimeAccess } from '../../http/route';
@@ -75,6 +75,10 @@ export function runtimeRoutes(deps: ApiDeps) {
           await reportFailedSubtasks(deps, params.id, body.tasks).then(
             (signalled) => signalled.forEach((workflowId) => request.log.warn({ runtime: params.id, workflowId }, 'stream subtask failed: reported')),
             (error: Error) => request.log.error({ runtime: params.id, err: error }, 'stream subtask failure could not be reported'),
+          );
+          // Not awaited: the answer (and so the agent's next renewal) never waits on Temporal for it.
+          void reportCrashLoopingTasks(deps, params.id, body.tasks).catch(
+            (error: Error) => request.log.error({ runtime: params.id, err: error }, 'crash-looping task could not be reported'),
           );
           return ok({ leaseExpiresAt: runtime.leaseExpiresAt, fence: runtime.fence, status: runtime.status, revoked, ...leaseTerms });
         } catch (error) {

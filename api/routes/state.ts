@@ -1,6 +1,7 @@
 import { LedgerPageSchema, LedgerQuerySchema, PHASE_KEY, StateSchema, WORKLOAD_KEY } from '../../protocol';
 import { replicaCounts } from '../../domain/replicas';
-import { assignmentKey, crashLoopingTasks, placedTask, reportsByAssignment } from '../../domain/supervision';
+import { assignmentKey, crashLoopingTasks, placedTask, reportsByAssignment, type CrashLoopAction, type RecordedCrashLoopDecision } from '../../domain/supervision';
+import type { StoredEvent } from '../../store/registry';
 import type { ApiDeps } from '../deps';
 import { defineRoute, ok } from '../../http/route';
 
@@ -28,7 +29,9 @@ export async function runningOperations(deps: ApiDeps) {
 }
 
 /** The events /v1/state lists: runtimes declared LOST, mass expiries, tasks reported crash-looping. */
-const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping'];
+const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping', 'task.crash-loop-decided'];
+/** How many of the newest crash-loop decisions `state` reads to name each crash-looping task's. */
+const CRASH_LOOP_DECISIONS_READ = 200;
 
 export function stateRoutes(deps: ApiDeps) {
   return [
@@ -38,7 +41,7 @@ export function stateRoutes(deps: ApiDeps) {
       response: { schema: StateSchema, status: { 200: 'the state' } },
       handler: async (_ctx) => {
         // A read: leases are judged by the lease sweeper workflow, never here.
-        const [runtimes, workloads, placements, unplaced, operations, reconcile, liveness, runtimeEvents] = await Promise.all([
+        const [runtimes, workloads, placements, unplaced, operations, reconcile, liveness, runtimeEvents, decisionEvents] = await Promise.all([
           deps.runtimes.list(),
           deps.registry.listWorkloads(),
           deps.registry.listPlacements(),
@@ -47,6 +50,7 @@ export function stateRoutes(deps: ApiDeps) {
           deps.registry.reconcileMarker(),
           deps.runtimes.liveness(),
           deps.registry.recentEvents(RUNTIME_EVENTS, 20),
+          deps.registry.recentEvents(['task.crash-loop-decided'], CRASH_LOOP_DECISIONS_READ),
         ]);
         const livenessOf = (component: string) => {
           const row = liveness.find((l) => l.component === component);
@@ -56,7 +60,7 @@ export function stateRoutes(deps: ApiDeps) {
         const counts = replicaCounts(workloads, placements, runtimes, Date.now());
         // Supervision (DESIGN.md §3): each assignment's task as reported, and the crash-looping ones with their reason.
         const reports = reportsByAssignment(runtimes);
-        const crashLooping = crashLoopingTasks(placements, runtimes);
+        const crashLooping = crashLoopingTasks(placements, runtimes, decisionEvents.map(recordedDecision));
         return ok({
           runtimes: runtimes.map(({ tasks, ...r }) => ({ ...r, tasks: tasks.length })),
           workloads: workloads.map((w) => {
@@ -96,4 +100,10 @@ export function stateRoutes(deps: ApiDeps) {
       handler: async ({ query }) => ok({ events: await deps.ledger.list(query) }),
     }),
   ];
+}
+
+/** A `task.crash-loop-decided` event as crashLoopingTasks reads it. */
+function recordedDecision(event: StoredEvent): RecordedCrashLoopDecision {
+  const { runtimeId, action, reason } = event.detail as { runtimeId?: string; action?: CrashLoopAction; reason?: string };
+  return { taskId: event.subject, runtimeId: runtimeId ?? '', action: action ?? 'none', reason: reason ?? '' };
 }

@@ -17,7 +17,8 @@ const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', d
 let stack: Stack;
 beforeAll(async () => {
   stack = await startStack({
-    agents: ['a', 'b'].map((zone) => ({ id: `sup-${zone}`, labels: { zone, pool: 'sup' } })),
+    // three: a crash-looping replica moves to a runtime that does not host its workload yet
+    agents: ['a', 'b', 'c'].map((zone) => ({ id: `sup-${zone}`, labels: { zone, pool: 'sup' } })),
     // Restarts after 200 ms doubling to 1 s; 3 within a minute are a crash loop; 2 s ready is healthy.
     env: {
       SCALEGATE_RESTART_BACKOFF_MS: '200', SCALEGATE_RESTART_BACKOFF_MAX_MS: '1000', SCALEGATE_RESTART_HEALTHY_MS: '2000',
@@ -89,14 +90,16 @@ it('a crash-looping replica degrades its workload, is recorded with the decision
   fs.rmSync(flag);
   process.kill(task.counts.pid, 'SIGKILL');
 
-  const looping = await stack.waitFor('the crash loop in /v1/state', async () =>
-    (await state()).crashLooping.find((c: any) => c.taskId === task.taskId) ?? null);
-  expect(looping).toMatchObject({ workload: 'sup-crash', runtimeId: task.runtimeId, lastExit: { code: 3 } });
+  // handleCrashLoops decides: its only replica crash-loops, so the fault is the workload's own, and it is left.
+  const looping = await stack.waitFor('the crash loop in /v1/state, decided', async () =>
+    (await state()).crashLooping.find((c: any) => c.taskId === task.taskId && c.decision !== null) ?? null);
+  expect(looping).toMatchObject({ workload: 'sup-crash', runtimeId: task.runtimeId, lastExit: { code: 3 }, decision: 'leave' });
   expect(looping.restarts).toBeGreaterThanOrEqual(3);
-  expect(looping.reason).toMatch(new RegExp(`^crash-looping: task ${task.taskId} on ${task.runtimeId} restarted \\d+ time\\(s\\), last exit code 3; left running with its backoff`));
+  expect(looping.reason).toMatch(new RegExp(`^crash-looping: task ${task.taskId} on ${task.runtimeId} restarted \\d+ time\\(s\\), last exit code 3; left running with its backoff: every replica of sup-crash crash-loops \\(1 of 1, last exit code 3\\)`));
   const s = await state();
   expect(s.workloads.find((w: any) => w.name === 'sup-crash')).toMatchObject({ status: 'degraded', ready: 0 });
-  expect(s.runtimeEvents).toContainEqual(expect.objectContaining({ type: 'task.crash-looping', subject: task.taskId, detail: expect.objectContaining({ decision: 'left running with its backoff' }) }));
+  expect(s.runtimeEvents).toContainEqual(expect.objectContaining({ type: 'task.crash-looping', subject: task.taskId, detail: expect.objectContaining({ decidedBy: 'crash-loops:sup-crash' }) }));
+  expect(s.runtimeEvents).toContainEqual(expect.objectContaining({ type: 'task.crash-loop-decided', subject: task.taskId, detail: expect.objectContaining({ action: 'leave', runtimeId: task.runtimeId }) }));
   expect((await runCli(stack, ['state'])).stdout).toContain(looping.reason.slice(0, looping.reason.indexOf(' restarted')));
 
   const refused = await scaleAndWait(stack, 'sup-crash', { replicas: 2, soakMs: 0 }, 'scaleOut');
@@ -113,4 +116,43 @@ it('a crash-looping replica degrades its workload, is recorded with the decision
   });
   const scaled = await scaleAndWait(stack, 'sup-crash', { replicas: 2, soakMs: 0 }, 'scaleOut');
   expect({ status: scaled.status, evidenceGap: scaled.evidenceGap }).toEqual({ status: 'completed', evidenceGap: null });
+});
+
+it('a replica crash-looping on one runtime while the other runs healthy is moved off it through recovery\'s path', async () => {
+  const crashHere = fs.mkdtempSync(path.join(os.tmpdir(), 'sg-sup-move-'));
+  // Exits at once (code 3) while a file named after its task id exists: a fault of where this one replica runs.
+  const tasks = await defineWorkload(stack, 'sup-move', {
+    kind: 'service', replicas: 2, selector: { pool: 'sup' }, contract: CONTRACT,
+    spec: {
+      command: ['/bin/sh', '-c', `test -f "$CRASH_HERE/$SCALEGATE_TASK_ID" && exit 3; exec "${process.execPath}" "${FIXTURE}"`],
+      env: { CRASH_HERE: crashHere }, readiness: { http: '/healthz' }, graceMs: 1000,
+    },
+  }, 2);
+  expect(new Set(tasks.map((t) => t.runtimeId)).size).toBe(2);
+  const [victim, healthy] = tasks;
+  fs.writeFileSync(path.join(crashHere, victim.taskId), '');
+  process.kill(victim.counts.pid, 'SIGKILL');
+
+  // Decided `move`: recovery's plan replaces it on the other runtime, applied by applyPlan under scale:sup-move.
+  const decided = await stack.waitFor('the move decided', async () =>
+    (await stack.db.query(`select detail from events where type = 'task.crash-loop-decided' and subject = $1`, [victim.taskId])).rows[0]?.detail ?? null);
+  expect(decided).toMatchObject({ reason: expect.any(String), action: 'move', runtimeId: victim.runtimeId, workload: 'sup-move', planId: expect.any(String) });
+  expect(decided.reason).toBe(`task ${victim.taskId} on ${victim.runtimeId} crash-loops, last exit code 3 while 1 other replica(s) of sup-move run healthy: moved off ${victim.runtimeId} through recovery's path`);
+  const moved = await stack.waitFor('two ready replicas, the crash-looping one gone', async () => {
+    const now = await tasksOf(stack, 'sup-move');
+    return now.length === 2 && now.every((t) => t.state === 'ready') && !now.some((t) => t.taskId === victim.taskId) ? now : null;
+  });
+  const replacement = moved.find((t) => t.taskId !== healthy.taskId)!;
+  expect([victim.runtimeId, healthy.runtimeId]).not.toContain(replacement.runtimeId);
+  expect(moved.find((t) => t.taskId === healthy.taskId)?.incarnation).toBe(healthy.incarnation); // the healthy one untouched
+  // /v1/state reads what the agents' next heartbeats report
+  const after = await stack.waitFor('sup-move ready 2 in /v1/state', async () => {
+    const now = await state();
+    return now.workloads.find((w: any) => w.name === 'sup-move')?.ready === 2 ? now : null;
+  });
+  expect(after.workloads.find((w: any) => w.name === 'sup-move')).toMatchObject({ status: 'placed', desired: 2, ready: 2 });
+  expect(after.crashLooping.filter((c: any) => c.workload === 'sup-move')).toEqual([]);
+  const ledger = (await stack.api('GET', '/v1/ledger?workload=sup-move', { role: 'viewer' })).body.events;
+  expect(ledger).toContainEqual(expect.objectContaining({ kind: 'apply', outcome: 'completed', reason: `crash loop: ${decided.reason}`, planId: decided.planId }));
+  fs.rmSync(crashHere, { recursive: true, force: true });
 });

@@ -28,6 +28,7 @@ import { TierPolicySchema, TierSignalSchema } from '../../protocol/tiers';
 import type * as registered from '../../workflows';
 import { ApplyPlanInputSchema } from '../../workflows/apply-plan';
 import { AutoscalerInputSchema } from '../../workflows/autoscaler';
+import { CrashLoopsInputSchema } from '../../workflows/crash-loops';
 import { LeaseSweeperInputSchema } from '../../workflows/lease-sweeper';
 import { PingInputSchema } from '../../workflows/ping';
 import { ReconcileInputSchema } from '../../workflows/reconcile';
@@ -51,6 +52,7 @@ const DOC_FILES = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filte
 const INPUT_SCHEMAS: Record<keyof typeof registered, z.ZodType> = {
   applyPlan: ApplyPlanInputSchema,
   autoscaler: AutoscalerInputSchema,
+  handleCrashLoops: CrashLoopsInputSchema,
   handleSubtaskFailures: SubtaskFailuresInputSchema,
   leaseSweeper: LeaseSweeperInputSchema,
   ping: PingInputSchema,

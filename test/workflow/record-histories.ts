@@ -18,6 +18,7 @@ import { rollout } from '../../workflows/rollout';
 import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { observeSignal } from '../../workflows/autoscaler';
 import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
+import { crashLoopingSignal, handleCrashLoops } from '../../workflows/crash-loops';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
 import { waitFor } from '../support/wait-for';
 import { historyToJSON } from './history-json';
@@ -309,6 +310,12 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       call('stopStreamJob');
       if (faults.stopTheWorldStuck) await new Promise((resolve) => setTimeout(resolve, 5_000));
       return { stopped: current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: ['rt-9'] };
+    },
+    /** The first crash-looping task reported moves (the stored plan loadPlan answers), any other is left. */
+    async decideCrashLoop(input) {
+      const n = call('decideCrashLoop');
+      if (n === 1) return { action: 'move', reason: `task ${input.taskId} on ${input.runtimeId} crash-loops: moved off it`, planId: `plan-${name}` };
+      return { action: 'leave', reason: `left running with its backoff: task ${input.taskId} on ${input.runtimeId}`, planId: null };
     },
     async currentSubtaskFailures(input) {
       call('currentSubtaskFailures');
@@ -1406,6 +1413,24 @@ export const SCENARIOS: Scenario[] = [
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
       assert.equal(fakes.count('currentSubtaskFailures'), 1);
       return { workflowId, extra: [{ name: 'stop-the-world-replan-after-subtask-report', workflowId: `replan:${workload}` }] };
+    },
+  },
+  {
+    // A heartbeat reports two crash-looping tasks on one runtime: the first is moved (applyPlan of
+    // the decided plan under scale:<workload>, a child), the second left; no report for idleMs ends it.
+    name: 'crash-loops',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `crash-loops:${workload}`;
+      const handle = await client.workflow.signalWithStart(handleCrashLoops, {
+        taskQueue, workflowId, args: [{ workload, idleMs: 1000 }],
+        signal: crashLoopingSignal, signalArgs: [{ runtimeId: 'rt-1', taskIds: [`${workload}-0-g1`, `${workload}-1-g1`] }],
+      });
+      const result = await handle.result();
+      assert.deepEqual(result.decisions.map((d) => [d.taskId, d.action, d.applied]), [[`${workload}-0-g1`, 'move', 'completed'], [`${workload}-1-g1`, 'leave', null]]);
+      assert.deepEqual(ledgerOutcomes(fakes), ['apply:completed']);
+      assert.equal(fakes.count('decideCrashLoop'), 2);
+      return { workflowId, extra: [{ name: 'apply-plan-after-crash-loop', workflowId: `scale:${workload}` }] };
     },
   },
   {
