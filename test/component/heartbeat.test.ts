@@ -112,7 +112,7 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
     await post('/v1/runtimes/rt-a/heartbeat', credential, { fence, tasks: [{ ...looping, counts: { restarts: 6 } }] });
     expect(await crashEvents()).toEqual([{
       subject: 'web-0',
-      detail: { runtimeId: 'rt-a', workload: 'web', restarts: 5, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt, decision: 'left running with its backoff' },
+      detail: { runtimeId: 'rt-a', workload: 'web', restarts: 5, lastExit: looping.lastExit, nextRestartAt: looping.nextRestartAt, decidedBy: 'crash-loops:web' },
     }]);
 
     const state = await fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${tokens.viewer}` } });
@@ -128,8 +128,8 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
       { taskId: 'web-1', runtimeId: 'rt-b', index: 1, state: null, restarts: null, crashLooping: false, lastExit: null, nextRestartAt: null, revision: REVISION },
     ]);
     expect(body.crashLooping).toEqual([expect.objectContaining({
-      workload: 'web', taskId: 'web-0', runtimeId: 'rt-a', restarts: 6,
-      reason: expect.stringMatching(/^crash-looping: task web-0 on rt-a restarted 6 time\(s\), last exit code 7; left running with its backoff/),
+      workload: 'web', taskId: 'web-0', runtimeId: 'rt-a', restarts: 6, decision: null,
+      reason: expect.stringMatching(/^crash-looping: task web-0 on rt-a restarted 6 time\(s\), last exit code 7; awaiting the decision of crash-loops:web, running with its backoff/),
     })]);
     expect(body.runtimeEvents).toContainEqual(expect.objectContaining({ type: 'task.crash-looping', subject: 'web-0' }));
     // and the metrics count them, one series per workload
