@@ -40,6 +40,12 @@ export const PREPARE_ENDS_BEFORE_RESUME = 'rescale-prepare-ends-before-resume';
  * `compensated`, naming both, instead of `replanned`. Asked only where they differ.
  */
 export const JOINED_REPLAN_JUDGED = 'rescale-joined-replan-judged';
+/**
+ * Patch 2026-12-04 (issue 33 item 5): such a rescale whose own layout was never written ends
+ * `refused` (superseded: the request is not applied, nothing of its own changed; ask again), not
+ * `failed`, which says something broke. Asked only on that path.
+ */
+export const JOINED_REPLAN_REFUSED = 'rescale-joined-replan-refused';
 
 export const RescaleInputSchema = z.strictObject({
   job: WorkloadName,
@@ -145,8 +151,9 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
         status.compensation.applied = applied;
         const mismatch = `requested ${input.operator} = ${input.parallelism}; the running replan:${input.job} it joined applied ${input.operator} = ${applied ?? 'unknown'}`;
         status.error = mismatch;
-        // Before the layout write nothing of the rescale's own changed: failed. After it: compensated, as ever, saying so.
-        status.outcome = outcome === 'replanned' ? 'failed' : 'compensated';
+        // Before the layout write nothing of the rescale's own changed: refused, superseded by the
+        // replan (runs before JOINED_REPLAN_REFUSED: failed). After it: compensated, as ever, saying so.
+        status.outcome = outcome === 'replanned' ? (patched(JOINED_REPLAN_REFUSED) ? 'refused' : 'failed') : 'compensated';
         status.compensation.reason = `${reason}; ${mismatch}`;
         await ledger(status.outcome, { why: status.compensation.reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined, applied }, { error: mismatch });
         return status;

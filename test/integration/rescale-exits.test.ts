@@ -8,7 +8,8 @@
 //   the one in flight, ever. Now the resume comes after planRescale ended: checkpoints go on.
 // - Joining a running replan that applies another parallelism (a replan asked by someone else,
 //   waiting for room): before patch rescale-joined-replan-judged the rescale ended `replanned`
-//   (`completed`) at the replan's size; now `failed`, naming requested and applied.
+//   (`completed`) at the replan's size; now `refused` (superseded: nothing of its own changed),
+//   naming requested and applied.
 //
 // Real Temporal, PostgreSQL, API, worker and agent processes running the stream job.
 import { temporal } from '@temporalio/proto';
@@ -112,7 +113,7 @@ describe('rescaleOperator exits', () => {
     }
   });
 
-  test('joining a running replan that applied another parallelism: failed, naming the requested and the applied parallelism', async () => {
+  test('joining a running replan that applied another parallelism: refused (superseded), naming the requested and the applied parallelism', async () => {
     // A replan asked by another (a recovery's, say) at agg = 8: 10 subtasks, more than the fleet's 9
     // slots, so it waits for room, running, until a fourth agent joins.
     const replan = await stack.temporal.workflow.start(stopTheWorldReplan, {
@@ -128,15 +129,15 @@ describe('rescaleOperator exits', () => {
     const replanned = (await replan.result()) as StreamReplanOutcome;
     expect(replanned.parallelism.to).toMatchObject({ agg: 8 });
     const status = (await handle.result()) as RescaleStatus;
-    expect(status).toMatchObject({ outcome: 'failed', hot: false, from: 2, to: 3, compensation: { joined: `replan:${JOB}`, applied: 8 } });
+    expect(status).toMatchObject({ outcome: 'refused', hot: false, from: 2, to: 3, compensation: { joined: `replan:${JOB}`, applied: 8 } });
     expect(status.error).toBe(`requested agg = 3; the running replan:${JOB} it joined applied agg = 8`);
     expect(status.compensation?.outcome?.parallelism?.to).toMatchObject({ agg: 8 });
     // The protocol's status of its kind carries what was applied (protocol/operation-status.ts).
     expect(OperationStatusSchema.safeParse(status)).toMatchObject({ success: true, data: { kind: 'rescaleOperator', compensation: { applied: 8 } } });
     const operation = (await stack.api('GET', `/v1/operations/rescale:${JOB}`, { role: 'viewer' })).body;
-    expect(operation.status).toBe('failed');
+    expect(operation.status).toBe('refused');
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale`, { role: 'viewer' })).body.events[0];
-    expect(ledger).toMatchObject({ outcome: 'failed', toReplicas: 3, inputs: { joined: `replan:${JOB}`, applied: 8 } });
+    expect(ledger).toMatchObject({ outcome: 'refused', toReplicas: 3, inputs: { joined: `replan:${JOB}`, applied: 8 } });
     expect(await parallelismOf('agg')).toBe(8);
   });
 });

@@ -1001,7 +1001,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     // A rescale that is not hot finds a replan of the job running (asked by another, at agg = 2)
-    // and joins it: since patch rescale-joined-replan-judged, failed, naming requested and applied.
+    // and joins it: since patch rescale-joined-replan-judged, not completed, naming requested and
+    // applied; since rescale-joined-replan-refused, refused (superseded, nothing of its own changed).
     name: 'rescale-operator-joined-replan',
     fakes: (name) => fakeActivities(streamWorkload(name), 5, { stopTheWorldStuck: true }),
     async run({ client, taskQueue, workload, fakes }) {
@@ -1012,11 +1013,11 @@ export const SCENARIOS: Scenario[] = [
       const workflowId = `rescale:${workload}`;
       const status = (await client.workflow.execute(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 3 }] })) as RescaleStatus;
       await replan.result();
-      assert.equal(status.outcome, 'failed');
+      assert.equal(status.outcome, 'refused');
       assert.equal(status.compensation?.joined, `replan:${workload}`);
       assert.equal(status.compensation?.applied, 2);
       assert.equal(status.error, `requested agg = 3; the running replan:${workload} it joined applied agg = 2`);
-      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:failed']);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:refused']);
       return { workflowId };
     },
   },
