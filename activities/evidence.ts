@@ -1,10 +1,10 @@
 // Evidence activities: what the gates judge from, snapshots before and after a change (with the
 // consumer sink audit), and the proof after a scale-in that the removed own nothing.
 import { ApplicationFailure } from '@temporalio/activity';
-import type { EvidenceSnapshot } from '../domain/evidence';
+import { throughputSamplesOf, type EvidenceSnapshot } from '../domain/evidence';
 import type { BrokerPartitions, EligibleRuntime, RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
-import { sourceTableOf, sourceTopicOf } from '../protocol';
+import { sourceTableOf, sourceTopicOf, THROUGHPUT_INTERVAL_MS } from '../protocol';
 import { isUndefinedTable } from '../store/db';
 import { consumerGroupReads, declaredGroup } from './consumer-group';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
@@ -58,6 +58,8 @@ export function evidenceActivities(deps: ActivityDeps) {
       const p95s: number[] = [];
       const latencySamples: number[] = [];
       let sampled = false;
+      const throughputPerTask: (readonly [number, number])[][] = [];
+      const windowMs = input.sinceMs === undefined ? Infinity : now() - input.sinceMs;
       for (const a of placement?.assignments ?? []) {
         // An agent that does not answer, or that does not host the task, measured nothing: its zeros are no figures.
         let unmeasured: string | undefined;
@@ -68,9 +70,9 @@ export function evidenceActivities(deps: ActivityDeps) {
           unmeasured = `not measured: its agent did not answer (${error.message})`;
           return null;
         });
+        if (status?.throughputSamples) throughputPerTask.push(status.throughputSamples);
         if (status?.latencySamples) {
           sampled = true;
-          const windowMs = input.sinceMs === undefined ? Infinity : now() - input.sinceMs;
           for (const [ageMs, ms] of status.latencySamples) if (ageMs <= windowMs) latencySamples.push(ms);
         }
         tasks.push({
@@ -98,6 +100,7 @@ export function evidenceActivities(deps: ActivityDeps) {
         recentErrors: tasks.reduce((n, t) => n + (t.recentErrors ?? t.errors), 0),
         cpuPercentPerTask: largest(tasks.map((t) => t.cpuPercent)), rssBytesPerTask: largest(tasks.map((t) => t.rssBytes)),
         ...(sampled ? { latencySamplesMs: latencySamples } : {}),
+        ...(throughputPerTask.length ? { throughputSamples: throughputSamplesOf(throughputPerTask, windowMs, THROUGHPUT_INTERVAL_MS) } : {}),
       };
       // A table source is audited against its sink here; a Kafka source's records live on the broker, whose lag is its backlog.
       const sourceTable = workload.kind === 'consumer' ? sourceTableOf(workload.spec) : null;

@@ -232,8 +232,9 @@ export class LeaseKeeper {
     if (!this.credentialSaved) await this.saveCredential();
     if (this.credential === null) throw new LinkFailure('no credential', 'no credential: not registered');
     const { status, json } = await this.call('heartbeat', `/v1/runtimes/${this.config.id}/heartbeat`, {
-      // a task's latency samples are evidence the control plane asks for, not lease traffic
-      fence: this.fence, tasks: this.callbacks.reports().map(({ latencySamples: _samples, ...report }: TaskReport & { latencySamples?: unknown }) => report),
+      // a task's latency and throughput samples are evidence the control plane asks for, not lease traffic
+      fence: this.fence,
+      tasks: this.callbacks.reports().map(({ latencySamples: _latency, throughputSamples: _throughput, ...report }: TaskReport & { latencySamples?: unknown; throughputSamples?: unknown }) => report),
     }, this.credential);
     const { revoked } = HeartbeatAnswerSchema.catch({ revoked: [] }).parse(json);
     if (status === 200) {

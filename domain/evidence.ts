@@ -80,6 +80,11 @@ export interface EvidenceSnapshot {
   checkpointAudit?: { coveredSourceRows: number; sinkTotal: number; rowsAboveCheckpoint: number; checkpoint: number | null };
   /** the tasks' latency samples within their agents' window (ms; absent from agents before they reported them) */
   latencySamplesMs?: number[];
+  /**
+   * the workload's records per second in each whole sample interval of the window, every reporting
+   * task's counts summed (absent: no task reported throughput samples, e.g. a service)
+   */
+  throughputSamples?: number[];
 }
 
 /** One judged comparison: what was compared, both figures, the verdict and the rule it was judged by. */
@@ -214,6 +219,11 @@ export interface ComparisonOptions {
    * test at the error-rate guardrail's margin.
    */
   errorRateTested?: boolean;
+  /**
+   * false: the judgment of runs recorded before patch throughput-tested (no throughput row); true
+   * (the default): throughput is tested over both windows' samples while the workload is behind.
+   */
+  throughputTested?: boolean;
 }
 
 /** Latency may not rise by more than 10 % (non-inferiority margin of the Mann-Whitney test). */
@@ -361,6 +371,8 @@ export function compareEvidence(baseline: EvidenceSnapshot, after: EvidenceSnaps
   else if (after.sink) rows.push({ check: 'destination receipts', verdict: 'not judged', baseline: baseline.sink?.sinkCount ?? null, after: after.sink.sinkCount, detail: `${after.sink.sinkCount} of ${after.sink.sourceCount} source records received (not judged before patch evidence-judged)` });
   else rows.push({ check: 'destination receipts', verdict: 'not measured', baseline: null, after: null, detail: 'no sink audit for this kind of workload' });
   for (const row of latencyRows(baseline, after, options.latency, judged)) add(row);
+  const throughput = (options.throughputTested ?? true) ? throughputRow(baseline, after) : null;
+  if (throughput) add(throughput);
   const seconds = (after.atMs - baseline.atMs) / 1000;
   const drainRate = seconds > 0 ? (baseline.backlog - after.backlog) / seconds : 0;
   const drained = seconds > 0 ? `, ${drainRate >= 0 ? 'drained' : 'grew'} ${formatRate(Math.abs(drainRate))}/s over ${Math.round(seconds)} s` : '';
@@ -435,3 +447,56 @@ function median(values: readonly number[]): number {
 }
 
 const formatRate = (perSecond: number): string => String(Math.round(perSecond * 10) / 10);
+
+/** A throughput guardrail: the after window's records per second may fall below the baseline's by at most 10 %. */
+export const THROUGHPUT_GUARDRAIL: Guardrail = { margin: 0.1, worse: 'lower' };
+/**
+ * A workload at least this many seconds of work behind (backlog ÷ rate) is saturated: its rate is
+ * its capacity, not the offered load. Throughput is judged only where both windows end saturated.
+ */
+export const SATURATED_BACKLOG_SECONDS = 1;
+
+/**
+ * The workload's throughput samples over a window: records per second in each whole interval that
+ * lies within the last `windowMs` and that every reporting task covers (a task reports only
+ * intervals since it started), each task's counts summed. `perTask` holds each task's
+ * [age in ms of the interval's end, records] pairs; ages, not times: no agent clock is trusted.
+ */
+export function throughputSamplesOf(perTask: readonly (readonly (readonly [number, number])[])[], windowMs: number, intervalMs: number): number[] {
+  if (perTask.length === 0) return [];
+  const sums = new Map<number, { records: number; tasks: number }>();
+  for (const samples of perTask) {
+    for (const [ageMs, records] of samples) {
+      if (ageMs + intervalMs > windowMs) continue; // began before the window
+      const slot = Math.round(ageMs / intervalMs);
+      const sum = sums.get(slot) ?? { records: 0, tasks: 0 };
+      sums.set(slot, { records: sum.records + records, tasks: sum.tasks + 1 });
+    }
+  }
+  return [...sums.entries()].filter(([, sum]) => sum.tasks === perTask.length).sort(([a], [b]) => b - a)
+    .map(([, sum]) => Math.round((sum.records * 1000 / intervalMs) * 10) / 10);
+}
+
+/**
+ * The throughput row: where both windows hold samples, the after window's records per second must
+ * not fall below the baseline's beyond the margin (Mann-Whitney U, non-inferiority). Judged only
+ * where both windows end saturated (SATURATED_BACKLOG_SECONDS of work behind): otherwise the rate is
+ * the offered load's, and the backlog row judges keeping up. No row where nothing was sampled.
+ */
+export function throughputRow(baseline: EvidenceSnapshot, after: EvidenceSnapshot): JudgedRow | null {
+  const before = baseline.throughputSamples;
+  const now = after.throughputSamples;
+  if (!before || !now) return null;
+  const medians = (before.length ? median(before) : null);
+  const afterMedian = (now.length ? median(now) : null);
+  const figures = `medians ${medians ?? 'none'} → ${afterMedian ?? 'none'} records/s`;
+  const behind = (s: EvidenceSnapshot) => s.backlog > 0 && s.backlog >= SATURATED_BACKLOG_SECONDS * Math.max(1, s.ratePerSec);
+  if (!behind(baseline) || !behind(after)) {
+    return {
+      check: 'throughput', verdict: 'not judged', baseline: medians, after: afterMedian,
+      detail: `${figures} (not judged: the rate follows the offered load unless both windows end ${SATURATED_BACKLOG_SECONDS} s of work behind; backlog ${baseline.backlog} → ${after.backlog})`,
+    };
+  }
+  const test = judgeNonInferior(before, now, THROUGHPUT_GUARDRAIL);
+  return { check: 'throughput', verdict: test.verdict, baseline: medians, after: afterMedian, detail: `${figures}; ${test.detail}`, reason: `throughput ${test.detail}` };
+}

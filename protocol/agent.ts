@@ -68,6 +68,10 @@ export type StopAnswer = z.infer<typeof StopAnswerSchema>;
 /** GET /v1/tasks/:taskId: a task report plus what only the hosting agent knows. */
 /** The most latency samples a task's status carries. */
 export const LATENCY_SAMPLES_REPORTED = 200;
+/** A throughput sample's interval: half a second, so a 5 s soak holds enough of them to test. */
+export const THROUGHPUT_INTERVAL_MS = 500;
+/** Two minutes of throughput samples. */
+export const THROUGHPUT_SAMPLES_REPORTED = 240;
 
 export const TaskStatusSchema = TaskReportSchema.extend({
   ports: PortPairSchema.optional(),
@@ -80,6 +84,12 @@ export const TaskStatusSchema = TaskReportSchema.extend({
    * trusted); not sent in heartbeats
    */
   latencySamples: z.array(z.tuple([z.number(), z.number()])).max(LATENCY_SAMPLES_REPORTED).optional(),
+  /**
+   * the records it processed in each whole THROUGHPUT_INTERVAL_MS since it started (the newest),
+   * each [age in ms of the interval's end by the agent's clock, records]: the throughput samples
+   * evidence tests; not sent in heartbeats
+   */
+  throughputSamples: z.array(z.tuple([z.number(), z.number()])).max(THROUGHPUT_SAMPLES_REPORTED).optional(),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 export type TaskState = TaskStatus['state'];

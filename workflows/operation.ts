@@ -119,6 +119,13 @@ export function judgedSinceEvidencePatch<T>(judged: T, before: () => T, differ: 
  */
 export const ERROR_RATE_TESTED = 'error-rate-tested';
 
+/**
+ * Patch (2026-12-04, issue 33 item 2): throughput is judged, the workload's records per second in
+ * each window tested by Mann-Whitney U at a 10 % non-inferiority margin while both windows end
+ * behind; before it there was no throughput row. Asked only where the two judgments differ.
+ */
+export const THROUGHPUT_TESTED = 'throughput-tested';
+
 /** The judgment since `patchId`, or the one before it where the two differ (`differ`) and the run began before the patch. */
 export function judgedSincePatch<T>(patchId: string, judged: T, before: () => T, differ: (a: T, b: T) => boolean): T {
   const legacy = before();

@@ -5,7 +5,7 @@
 // from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
 // deadline, an agent failing mid-drain, an abort after the drain began, or a comparison with a
 // failed row ends in the replan.
-import { patched, proxyActivities } from '@temporalio/workflow';
+import { patched, proxyActivities, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE } from '../domain/evidence';
@@ -13,7 +13,7 @@ import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload } from '../protocol';
 import { WorkloadName } from '../protocol/names';
-import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, failureMessage, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, THROUGHPUT_TESTED, failureMessage, formatDuration, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 import { kubernetesScale } from './kubernetes-scale';
@@ -27,6 +27,8 @@ export const ScaleInInputSchema = z.object({
   reason: z.string().max(500).default('requested'),
   /** how long each victim may take to finish in-flight work, commit and release */
   drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
+  /** how long the reduced placement runs before the after evidence is taken (0: at once); throughput and latency are tested over it */
+  soakMs: z.int().min(0).max(3_600_000).default(0),
   /** most partitions one replica may own after consolidation; default ceil(partitions / replicas) */
   perInstanceLimit: z.int().min(1).optional(),
   minReplicas: z.int().min(1).default(1),
@@ -175,6 +177,10 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
         { summary: `confirm ${plan.stops.length ? runtimesOf(plan.stops) : 'nothing'} own nothing of ${input.workload}` },
         [{ workload: input.workload, removed: plan.stops.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })) }],
       );
+      if (input.soakMs > 0) {
+        enter('soaking');
+        await sleep(input.soakMs, { summary: `soak ${formatDuration(input.soakMs)}` });
+      }
       enter('comparing');
       status.after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload, sinceMs: windowStart }]);
     });
@@ -188,10 +194,15 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
   // ownership at the size applied. Runs recorded before patch evidence-judged completed whatever it said.
   const latency = workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
   // Since patch error-rate-tested errors are a rate tested over both windows (any new error before).
-  const compare = (errorRateTested: boolean) => compareEvidence(status.baseline!, status.after!, {
-    expectedTasks: decision.survivors.length, kind: workload.kind, latency, backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE, errorRateTested,
+  // Since patch throughput-tested throughput is tested while the workload is behind (no row before).
+  const compare = (errorRateTested: boolean, throughputTested: boolean) => compareEvidence(status.baseline!, status.after!, {
+    expectedTasks: decision.survivors.length, kind: workload.kind, latency, backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE, errorRateTested, throughputTested,
   });
-  status.comparison = judgedSincePatch(ERROR_RATE_TESTED, compare(true), () => compare(false), regressionDiffers);
+  status.comparison = judgedSincePatch(
+    ERROR_RATE_TESTED,
+    judgedSincePatch(THROUGHPUT_TESTED, compare(true, true), () => compare(true, false), regressionDiffers),
+    () => compare(false, false), regressionDiffers,
+  );
   if (status.comparison.verdict === 'regression' && patched(EVIDENCE_JUDGED)) {
     return compensateAt(decision.survivors.length, `regression after scale-in: ${status.comparison.reasons.join('; ')}`);
   }

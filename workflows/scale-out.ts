@@ -10,7 +10,7 @@ import {
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol/names';
-import { ERROR_RATE_TESTED, failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, judgedSincePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
+import { ERROR_RATE_TESTED, THROUGHPUT_TESTED, failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, judgedSincePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
@@ -241,9 +241,15 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     const options = { expectedTasks: applied.target.length, kind: workload.kind, latency, ...judged };
     // Since patch error-rate-tested errors are a rate tested over both windows (any new error before).
     const compare = (judgment: Partial<ComparisonOptions>) => compareEvidence(status.baseline!, status.after!, { ...options, ...judgment });
+    // Since patch throughput-tested throughput is tested while the workload is behind (no row before).
+    const before = { throughputTested: false };
     status.comparison = judgedSinceEvidencePatch(
-      judgedSincePatch(ERROR_RATE_TESTED, compare({}), () => compare({ errorRateTested: false }), regressionDiffers),
-      () => compare({ evidenceJudged: false, errorRateTested: false }), regressionDiffers,
+      judgedSincePatch(
+        ERROR_RATE_TESTED,
+        judgedSincePatch(THROUGHPUT_TESTED, compare({}), () => compare(before), regressionDiffers),
+        () => compare({ ...before, errorRateTested: false }), regressionDiffers,
+      ),
+      () => compare({ ...before, evidenceJudged: false, errorRateTested: false }), regressionDiffers,
     );
     if (step) Object.assign(step, { after: status.after, reasons: status.comparison.reasons, outcome: status.comparison.verdict === 'regression' ? 'regression' : 'good' });
     if (status.comparison.verdict === 'regression') {

@@ -4,7 +4,7 @@
 // or assignment) and drains: stop fetching, finish the batch in flight, release every partition.
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { ConsumerSpecSchema, describeIssues, LATENCY_SAMPLES_REPORTED, type ConsumerSpec, type DrainOptions } from '../../protocol';
+import { ConsumerSpecSchema, describeIssues, LATENCY_SAMPLES_REPORTED, THROUGHPUT_INTERVAL_MS, THROUGHPUT_SAMPLES_REPORTED, type ConsumerSpec, type DrainOptions } from '../../protocol';
 import { commitBatch } from './consumer-batch';
 import { PartitionHoldings, type OwnedPartition } from './consumer-holdings';
 import { partitionOwnership } from './consumer-ownership';
@@ -12,7 +12,7 @@ import { quoteIdentifier } from './consumer-schema';
 import { DriverError, type DrainReceipt, type DriverContext, type TaskHandle, type TaskStart, type TaskStatus } from './driver';
 import { ErrorCount } from './error-count';
 import type { SourcePort } from './sources';
-import { LatencyReservoir, RateWindow } from './task-metrics';
+import { IntervalCounts, LatencyReservoir, RateWindow } from './task-metrics';
 
 export interface ConsumerDriverOptions {
   /** idle wait between polls when there is nothing to do (default 50 ms) */
@@ -102,6 +102,7 @@ export class ConsumerTask implements TaskHandle {
   private readonly counts = { processed: 0, batches: 0, acquired: 0, released: 0, ownershipLost: 0, acquireDenied: 0, writesRefused: 0 };
   private readonly latency = new LatencyReservoir(LATENCY_RESERVOIR_SIZE);
   private readonly rate = new RateWindow(RATE_WINDOW_MS);
+  private readonly throughput = new IntervalCounts(THROUGHPUT_INTERVAL_MS, THROUGHPUT_SAMPLES_REPORTED);
   /** the offsets mirrored last, per partition, and whether a mirror is on its way */
   private readonly mirrored = new Map<number, number>();
   private mirroring = false;
@@ -162,6 +163,7 @@ export class ConsumerTask implements TaskHandle {
       state: this.state(pendingPartitions),
       counts: { ...this.counts, inFlight: this.inFlight, ratePerSec: rate },
       ...(latencyMs ? { latencyMs, latencySamples: this.latency.newest(LATENCY_SAMPLES_REPORTED) } : {}),
+      throughputSamples: this.throughput.samples(),
       backlog,
       errors: this.errors.total,
       recentErrors: this.errors.recent(),
@@ -303,6 +305,7 @@ export class ConsumerTask implements TaskHandle {
       this.counts.processed += records.length;
       this.counts.batches += 1;
       this.rate.add(records.length);
+      this.throughput.add(records.length);
       for (const record of records) if (record.appendedMs !== null) this.latency.add(Math.max(0, outcome.processedMs - record.appendedMs));
       return records.length;
     } finally {

@@ -1,5 +1,6 @@
-// The figures a task reports about its own work: latency (p50, p95) over its newest samples, and
-// its throughput over a short window. Constant memory, however long the task runs.
+// The figures a task reports about its own work: latency (p50, p95) over its newest samples, its
+// throughput over a short window, and its records per interval (the samples evidence tests
+// throughput over). Constant memory, however long the task runs.
 
 /** The newest `size` latency samples, overwritten in turn, each with when it was taken. */
 export class LatencyReservoir {
@@ -47,5 +48,35 @@ export class RateWindow {
     const records = this.events.reduce((sum, e) => sum + e.records, 0);
     const windowMs = Math.min(this.windowMs, Math.max(1_000, now - this.startedAt));
     return Math.round((records / windowMs) * 1000 * 10) / 10;
+  }
+}
+
+/**
+ * Records per fixed interval (`intervalMs`, aligned to the clock), for the newest `intervals`
+ * whole intervals since the task started: throughput samples. The interval under way is never
+ * reported (it is not whole), nor any that began before the task.
+ */
+export class IntervalCounts {
+  private readonly counts = new Map<number, number>();
+  private readonly firstInterval: number;
+
+  constructor(private readonly intervalMs: number, private readonly intervals: number, startedAt = Date.now()) {
+    this.firstInterval = Math.ceil(startedAt / intervalMs);
+  }
+
+  add(records: number, at = Date.now()): void {
+    const interval = Math.floor(at / this.intervalMs);
+    this.counts.set(interval, (this.counts.get(interval) ?? 0) + records);
+    for (const key of this.counts.keys()) if (key <= interval - this.intervals) this.counts.delete(key);
+  }
+
+  /** Oldest first, each [age in ms at `now` of the interval's end, records in it]. */
+  samples(now = Date.now()): [number, number][] {
+    const current = Math.floor(now / this.intervalMs);
+    const out: [number, number][] = [];
+    for (let interval = Math.max(this.firstInterval, current - this.intervals); interval < current; interval++) {
+      out.push([now - (interval + 1) * this.intervalMs, this.counts.get(interval) ?? 0]);
+    }
+    return out;
   }
 }

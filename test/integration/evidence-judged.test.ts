@@ -71,6 +71,33 @@ describe('a sound scale-in', () => {
   });
 });
 
+describe('a scale-in of a consumer that is behind (patch throughput-tested)', () => {
+  it('processes half the records per second in its soak: the throughput row fails, naming its test, and the operation is compensated; every record reaches the sink once', async () => {
+    // workMs 5 in batches of 100: about 200 records/s per replica, 400 for two, under 500 offered: behind and falling further behind.
+    await defineWorkload(stack, 'behind', consumer('behind', 2, 4, { build: 'sound' }), 2);
+    const databaseUrl = stack.databaseUrl;
+    const load = runLoad({ databaseUrl, source: 'behind_in', partitions: 4, ratePerSec: 500, count: 6000 });
+    await stack.waitFor('a backlog of 2 s of work or more', async () => {
+      const audit = await verifyExactlyOnce({ databaseUrl, source: 'behind_in', sink: 'behind_out' });
+      return audit.sourceCount - audit.sinkCount > 1_000;
+    });
+    const operation = await scaleAndWait(stack, 'behind', { replicas: 1, drainTimeoutMs: 30_000, soakMs: 5_000 }, 'scaleIn');
+    const throughput = operation.evidence?.comparison?.rows.find((row: { check: string }) => row.check === 'throughput');
+    // a scale-in that never compared (refused on a loaded machine) says where it ended
+    if (!throughput) throw new Error(`no throughput row: ${JSON.stringify({ status: operation.status, failure: operation.failure, rows: operation.evidence?.comparison?.rows })}`);
+    expect(throughput).toMatchObject({ verdict: 'regression', detail: expect.stringMatching(/records\/s; worse beyond the margin: Mann-Whitney U = [\d.]+, p = [\d.e-]+ for after < baseline × 0.9/) });
+    expect(throughput.after).toBeLessThan(throughput.baseline * 0.75);
+    expect(operation.status).toBe('compensated');
+    expect(operation.compensation.reason).toMatch(/^regression after scale-in: .*throughput worse beyond the margin/);
+    const { written } = await load;
+    const audit = await stack.waitFor('the sink caught up', async () => {
+      const a = await verifyExactlyOnce({ databaseUrl, source: 'behind_in', sink: 'behind_out' });
+      return a.sinkCount >= written ? a : null;
+    }, 120_000);
+    expect(audit).toMatchObject({ sourceCount: written, sinkCount: written, missing: 0, duplicates: 0 });
+  });
+});
+
 describe('a task whose agent does not answer', () => {
   it('is not measured, and the scale-out\'s baseline gate refuses, naming it', async () => {
     await defineWorkload(stack, 'mute', consumer('mute', 1, 2, { build: 'sound' }), 1);

@@ -4,7 +4,7 @@
 // Every row can fail: receipts per partition against the committed offsets, ownership, a task not
 // measured, latency tested over both windows' samples; a row not judged is grey in the report.
 import {
-  compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, type EvidenceSnapshot, type PartitionReceipt, type TaskEvidence,
+  compareEvidence, throughputSamplesOf, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, type EvidenceSnapshot, type PartitionReceipt, type TaskEvidence,
 } from '../../domain/evidence';
 import { renderOperationReport, verdictRows } from '../../api/report';
 
@@ -204,6 +204,48 @@ describe('latency', () => {
     expect(few.verdict).toBe('regression');
     const consumer = compareEvidence(snapshot({ latencyP50Ms: 22, latencyP95Ms: 26 }), snapshot({ latencyP50Ms: 300, latencyP95Ms: 300 }), { expectedTasks: 3 });
     expect(row(consumer, 'latency p50')).toMatchObject({ verdict: 'not judged', detail: '22 → 300 ms (shown, not judged for this kind)' });
+  });
+});
+
+describe('throughput (patch throughput-tested)', () => {
+  const perSecond = (scale: number) => [200, 210, 190, 205, 198, 202, 195, 208, 199, 201].map((v) => v * scale);
+  const consumer = { expectedTasks: 3, kind: 'consumer' as const };
+  // 1 000 records behind at 200 records/s: 5 s of work, past SATURATED_BACKLOG_SECONDS
+  const behind = { backlog: 1_000, ratePerSec: 200 };
+
+  it('fails where the workload processes fewer records per second while it is behind in both windows, naming the test', () => {
+    const halved = compareEvidence(snapshot({ ...behind, throughputSamples: perSecond(1) }), snapshot({ ...behind, ratePerSec: 100, backlog: 1_500, throughputSamples: perSecond(0.5) }), consumer);
+    expect(row(halved, 'throughput')).toMatchObject({
+      verdict: 'regression', baseline: 200.5, after: 100.25,
+      detail: expect.stringMatching(/^medians 200.5 → 100.25 records\/s; worse beyond the margin: Mann-Whitney U = 0, p = [\d.e-]+ for after < baseline × 0.9 \(margin 10 %, confidence 0.95, n = 10 before, 10 after\)$/),
+    });
+    expect(halved.verdict).toBe('regression');
+    expect(halved.reasons).toContainEqual(expect.stringMatching(/^throughput worse beyond the margin/));
+    const more = compareEvidence(snapshot({ ...behind, throughputSamples: perSecond(1) }), snapshot({ ...behind, throughputSamples: perSecond(1.6) }), consumer);
+    expect(row(more, 'throughput')).toMatchObject({ verdict: 'pass', detail: expect.stringContaining('non-inferior: Mann-Whitney U') });
+  });
+
+  it('is not judged where a window ends keeping up (the rate then follows the offered load), saying why', () => {
+    const caughtUp = compareEvidence(snapshot({ ...behind, throughputSamples: perSecond(1) }), snapshot({ backlog: 20, ratePerSec: 100, throughputSamples: perSecond(0.5) }), consumer);
+    expect(row(caughtUp, 'throughput')).toMatchObject({ verdict: 'not judged', detail: 'medians 200.5 → 100.25 records/s (not judged: the rate follows the offered load unless both windows end 1 s of work behind; backlog 1000 → 20)' });
+    expect(caughtUp.reasons).toEqual([]);
+  });
+
+  it('says "not enough samples" with too few, has no row where nothing was sampled, and none in runs before the patch', () => {
+    expect(row(compareEvidence(snapshot({ ...behind, throughputSamples: perSecond(1) }), snapshot({ ...behind, throughputSamples: [50, 50] }), consumer), 'throughput')).toMatchObject({ verdict: 'not enough samples' });
+    expect(row(compareEvidence(snapshot(behind), snapshot(behind), consumer), 'throughput')).toBeUndefined();
+    const halved = [snapshot({ ...behind, throughputSamples: perSecond(1) }), snapshot({ ...behind, throughputSamples: perSecond(0.5) })] as const;
+    expect(row(compareEvidence(...halved, { ...consumer, throughputTested: false }), 'throughput')).toBeUndefined();
+  });
+
+  it('sums every task\'s records per interval over the intervals all of them cover within the window', () => {
+    // two tasks, 500 ms intervals; the second started later (no interval aged 1 500 ms)
+    const a: [number, number][] = [[1_500, 10], [1_000, 20], [500, 30], [0, 40]];
+    const b: [number, number][] = [[1_000, 1], [500, 2], [0, 3]];
+    expect(throughputSamplesOf([a, b], Infinity, 500)).toEqual([42, 64, 86]);
+    // a window of 1 200 ms holds the intervals that ended 500 ms and 0 ms ago (each 500 ms long)
+    expect(throughputSamplesOf([a, b], 1_200, 500)).toEqual([64, 86]);
+    expect(throughputSamplesOf([], Infinity, 500)).toEqual([]);
   });
 });
 

@@ -64,6 +64,8 @@ interface Faults {
   latencyAbove?: number;
   /** evidence captured after the change shows the backlog grown from 500 to 6,000 records (judged since patch resources-and-backlog-judged) */
   backlogAfterChange?: boolean;
+  /** the workload is 1,000 records behind at both snapshots, and processes half the records per second after the change */
+  throughputHalvesBehind?: boolean;
   /** what successive reconcile passes answer; an Error is thrown as a failed pass */
   passes?: (ReconcilePass | Error)[];
   /** what successive lease sweeps answer; an Error is thrown as a failed pass */
@@ -353,7 +355,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
         atMs: 0, tasks, ready: tasks.length, processed: 25 * tasks.length, ratePerSec: 5 * tasks.length,
         ...((changed && faults.latencyAfterChange) || tasks.length > (faults.latencyAbove ?? Infinity)
           ? { latencyP50Ms: 400, latencyP95Ms: 480 } : { latencyP50Ms: 5, latencyP95Ms: 9 }),
-        backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : 0, errors: tasks.reduce((n, t) => n + t.errors, 0),
+        backlog: changed && faults.backlogAfterChange ? 6_000 : faults.backlogAfterChange ? 500 : faults.throughputHalvesBehind ? 1_000 : 0, errors: tasks.reduce((n, t) => n + t.errors, 0),
+        ...(faults.throughputHalvesBehind ? { throughputSamples: [400, 410, 390, 405, 395, 402, 398, 401].map((v) => (changed ? v / 2 : v)) } : {}),
         // a consumer's partitions each balanced against its committed offset and owned by its placed task
         ...(definition.kind === 'consumer' ? {
           receipts: {
@@ -1194,6 +1197,21 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(errorsRow?.verdict, 'pass');
       assert.match(errorsRow?.detail ?? '', /^1 new task error\(s\); error rate non-inferior: 0 error\(s\) in 100 record\(s\) before, 1 in 2000 after/);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A consumer 1,000 records behind processes half the records per second over the scale-in's
+    // soak: the throughput row fails (since patch throughput-tested), compensated by the replan.
+    name: 'scale-in-throughput-regression',
+    fakes: (name) => fakeActivities(consumerWorkload(name, 4), 4, { throughputHalvesBehind: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2, soakMs: 1000 });
+      assert.equal(status.outcome, 'compensated');
+      const row = status.comparison?.rows?.find((r) => r.check === 'throughput');
+      assert.equal(row?.verdict, 'regression');
+      assert.match(row?.detail ?? '', /^medians 400.5 → 200.25 records\/s; worse beyond the margin: Mann-Whitney U/);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['replan:completed', 'scale-in:compensated']);
       return { workflowId };
     },
   },
