@@ -1,11 +1,11 @@
 // The Docker Engine API (v1.41: Debian's dockerd 20.10, and podman 4.3's compatible socket) over its
-// unix socket, through node:http: the dozen calls the container driver makes, typed, each bounded
-// in time. No client library: dockerode would add docker-modem and ssh2 (with an optional native
-// build) for calls that are one HTTP request each; see docs/architecture.md. Where podman answers
+// unix socket, through undici (the Node.js project's HTTP client; a keep-alive Pool per socket):
+// the dozen calls the container driver makes, typed, each bounded in time. Chosen on evidence
+// (bench/engine-client.ts): undici beside dockerode and node:http; see docs/architecture.md. Where podman answers
 // otherwise than dockerd, the call takes both (test/component/podman-driver.test.ts): a network
 // that exists already is its 500, not a 409, and its stats' system_cpu_usage is the host's busy
 // CPU time (cgroup v1 cpuacct.usage), not all CPU time, so CPU use is measured against `read`.
-import http from 'node:http';
+import { errors, Pool } from 'undici';
 
 export const ENGINE_API_VERSION = 'v1.41';
 const CALL_TIMEOUT_MS = 30_000;
@@ -93,25 +93,24 @@ interface Answer {
   body: string;
 }
 
-function request(socketPath: string, method: string, path: string, body: unknown, timeoutMs: number): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(
-      {
-        socketPath, method, path: `/${ENGINE_API_VERSION}${path}`, timeout: timeoutMs,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`the engine at ${socketPath} did not answer ${method} ${path} within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(payload);
-  });
+/**
+ * One call on the engine's socket. Bounded in time by undici's own timers: its answer must begin
+ * within `timeoutMs`, and its body may not stall for longer (a pull streams progress all along).
+ */
+async function request(client: Pool, socketPath: string, method: string, path: string, body: unknown, timeoutMs: number): Promise<Answer> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  try {
+    const answer = await client.request({
+      method: method as 'GET', path: `/${ENGINE_API_VERSION}${path}`, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs,
+      headers: payload === undefined ? {} : { 'content-type': 'application/json' },
+    });
+    return { status: answer.statusCode, body: await answer.body.text() };
+  } catch (error) {
+    if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
+      throw new Error(`the engine at ${socketPath} did not answer ${method} ${path} within ${timeoutMs} ms`);
+    }
+    throw error;
+  }
 }
 
 /** The engine's own message of an error answer ({"message": ...}), else the raw body. */
@@ -126,8 +125,12 @@ function messageOf(answer: Answer): string {
 }
 
 export function createEngine(socketPath: string): Engine {
+  // A pool of keep-alive connections: a long call (a stop that waits out the grace, a stats sample)
+  // never holds up the others, as one connection would. Idle sockets are unref'd by undici: an
+  // engine client never holds a process open.
+  const client = new Pool('http://localhost', { socketPath });
   const call = async (method: string, path: string, body?: unknown, options: { allow?: number[]; timeoutMs?: number } = {}): Promise<Answer> => {
-    const answer = await request(socketPath, method, path, body, options.timeoutMs ?? CALL_TIMEOUT_MS);
+    const answer = await request(client, socketPath, method, path, body, options.timeoutMs ?? CALL_TIMEOUT_MS);
     if ((answer.status < 200 || answer.status >= 300) && !(options.allow ?? []).includes(answer.status)) {
       throw new EngineError(answer.status, `${method} ${path.split('?')[0]}: ${messageOf(answer)}`);
     }
