@@ -1,5 +1,6 @@
 // Workloads, their fenced placement records (and the ports agents bound), unplaced work, events,
 // and the reconcile pass's inputs key and marker.
+import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import type { Assignment, PortPair, ReplicaCount, WorkloadDefinition } from '../protocol';
 import type { Placement, Unplaced, Workload } from '../protocol';
@@ -393,7 +394,13 @@ export function createRegistryStore(db: Pool) {
 
     /**
      * One cheap read of everything the reconcile pass decides from: the registry revision, the
-     * placement change sequence and the set of fresh READY runtimes (with their labels and slots).
+     * placement change sequence and the set of fresh READY runtimes (with their labels and slots),
+     * flat in the number of workloads. A write takes its sequence number before it commits, so a
+     * key that counted it could be recorded as seen while the pass's snapshot still lacks the row,
+     * and the row would be skipped for good (the reconcile loop left a new workload unplaced under
+     * load: placement.test, web-ui.test). So after the sequences it asks whether a write to the
+     * workloads or placements is still open (its RowExclusiveLock, held from its first write to its
+     * commit): then the key is one no later pass can match, and the next pass runs in full.
      */
     async reconcileInputsKey(): Promise<string> {
       const { rows } = await db.query<{ key: string }>(
@@ -404,7 +411,15 @@ export function createRegistryStore(db: Pool) {
                   (select coalesce(string_agg(id || ':' || labels::text || ':' || slots, ',' order by id), '')
                      from runtimes where status = 'READY' and lease_expires_at > now()))) as key`,
       );
-      return rows[0].key;
+      // After the sequences were read: a write that took its number before is still holding its lock.
+      const open = await db.query<{ pid: number }>(
+        `select pid from pg_locks
+          where locktype = 'relation' and mode = 'RowExclusiveLock' and granted and pid <> pg_backend_pid()
+            and database = (select oid from pg_database where datname = current_database())
+            and relation in ('workloads'::regclass, 'placements'::regclass)
+          limit 1`,
+      );
+      return open.rows.length ? `${rows[0].key}:writes-open:${randomUUID()}` : rows[0].key;
     },
 
     async reconcileMarker() {

@@ -1,7 +1,7 @@
 // A component test (one real part: the store on PostgreSQL; no Temporal, no agent is called).
 // The reconcile pass's skip decision on a fresh database: it must notice the very first workload
-// and the very first placement (a fresh sequence reads the same last_value before and after its
-// first nextval, so the key also reads is_called).
+// and the very first placement, and a workload whose PUT had taken its revision but not committed
+// when a pass read the key.
 import type { Pool } from 'pg';
 import { createPostgresActivities } from '../../activities/deps';
 import { UNKNOWN_CONTRACT } from '../../protocol';
@@ -37,4 +37,25 @@ it('skips only when nothing it decides from moved, from the first workload and p
   await registry.writePlacement('first', 0, [{ runtimeId: 'rt-1', index: 0, taskId: 'first-0-g1' }]);
   expect((await activities.reconcilePass()).skipped).toBe(false); // the first placement write moved it
   expect((await activities.reconcilePass()).skipped).toBe(true);
+});
+
+it('plans a workload whose PUT had not committed when a pass read its inputs, once it has', async () => {
+  const activities = createPostgresActivities({ db });
+  await activities.reconcilePass();
+  expect((await activities.reconcilePass()).skipped).toBe(true);
+  // A PUT under way: its row takes its revision (nextval) and is not committed yet.
+  const writer = await db.connect();
+  try {
+    await writer.query('begin');
+    const definition = { kind: 'service', replicas: 1, selector: {}, contract: UNKNOWN_CONTRACT, spec: { command: ['true'], env: {}, graceMs: 100 } };
+    await writer.query('insert into workloads (name, kind, definition) values ($1, $2, $3)', ['late', 'service', JSON.stringify(definition)]);
+    const during = await activities.reconcilePass();
+    expect(during.planIds.map((p) => p.workload)).not.toContain('late'); // not visible yet
+    await writer.query('commit');
+  } finally {
+    writer.release();
+  }
+  const after = await activities.reconcilePass();
+  expect(after.skipped).toBe(false);
+  expect(after.planIds.map((p) => p.workload)).toContain('late');
 });
