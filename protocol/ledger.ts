@@ -36,18 +36,25 @@ export type LedgerOutcome = (typeof LEDGER_OUTCOMES)[number];
 export const OPERATION_STATUSES = ['running', 'completed', 'refused', 'compensated', 'cancelled', 'failed'] as const;
 export type OperationStatusWord = (typeof OPERATION_STATUSES)[number];
 
-/** A workflow's own outcome word → the API's status word. */
-const STATUS_OF_OUTCOME: Record<string, OperationStatusWord> = {
+/** Every outcome word a workflow or the ledger says → the API's status word (typed: a new word must be placed here). */
+const STATUS_OF_OUTCOME: Record<LedgerOutcome, OperationStatusWord> = {
   running: 'running', completed: 'completed', refused: 'refused', compensated: 'compensated', rejected: 'cancelled', cancelled: 'cancelled', failed: 'failed',
   'stale-plan': 'refused',
   // applied with a shortfall recorded as unplaced
   degraded: 'completed',
   // a rescale that could not cut over hot and went to the stop-the-world replan, as asked
   replanned: 'completed',
+  // a scale that found more running than asked, and left them (nothing to remove)
+  'completed-above-target': 'completed',
+  // a recovery of a runtime that came back before it began
+  'not-needed': 'completed',
+  // the autoscaler's decisions: kept, a scale started, waiting (cooldown, another operation)
+  'no-change': 'completed', started: 'completed', waiting: 'running',
 };
 
+/** The API's status word of an outcome word; a word nobody placed is `failed`, never a success by default. */
 export function statusOfOutcome(outcome: string): OperationStatusWord {
-  return Object.hasOwn(STATUS_OF_OUTCOME, outcome) ? STATUS_OF_OUTCOME[outcome] : 'completed';
+  return Object.hasOwn(STATUS_OF_OUTCOME, outcome) ? STATUS_OF_OUTCOME[outcome as LedgerOutcome] : 'failed';
 }
 
 /**

@@ -8,7 +8,7 @@ import { keyedAskOf, reportUrlOf, sameRequest } from '../../api/operations';
 import { renderOperationReport } from '../../api/report';
 import { reportUrl } from '../../cli/main';
 import { canonicalJson, canonicalSha256 } from '../../lib/canonical-json';
-import { CodedError, ERROR_CODES, listedStatusOf, ScaleRequestSchema } from '../../protocol';
+import { CodedError, ERROR_CODES, LEDGER_OUTCOMES, listedStatusOf, OPERATION_STATUSES, ScaleRequestSchema, statusOfOutcome } from '../../protocol';
 import type { RecordedStart } from '../../store/operation-starts';
 
 const config = parseApiConfig({
@@ -95,6 +95,16 @@ describe('GET /v1/operations', () => {
     expect(listedStatusOf('FAILED', null)).toBe('failed');
     expect(listedStatusOf('TERMINATED', 'completed')).toBe('cancelled');
     expect(listedStatusOf('CANCELLED', null)).toBe('cancelled');
+  });
+
+  it('maps every outcome word the ledger knows, and an unknown one to failed, never to a success by default', () => {
+    for (const outcome of LEDGER_OUTCOMES) expect(OPERATION_STATUSES).toContain(statusOfOutcome(outcome));
+    expect(statusOfOutcome('degraded')).toBe('completed');
+    expect(statusOfOutcome('stale-plan')).toBe('refused');
+    expect(statusOfOutcome('rejected')).toBe('cancelled');
+    expect(statusOfOutcome('exploded')).toBe('failed');
+    expect(statusOfOutcome('toString')).toBe('failed'); // an inherited property is no word
+    expect(listedStatusOf('COMPLETED', 'exploded')).toBe('failed');
   });
 });
 
