@@ -245,8 +245,15 @@ export function containersChoice(
 export const BUSYBOX_WEB = { repository: 'scalegate/web', tag: 'v1', files: { 'www/index.html': 'v1\n' } } as const;
 /** Its next version (the demo rolls it out): the same server, another page. */
 export const BUSYBOX_WEB_V2 = { repository: 'scalegate/web', tag: 'v2', files: { 'www/index.html': 'v2\n' } } as const;
-/** The command that serves the busybox image's /www on the container's port 8080. */
-export const BUSYBOX_HTTPD = ['httpd', '-f', '-p', '8080', '-h', '/www'];
+/**
+ * The command that serves the busybox image's /www on the container's port 8080: httpd under a
+ * shell that exits on SIGTERM. As PID 1 of its container httpd alone would ignore the engine's
+ * SIGTERM (the kernel shields PID 1 from a signal it installs no handler for), and every stop
+ * would wait out the task's grace before the SIGKILL.
+ */
+export const BUSYBOX_HTTPD = ['sh', '-c', 'trap "exit 0" TERM; httpd -f -p 8080 -h /www & wait'];
+/** BUSYBOX_HTTPD in words, for the banner. */
+export const BUSYBOX_HTTPD_SAID = 'httpd -f -p 8080 -h /www (under sh, which exits on SIGTERM)';
 
 export interface RunningContainers {
   engine: RunningEngine;

@@ -15,7 +15,7 @@ import { createPool } from '../store/db';
 import { newAgentDatabaseUrl } from '../store/data-plane-role';
 import { migrate } from '../store/migrate';
 import { checkRoleTokens } from '../http/auth';
-import { BUSYBOX_HTTPD, BUSYBOX_WEB, BUSYBOX_WEB_V2, containersChoice, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
+import { BUSYBOX_HTTPD, BUSYBOX_HTTPD_SAID, BUSYBOX_WEB, BUSYBOX_WEB_V2, containersChoice, ensureBusyboxImage, startContainers, type RunningContainers } from './container-engine';
 import { kafkaInstalled, kafkaUnavailable, startKafkaIfAvailable } from './kafka';
 import { startEmbeddedPostgres } from './postgres';
 import { portIsFree, spawnService, waitForHttp } from './processes';
@@ -364,7 +364,7 @@ function bannerContainerLines(
     spec: { image: image.tagged, command: BUSYBOX_HTTPD, readiness: { http: '/index.html' }, limits: { cpus: 0.25, memoryMiB: 32 } },
   });
   return {
-    status: [...status, `  image          ${image.tagged}   (busybox; \`${BUSYBOX_HTTPD.join(' ')}\` serves /index.html; pinned: ${image.pinned})`],
+    status: [...status, `  image          ${image.tagged}   (busybox; \`${BUSYBOX_HTTPD_SAID}\` serves /index.html; pinned: ${image.pinned})`],
     tryIt: [
       `  a container service: curl -s -X PUT -H "Authorization: Bearer ${api.operatorToken}" -H 'content-type: application/json' ${api.apiUrl}/v1/workloads/web \\`,
       `                         -d '${body}'`,

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createEngine } from '../../agent/drivers/engine';
-import { BUSYBOX_WEB, ensureBusyboxImage, type RunningEngine, type RunningRegistry } from '../../embedded/container-engine';
+import { BUSYBOX_HTTPD, BUSYBOX_WEB, ensureBusyboxImage, type RunningEngine, type RunningRegistry } from '../../embedded/container-engine';
 import { testEnv } from '../support/env';
 
 const env = testEnv();
@@ -39,4 +39,22 @@ it('pins the tag its registry holds without building it, and builds and pushes a
   expect(await ensureBusyboxImage({ ...shared(), ...fresh, workDir })).toEqual({ pinned: first.pinned, built: false });
   // the build's root folder does not stay behind
   expect(fs.readdirSync(workDir)).toEqual([]);
+});
+
+it('serves with BUSYBOX_HTTPD, which ends at the engine\'s SIGTERM (exit 0) instead of waiting out the grace for a SIGKILL (137)', async () => {
+  const { engine } = shared();
+  const image = env.containers!.image;
+  if (!(await engine.engine.imageId(image))) await engine.engine.pull(image);
+  const id = await engine.engine.create({
+    name: `scalegate-httpd-term-${process.pid}`, image, command: BUSYBOX_HTTPD, env: {}, labels: { 'io.scalegate.test': 'busybox-image' }, publish: {}, network: 'bridge',
+  });
+  try {
+    await engine.engine.start(id);
+    expect((await engine.engine.inspect(id))?.State.Running).toBe(true);
+    // a grace far longer than the test: only a SIGTERM honoured ends it with 0
+    await engine.engine.stop(id, 120);
+    expect((await engine.engine.inspect(id))?.State).toMatchObject({ Running: false, ExitCode: 0 });
+  } finally {
+    await engine.engine.remove(id).catch(() => undefined);
+  }
 });
