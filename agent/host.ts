@@ -19,6 +19,7 @@ import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, 
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
 import { writePrivateFileSync } from './state-files';
 import { probeRequirements } from './requirements';
+import { messageOf } from '../lib/errors';
 
 /** The starts of the tasks hosted here, so a restarted agent starts them again. */
 export const TASK_RECORDS_FILE = 'tasks.json';
@@ -52,8 +53,6 @@ const FenceRecordsSchema = z.object({
   version: z.literal(1),
   fences: z.record(z.string(), z.int().min(0)),
 });
-
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * Stands in for a recorded task its driver could not start again (e.g. a spec an older agent

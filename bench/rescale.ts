@@ -37,6 +37,7 @@ import { defineWorkload, tasksOf } from '../test/support/workloads';
 import type { RescaleStatus } from '../workflows/rescale-operator';
 import { eventMillis } from './support/history';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../workflows/stop-the-world-replan';
+import { messageOf } from '../lib/errors';
 
 const JOB = 'bench-rescale';
 const TABLES = { source: 'bench_rescale_in', sink: 'bench_rescale_out' };
@@ -48,7 +49,6 @@ const DEFAULT_KEY_COUNTS = [1_000, 100_000, 1_000_000];
 const round = (value: number) => Math.round(value);
 const ratio = (value: number, reference: number) => +(value / Math.max(1, reference)).toFixed(2);
 const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 interface Commit {
   id: number;

@@ -13,6 +13,7 @@ import { DriverError, type DrainReceipt, type DriverContext, type TaskHandle, ty
 import { ErrorCount } from './error-count';
 import type { SourcePort } from './sources';
 import { IntervalCounts, LatencyReservoir, RateWindow } from './task-metrics';
+import { messageOf } from '../../lib/errors';
 
 export interface ConsumerDriverOptions {
   /** idle wait between polls when there is nothing to do (default 50 ms) */
@@ -57,7 +58,6 @@ const UPDATE_RELEASE_TIMEOUT_MS = 30_000;
 const OFFSET_MIRROR_INTERVAL_MS = 2_000;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 /** Parses a consumer start's spec and partitions, or throws DriverError('invalid-spec'). */
 export function parseStart(start: TaskStart): { spec: ConsumerSpec; partitions: number[] } {

@@ -12,11 +12,11 @@ import { ConsumerTask, MAX_WORK_SLEEP_MS, parseStart, type ConsumerDriverOptions
 import { ensureConsumerTables } from './consumer-schema';
 import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from './driver';
 import { openSource, probeSourceAndSink } from './sources';
+import { messageOf } from '../../lib/errors';
 
 export { MAX_WORK_SLEEP_MS, type ConsumerDriverOptions, type ConsumerTaskStatus } from './consumer-task';
 
 const POOL_SIZE = 4; // one connection per task at a time suffices; several tasks may share a driver
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 /** The consumer driver. One small pool per driver (per agent), created on first use. */
 export function createConsumerDriver(ctx: DriverContext, options: ConsumerDriverOptions = {}): TaskDriver {

@@ -17,6 +17,7 @@ import { EngineError, type ContainerInspect, type Engine } from './engine';
 import { portKeyFor, probeHostOf, probeHttp, probeTcp, specFingerprint, type ProbeOutcome } from './process';
 import type { DrainOptions, DrainReceipt } from '../../protocol';
 import type { z } from 'zod';
+import { messageOf } from '../../lib/errors';
 
 /** The bridge network every workload container joins (created on demand, inter-container communication off). */
 export const WORKLOAD_NETWORK = 'scalegate-workloads';
@@ -33,7 +34,6 @@ export const LABEL = {
 /** How often a running container's state is read (an exit is seen within it). */
 const WATCH_MS = 1_000;
 
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 /** The engine's create parameters of a limits spec: NanoCpus and bytes. */

@@ -44,6 +44,7 @@ import {
   type TaskStart,
   type TaskStatus,
 } from './driver';
+import { messageOf } from '../../lib/errors';
 
 export type TaskState = TaskReport['state'];
 
@@ -238,8 +239,6 @@ export function taskEnvironment(
     SCALEGATE_INCARNATION: identity.incarnation,
   };
 }
-
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * Signals the whole process group the task leads (spawned detached). Never throws: called from

@@ -4,8 +4,7 @@ import { Client } from 'pg';
 import type { ProbeResult } from '../../protocol';
 import { quoteIdentifier } from '../../protocol/consumer-tables';
 import type { DriverContext } from './driver';
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+import { messageOf } from '../../lib/errors';
 
 export async function probeTable(ctx: DriverContext, table: string, role: 'source' | 'destination'): Promise<ProbeResult> {
   if (!ctx.databaseUrl) return { ok: false, detail: `runtime ${ctx.runtimeId} has no database URL` };

@@ -8,6 +8,7 @@ import { probeTable } from '../table-probe';
 import { kafkaSource } from './kafka-source';
 import type { SourcePort } from './source';
 import { tableSource } from './table-source';
+import { messageOf } from '../../../lib/errors';
 
 export type { PartitionRecord, SourcePort, SourceRecord } from './source';
 
@@ -16,8 +17,6 @@ export interface SourceSpec {
   source: string | KafkaSource;
   partitions: number;
 }
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 /**
  * The source port of a spec. `owner` names the Kafka readers' transport groups (the task), `who`

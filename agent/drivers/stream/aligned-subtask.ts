@@ -11,8 +11,7 @@ import type { CompletedCheckpoint } from './job-state';
 import { KeyedCounts, SinkEpoch } from './operator-state';
 import { StreamSubtask, type SubtaskDeps } from './subtask';
 import type { TaskStart } from '../driver';
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+import { messageOf } from '../../../lib/errors';
 
 /** A subtask whose inputs carry records R, taken in barrier alignment. */
 abstract class AlignedSubtask<R extends StreamRecord> extends StreamSubtask {

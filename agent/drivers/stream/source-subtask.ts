@@ -9,8 +9,8 @@ import type { SourcePort } from '../sources';
 import type { CompletedCheckpoint } from './job-state';
 import { SourceOffsets } from './operator-state';
 import { StreamSubtask } from './subtask';
+import { messageOf } from '../../../lib/errors';
 
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 /** how often a source refreshes its backlog figure from the source's newest offsets */
 const BACKLOG_REFRESH_MS = 1_000;
 

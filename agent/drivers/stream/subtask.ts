@@ -45,6 +45,7 @@ import type { SourcePort } from '../sources';
 import { CheckpointClock } from './checkpoint-clock';
 import { InputServer, OutputChannel } from './exchange';
 import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
+import { messageOf } from '../../../lib/errors';
 
 export interface StreamTuning {
   /** records read per partition per source batch */
@@ -60,7 +61,6 @@ export interface StreamTuning {
 export const DEFAULT_STREAM_TUNING: StreamTuning = { batchPerPartition: 500, triggerPollMs: 50, idlePollMs: 20, wiringTimeoutMs: 60_000 };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 const LATENCY_SAMPLES = 256;
 
 export interface SubtaskDeps {
@@ -97,7 +97,6 @@ export abstract class StreamSubtask implements TaskHandle {
   protected readonly latency = new LatencyReservoir(LATENCY_SAMPLES);
   protected backlog = 0;
   protected readonly errors: ErrorCount;
-
 
   /**
    * A hot rescale this subtask is armed for: at checkpoint C the job's layout becomes `spec`
