@@ -32,22 +32,32 @@ export function createPool(connectionString: string, options: PoolOptions = {}):
   return pool;
 }
 
-/** Runs `work` in one transaction on a dedicated connection; rolls back on any error and rethrows it. */
+/**
+ * Runs `work` in one transaction on a dedicated connection; rolls back on any error and rethrows it.
+ * A connection that cannot even roll back, or whose session the server ended meanwhile, is discarded
+ * rather than returned to the pool.
+ */
 export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
+  // The server ending the session while no query is in flight (idle_in_transaction_session_timeout,
+  // a restart) reaches the client as an event: without a listener it would be an uncaught exception.
+  const onClientError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onClientError);
   try {
     await client.query('begin');
     const result = await work(client);
     await client.query('commit');
     return result;
   } catch (error) {
-    // A connection that cannot even roll back is discarded rather than returned to the pool.
     await client.query('rollback').catch((rollbackError: Error) => {
       broken = rollbackError;
     });
     throw error;
   } finally {
+    client.off('error', onClientError);
     client.release(broken);
   }
 }

@@ -4,6 +4,7 @@
 // current owner can commit: a takeover waits on the row lock, and a stale owner finds the row no
 // longer names it.
 import type { Pool } from 'pg';
+import { inTransaction } from '../../lib/pg';
 import { OFFSETS_TABLE } from './consumer-schema';
 import type { SourceRecord } from './sources';
 
@@ -39,14 +40,8 @@ export type BatchOutcome =
 
 export async function commitBatch(pool: Pool, input: BatchInput): Promise<BatchOutcome> {
   const { records } = input;
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  // The server ending this session while no query is in flight reaches the client as an event:
-  // without a listener it would be an uncaught exception of the agent.
-  const onClientError = (error: Error) => { broken = error; };
-  client.on('error', onClientError);
-  try {
-    await client.query('begin');
+  // Ownership not proven, or the offset moved: nothing is written, and the transaction ends at once.
+  return inTransaction(pool, async (client): Promise<BatchOutcome> => {
     // A frozen agent (SIGSTOP) holding this row lock would keep a new owner waiting: the server
     // ends the session once it idles in this transaction longer than the batch's work plus a margin.
     await client.query(`set local idle_in_transaction_session_timeout = ${Math.ceil(input.idleTimeoutMs)}`);
@@ -58,15 +53,9 @@ export async function commitBatch(pool: Pool, input: BatchInput): Promise<BatchO
         for update`,
       [input.workload, input.partition, input.taskId, input.fence, input.checkOwner !== false],
     );
-    if (ownership.rowCount === 0) {
-      await client.query('rollback');
-      return { kind: 'not-owner' };
-    }
+    if (ownership.rowCount === 0) return { kind: 'not-owner' };
     const committed = Number(ownership.rows[0].committed_offset);
-    if (committed !== input.readFrom) {
-      await client.query('rollback');
-      return { kind: 'moved', committed };
-    }
+    if (committed !== input.readFrom) return { kind: 'moved', committed };
     await input.work();
     // No "on conflict": a duplicate sink row must fail the batch loudly, never be hidden.
     const inserted = await client.query<{ processed_ms: number }>(
@@ -82,15 +71,6 @@ export async function commitBatch(pool: Pool, input: BatchInput): Promise<BatchO
     if (input.commitOffset) {
       await client.query(`update ${OFFSETS_TABLE} set committed_offset = $3 where workload = $1 and partition = $2`, [input.workload, input.partition, lastOffset]);
     }
-    await client.query('commit');
     return { kind: 'committed', committed: input.commitOffset ? lastOffset : committed, processedMs: inserted.rows[0].processed_ms };
-  } catch (error) {
-    await client.query('rollback').catch((rollbackError: Error) => {
-      broken = rollbackError;
-    });
-    throw error;
-  } finally {
-    client.off('error', onClientError);
-    client.release(broken);
-  }
+  });
 }
