@@ -27,7 +27,7 @@ import { failureMessage, parseInput, profiles, quickStore, trackOperation } from
 import { rescaleOperator, type RescaleStatus } from './rescale-operator';
 import { scaleIn } from './scale-in';
 import { scaleOut } from './scale-out';
-import { chooseScale, isRefusal } from './scale-choice';
+import { chooseScale, isRefusal } from '../domain/scale-choice';
 import type { ScaleStatus } from './scale-operation';
 
 const observations = proxyActivities<Activities>(profiles.observation);

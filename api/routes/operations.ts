@@ -13,7 +13,7 @@ import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
 import { reportUrlOf, requireActiveWorkload, startOperation } from '../operations';
 import { listOperations, runOfStart } from '../operation-list';
-import { chooseScale, isRefusal } from '../../workflows/scale-choice';
+import { chooseScale, isRefusal } from '../../domain/scale-choice';
 import { defineRoute, ok } from '../../http/route';
 import { renderOperationReport, REPORT_CONTENT_SECURITY_POLICY } from '../report';
 import { rollout } from '../../workflows/rollout';

@@ -4,7 +4,7 @@ import { kubernetesOf, PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEn
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
-import { chooseScale, isRefusal } from '../../workflows/scale-choice';
+import { chooseScale, isRefusal } from '../../domain/scale-choice';
 import { retireWorkload } from '../../workflows/retire-workload';
 import { rollout } from '../../workflows/rollout';
 import { runsRevisionOf } from '../../lib/revision';

@@ -1,5 +1,5 @@
-// The one choice of the operation that changes a workload's size, for every door (workflows/scale-choice.ts).
-import { chooseScale, type ScaleAsk } from '../../workflows/scale-choice';
+// The one choice of the operation that changes a workload's size, for every door (domain/scale-choice.ts).
+import { chooseScale, type ScaleAsk } from '../../domain/scale-choice';
 
 const ask = (overrides: Partial<ScaleAsk>): ScaleAsk => ({ door: 'request', workload: 'web', kind: 'service', current: 2, target: 4, ...overrides });
 

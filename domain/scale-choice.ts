@@ -1,5 +1,6 @@
 // Which operation changes a workload's size (DESIGN.md §3 "plan/apply is the scale procedure", §4):
-// one decision for every door (POST /scale, a plan's apply, the autoscaler), on the workflow side.
+// one decision for every door (POST /scale, a plan's apply, the autoscaler), pure: the API and the
+// autoscaler workflow ask the same function.
 // The doors translate: they read the workload and its placement, ask here, and start what comes back.
 // The operation chosen checks its own start again (a scaleOut/scaleIn whose placement moved meanwhile
 // refuses, naming what it found), so a read that raced another change never changes the wrong way.
