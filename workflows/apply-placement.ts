@@ -10,8 +10,8 @@ import type { Plan } from '../domain/plan';
 import type { ReplicaCount } from '../protocol';
 import { formatDuration, profiles, quickStore, runtimesOf } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const long = proxyActivities<Activities>(profiles.longDrain);
+const store = proxyActivities<Activities>(profiles.storeCall);
+const long = proxyActivities<Activities>(profiles.longCall);
 
 export const DEFAULT_CONVERGE_TIMEOUT_MS = 60_000;
 

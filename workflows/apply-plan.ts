@@ -9,7 +9,7 @@ import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } fr
 import { failureMessage, handleAborts, isStalePlan, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 
 export const ApplyPlanInputSchema = z.object({
   planId: z.string().min(1),

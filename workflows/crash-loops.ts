@@ -16,7 +16,7 @@ import { CrashLoopingTasksSchema, type CrashLoopingTasks } from '../protocol/tas
 import { applyPlan } from './apply-plan';
 import { failureMessage, parseInput, profiles, trackOperation } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 
 export const crashLoopingSignal = defineSignal<[CrashLoopingTasks]>('crashLooping');
 

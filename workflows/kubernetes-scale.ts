@@ -22,8 +22,8 @@ import type { beginScaleOperation } from './scale-operation';
 import { describeObject, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
 
 const cluster = proxyActivities<Activities>(profiles.agentCall);
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const waits = proxyActivities<Activities>(profiles.longDrain);
+const store = proxyActivities<Activities>(profiles.storeCall);
+const waits = proxyActivities<Activities>(profiles.longCall);
 
 type Begun = Awaited<ReturnType<typeof beginScaleOperation>>;
 

@@ -13,7 +13,7 @@ import { RuntimeId } from '../protocol/names';
 import { failureMessage, formatDuration, parseInput, profiles, trackOperation } from './operation';
 import { recoverRuntime } from './recover-runtime';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 
 export const LeaseSweeperInputSchema = z.strictObject({
   /** passes before continue-as-new keeps the history small */

@@ -60,9 +60,11 @@ export function handleAborts() {
 
 /** Activity option profiles, named once. */
 export const profiles = {
-  storeWrite: { startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
+  /** a short store read or write through the server (a local activity where the run asks: localStore) */
+  storeCall: { startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
   agentCall: { startToCloseTimeout: '60 seconds', retry: { maximumAttempts: 5, initialInterval: '500ms', maximumInterval: '5s' } },
-  longDrain: { startToCloseTimeout: '15 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 3 } },
+  /** a call that may take minutes, heartbeating: drains, starts that await readiness, waits on another run */
+  longCall: { startToCloseTimeout: '15 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 3 } },
   /** a call inside a paused checkpoint window: a lost answer fails over to the replan within seconds */
   windowCall: { startToCloseTimeout: '5 seconds', retry: { maximumAttempts: 3, initialInterval: '200ms', maximumInterval: '1s' } },
   /** a reading the caller takes again at its next interval anyway: a failure is reported, not retried for long */
@@ -70,7 +72,7 @@ export const profiles = {
   /**
    * A short store read or an idempotent store write run as a local activity: inside the workflow
    * task, without a round trip through the server (bench/scale-latency.ts measures the difference).
-   * The same retries as storeWrite; a backoff past a few seconds waits on a server timer.
+   * The same retries as storeCall; a backoff past a few seconds waits on a server timer.
    */
   localStore: { startToCloseTimeout: '10 seconds', localRetryThreshold: '5 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
 } as const;
@@ -82,7 +84,7 @@ export const profiles = {
  */
 export const FEWER_ROUND_TRIPS = 'fewer-round-trips';
 
-const serverStore = proxyActivities<Activities>(profiles.storeWrite);
+const serverStore = proxyActivities<Activities>(profiles.storeCall);
 const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 /** The store's short calls: local activities in runs since FEWER_ROUND_TRIPS, through the server in runs before it. */
 export const quickStore = (): typeof serverStore => (patched(FEWER_ROUND_TRIPS) ? localStore : serverStore);

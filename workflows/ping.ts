@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Activities } from '../activities';
 import { parseInput, profiles, trackOperation } from './operation';
 
-const { storePing } = proxyActivities<Activities>({ ...profiles.storeWrite, summary: 'read the store: runtimes and workloads' });
+const { storePing } = proxyActivities<Activities>({ ...profiles.storeCall, summary: 'read the store: runtimes and workloads' });
 
 export const PingInputSchema = z.object({ note: z.string().max(200).optional() }).strict();
 

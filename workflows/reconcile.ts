@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { applyPlan } from './apply-plan';
 import { failureMessage, formatDuration, parseInput, profiles, trackOperation } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 
 export const ReconcileInputSchema = z.object({
   intervalMs: z.int().min(100).max(3_600_000).default(15_000),

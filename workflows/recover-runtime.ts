@@ -21,8 +21,8 @@ const isAlreadyStarted = (error: unknown) => error instanceof WorkflowExecutionA
 
 export { abortSignal } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const long = proxyActivities<Activities>(profiles.longDrain);
+const store = proxyActivities<Activities>(profiles.storeCall);
+const long = proxyActivities<Activities>(profiles.longCall);
 
 export const RecoverRuntimeInputSchema = z.strictObject({
   runtime: RuntimeId,

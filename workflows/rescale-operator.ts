@@ -19,13 +19,13 @@ import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
 
 export { abortSignal } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
-const long = proxyActivities<Activities>(profiles.longDrain);
+const long = proxyActivities<Activities>(profiles.longCall);
 /** Calls inside the paused window: a lost answer must reach the fallback in seconds, not after minutes of retries. */
 const windowCalls = proxyActivities<Activities>(profiles.windowCall);
 /** The preparation since PREPARE_ENDS_BEFORE_RESUME: an abort waits for planRescale to end before the clock is resumed. */
-const preparing = proxyActivities<Activities>({ ...profiles.longDrain, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
+const preparing = proxyActivities<Activities>({ ...profiles.longCall, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
 
 /**
  * Patch 2026-12-03 (issue 33): an abort or a cancellation while preparing waits for planRescale

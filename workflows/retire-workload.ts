@@ -6,8 +6,8 @@ import type { Activities } from '../activities';
 import { WorkloadName } from '../protocol/names';
 import { parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const long = proxyActivities<Activities>(profiles.longDrain);
+const store = proxyActivities<Activities>(profiles.storeCall);
+const long = proxyActivities<Activities>(profiles.longCall);
 
 export const RetireInputSchema = z.object({ workload: WorkloadName, reason: z.string().max(500).optional() });
 

@@ -21,7 +21,7 @@ import { failureMessage, formatDuration, handleAborts, parseInput, profiles, rep
 import { drainDeadlineMs } from './scale-in';
 import { compensate } from './stop-the-world-replan';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 const shortCalls = proxyLocalActivities<Activities>(profiles.localStore);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 

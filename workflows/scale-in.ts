@@ -18,7 +18,7 @@ import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 import { kubernetesScale } from './kubernetes-scale';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
 export const ScaleInInputSchema = z.object({

@@ -26,7 +26,7 @@ export const BASELINE_TASKS_READY = 'baseline-tasks-ready';
 export { abortSignal, statusQuery } from './scale-operation';
 export type { ScaleStatus } from './scale-operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
 export const ScaleOutInputSchema = z.object({

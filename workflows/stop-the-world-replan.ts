@@ -9,8 +9,8 @@ import { Replicas, WorkloadName } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
-const long = proxyActivities<Activities>(profiles.longDrain);
+const store = proxyActivities<Activities>(profiles.storeCall);
+const long = proxyActivities<Activities>(profiles.longCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
 /** The longest reason a replan takes (its input schema's bound). */

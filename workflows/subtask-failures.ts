@@ -13,7 +13,7 @@ import { FailedSubtasksSchema, type FailedSubtasks } from '../protocol/stream';
 import { formatDuration, parseInput, profiles, trackOperation } from './operation';
 import { stopTheWorldReplan } from './stop-the-world-replan';
 
-const store = proxyActivities<Activities>(profiles.storeWrite);
+const store = proxyActivities<Activities>(profiles.storeCall);
 
 export const subtasksFailedSignal = defineSignal<[FailedSubtasks]>('subtasksFailed');
 
