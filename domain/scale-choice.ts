@@ -61,3 +61,29 @@ export function chooseScale(ask: ScaleAsk): ScaleChoice | ScaleRefusal {
 }
 
 export const isRefusal = (choice: ScaleChoice | ScaleRefusal): choice is ScaleRefusal => 'refused' in choice;
+
+/** The options of a scale request (POST /v1/workloads/:name/scale) each operation takes; the others it would drop. */
+const OPTIONS_TAKEN = {
+  scaleOut: ['soakMs', 'convergeTimeoutMs', 'steps', 'accept'],
+  scaleIn: ['soakMs', 'convergeTimeoutMs', 'drainTimeoutMs', 'perInstanceLimit', 'override', 'force'],
+  stopTheWorldReplan: ['convergeTimeoutMs'],
+} as const;
+export const SCALE_REQUEST_OPTIONS = ['soakMs', 'convergeTimeoutMs', 'steps', 'accept', 'drainTimeoutMs', 'perInstanceLimit', 'override', 'force'] as const;
+export type ScaleRequestOption = (typeof SCALE_REQUEST_OPTIONS)[number];
+
+/**
+ * A scale request means one thing: an option the chosen operation does not take (a drain timeout
+ * on a scale-out, steps on a scale-in) is refused, naming it, instead of dropped without a word.
+ * Answers the refusal, or null.
+ */
+export function optionsNotTaken(choice: ScaleChoice, options: Partial<Record<ScaleRequestOption, unknown>>, change: string): ScaleRefusal | null {
+  if (!(choice.workflow in OPTIONS_TAKEN)) return null;
+  const taken: readonly string[] = OPTIONS_TAKEN[choice.workflow as keyof typeof OPTIONS_TAKEN];
+  const given = SCALE_REQUEST_OPTIONS.filter((option) => options[option] !== undefined && !taken.includes(option));
+  if (given.length === 0) return null;
+  const operation = choice.workflow === 'stopTheWorldReplan' ? 'a stream job\'s scale (the stop-the-world replan)' : `a ${choice.workflow === 'scaleOut' ? 'scale-out' : 'scale-in'}`;
+  return {
+    refused: 'validation-failed',
+    message: `${given.join(', ')} ${given.length === 1 ? 'does' : 'do'} not apply to ${operation} (${change}); it takes ${taken.join(', ')}: leave ${given.length === 1 ? 'it' : 'them'} out`,
+  };
+}

@@ -13,7 +13,7 @@ import { checkReplicaLimit } from '../limits';
 import { ApiError } from '../../http/errors';
 import { reportUrlOf, requireActiveWorkload, startOperation } from '../operations';
 import { listOperations, runOfStart } from '../operation-list';
-import { chooseScale, isRefusal } from '../../domain/scale-choice';
+import { chooseScale, isRefusal, optionsNotTaken } from '../../domain/scale-choice';
 import { defineRoute, ok } from '../../http/route';
 import { renderOperationReport, REPORT_CONTENT_SECURITY_POLICY } from '../report';
 import { rollout } from '../../workflows/rollout';
@@ -90,10 +90,12 @@ export function operationRoutes(deps: ApiDeps) {
         const choice = chooseScale({ door: 'request', workload: params.name, kind: workload.kind, current, target: body.replicas, approval: body.approval });
         if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message, { current });
         const { replicas, approval, reason, ...options } = body;
+        const dropped = optionsNotTaken(choice, options, `${current} → ${replicas}`);
+        if (dropped) throw new ApiError(dropped.refused, dropped.message, { current });
         const started = choice.workflow === 'stopTheWorldReplan'
           ? await startOperation(deps, { request, body,
             workflow: stopTheWorldReplan, workflowId: choice.workflowId,
-            input: { workload: params.name, replicas, reason: reason ?? 'scale requested via API' },
+            input: { workload: params.name, replicas, reason: reason ?? 'scale requested via API', ...(options.convergeTimeoutMs !== undefined ? { convergeTimeoutMs: options.convergeTimeoutMs } : {}) },
             summary: `scale stream job ${params.name} ${current} → ${replicas} subtasks (stop-the-world replan)`,
           })
           : await startOperation(deps, { request, body,

@@ -43,7 +43,9 @@ async function finished(started: { status: number; body: any }, what: string): P
 /** POST /scale, waiting out a reconcile apply that holds scale:<name> (409) as a user would. */
 async function scale(name: string, replicas: number): Promise<any> {
   for (let attempt = 0; ; attempt++) {
-    const started = await api('POST', `/v1/workloads/${name}/scale`, { replicas, soakMs: 1000, drainTimeoutMs: 30_000 });
+    // a drain timeout is a scale-in's option: a request that is a scale-out would be refused naming it
+    const placed = (await view('/v1/state')).body.workloads.find((w: { name: string }) => w.name === name)?.placed ?? 0;
+    const started = await api('POST', `/v1/workloads/${name}/scale`, { replicas, soakMs: 1000, ...(replicas < placed ? { drainTimeoutMs: 30_000 } : {}) });
     if (started.status === 409 && started.body?.error === 'operation-in-progress' && attempt < 5) {
       await waitForApply(stack, name);
       continue;

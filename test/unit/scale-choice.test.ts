@@ -1,5 +1,6 @@
 // The one choice of the operation that changes a workload's size, for every door (domain/scale-choice.ts).
-import { chooseScale, type ScaleAsk } from '../../domain/scale-choice';
+import { chooseScale, optionsNotTaken, SCALE_REQUEST_OPTIONS, type ScaleAsk } from '../../domain/scale-choice';
+import { ScaleRequestSchema } from '../../protocol';
 
 const ask = (overrides: Partial<ScaleAsk>): ScaleAsk => ({ door: 'request', workload: 'web', kind: 'service', current: 2, target: 4, ...overrides });
 
@@ -38,5 +39,31 @@ describe('chooseScale', () => {
     expect(chooseScale(ask({ door: 'plan', current: 0, target: 0, unplaced: 2 }))).toMatchObject({ refused: 'conflict' });
     // short, but still above what runs: a scale-out, whose gates judge the shortfall
     expect(chooseScale(ask({ door: 'plan', current: 1, target: 2, unplaced: 1 }))).toEqual({ workflow: 'scaleOut', workflowId: 'scale:web' });
+  });
+});
+
+describe('a scale request means one thing (optionsNotTaken)', () => {
+  const scaleOut = { workflow: 'scaleOut' as const, workflowId: 'scale:web' };
+  const scaleIn = { workflow: 'scaleIn' as const, workflowId: 'scale:web' };
+  const replan = { workflow: 'stopTheWorldReplan' as const, workflowId: 'replan:clicks' };
+
+  it('refuses an option the chosen operation would drop, naming it and what it takes', () => {
+    expect(optionsNotTaken(scaleOut, { drainTimeoutMs: 5000, soakMs: 0 }, '2 → 4')).toEqual({
+      refused: 'validation-failed',
+      message: 'drainTimeoutMs does not apply to a scale-out (2 → 4); it takes soakMs, convergeTimeoutMs, steps, accept: leave it out',
+    });
+    expect(optionsNotTaken(scaleIn, { steps: [1], accept: ['delivery'] }, '4 → 2')?.message).toMatch(/^steps, accept do not apply to a scale-in \(4 → 2\)/);
+    expect(optionsNotTaken(replan, { soakMs: 1000 }, '3 → 6')?.message).toMatch(/^soakMs does not apply to a stream job's scale \(the stop-the-world replan\)/);
+  });
+
+  it('passes what the operation takes, and options left out', () => {
+    expect(optionsNotTaken(scaleOut, { soakMs: 0, steps: [1, 'rest'], accept: ['delivery'], convergeTimeoutMs: 5000 }, '2 → 4')).toBeNull();
+    expect(optionsNotTaken(scaleIn, { drainTimeoutMs: 100, perInstanceLimit: 2, override: { reason: 'x' }, force: true, soakMs: 0 }, '4 → 2')).toBeNull();
+    expect(optionsNotTaken(scaleIn, { steps: undefined }, '4 → 2')).toBeNull();
+    expect(optionsNotTaken(replan, { convergeTimeoutMs: 5000 }, '3 → 6')).toBeNull();
+  });
+
+  it('knows every option of the request schema (a new one must be placed)', () => {
+    expect([...SCALE_REQUEST_OPTIONS].sort()).toEqual(Object.keys(ScaleRequestSchema.shape).filter((key) => !['replicas', 'approval', 'reason'].includes(key)).sort());
   });
 });
