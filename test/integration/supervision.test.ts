@@ -152,7 +152,9 @@ it('a replica crash-looping on one runtime while the other runs healthy is moved
   });
   expect(after.workloads.find((w: any) => w.name === 'sup-move')).toMatchObject({ status: 'placed', desired: 2, ready: 2 });
   expect(after.crashLooping.filter((c: any) => c.workload === 'sup-move')).toEqual([]);
-  const ledger = (await stack.api('GET', '/v1/ledger?workload=sup-move', { role: 'viewer' })).body.events;
-  expect(ledger).toContainEqual(expect.objectContaining({ kind: 'apply', outcome: 'completed', reason: `crash loop: ${decided.reason}`, planId: decided.planId }));
+  // the apply writes its ledger row at its end, after it stopped the crash-looping task
+  const row = await stack.waitFor('the move\'s apply in the ledger', async () =>
+    ((await stack.api('GET', '/v1/ledger?workload=sup-move', { role: 'viewer' })).body.events as any[]).find((e) => e.planId === decided.planId && e.outcome));
+  expect(row).toMatchObject({ kind: 'apply', outcome: 'completed', reason: `crash loop: ${decided.reason}` });
   fs.rmSync(crashHere, { recursive: true, force: true });
 });

@@ -89,6 +89,9 @@ function withAddress(url: string, address: string): string {
   return parsed.toString();
 }
 
+/** Every agent port this test process handed out (see agentPort). */
+const agentPortsGiven = new Set<number>();
+
 export async function startStack(options: {
   agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv;
   /** a PostgreSQL of the file's own (one it freezes) instead of the shared one */
@@ -222,12 +225,25 @@ export async function startStack(options: {
       ...(typeof options === 'number' ? { timeoutMs: options } : options),
     })) as T;
 
+  /**
+   * A free port no other agent of this process was given: agents launched side by side could each
+   * be told the same just-freed port (hot-rescale.test: EADDRINUSE for the third agent).
+   */
+  const agentPort = async (): Promise<number> => {
+    for (;;) {
+      const port = await freePort();
+      if (agentPortsGiven.has(port)) continue;
+      agentPortsGiven.add(port);
+      return port;
+    }
+  };
+
   /** One reserved port block per agent id, kept across restarts of that id and given back on stop. */
   const portRanges: Record<string, PortRange> = {};
 
   /** Spawns an agent; answers it and the wait for it to come up (as `spec.waitReady` says), not yet begun. */
   const launchAgent = async (spec: AgentSpec): Promise<{ agent: RunningAgent; up: () => Promise<void> }> => {
-    const port = await freePort();
+    const port = await agentPort();
     const stateDir = path.join(home, 'agents', spec.id);
     const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
     const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', spec.apiUrl ?? apiUrl, '--slots', String(spec.slots ?? 4)];
