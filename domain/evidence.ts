@@ -487,16 +487,16 @@ export function throughputRow(baseline: EvidenceSnapshot, after: EvidenceSnapsho
   const before = baseline.throughputSamples;
   const now = after.throughputSamples;
   if (!before || !now) return null;
-  const medians = (before.length ? median(before) : null);
-  const afterMedian = (now.length ? median(now) : null);
-  const figures = `medians ${medians ?? 'none'} → ${afterMedian ?? 'none'} records/s`;
+  const beforeMedian = before.length ? median(before) : null;
+  const afterMedian = now.length ? median(now) : null;
+  const figures = `medians ${beforeMedian ?? 'none'} → ${afterMedian ?? 'none'} records/s`;
   const behind = (s: EvidenceSnapshot) => s.backlog > 0 && s.backlog >= SATURATED_BACKLOG_SECONDS * Math.max(1, s.ratePerSec);
   if (!behind(baseline) || !behind(after)) {
     return {
-      check: 'throughput', verdict: 'not judged', baseline: medians, after: afterMedian,
+      check: 'throughput', verdict: 'not judged', baseline: beforeMedian, after: afterMedian,
       detail: `${figures} (not judged: the rate follows the offered load unless both windows end ${SATURATED_BACKLOG_SECONDS} s of work behind; backlog ${baseline.backlog} → ${after.backlog})`,
     };
   }
   const test = judgeNonInferior(before, now, THROUGHPUT_GUARDRAIL);
-  return { check: 'throughput', verdict: test.verdict, baseline: medians, after: afterMedian, detail: `${figures}; ${test.detail}`, reason: `throughput ${test.detail}` };
+  return { check: 'throughput', verdict: test.verdict, baseline: beforeMedian, after: afterMedian, detail: `${figures}; ${test.detail}`, reason: `throughput ${test.detail}` };
 }
