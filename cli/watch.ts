@@ -113,6 +113,9 @@ export async function followOperation(workflowId: string, options: FollowOptions
     shown = line;
   };
   for (;;) {
+    // The state is read before the operation: a ready count then never runs ahead of the steps the
+    // operation shows (the placements an operation writes follow its gates and its plan).
+    const state = workload ? await options.get('/v1/state').catch(() => null) : null;
     let op: any;
     try {
       op = await options.get(`/v1/operations/${encodeURIComponent(workflowId)}${options.runId ? `?runId=${encodeURIComponent(options.runId)}` : ''}`);
@@ -125,11 +128,7 @@ export async function followOperation(workflowId: string, options: FollowOptions
       await sleep(options.intervalMs ?? 500);
       continue;
     }
-    let replicas: ReplicaFigures | null = null;
-    if (workload && op.status === 'running') {
-      const state = await options.get('/v1/state').catch(() => null);
-      replicas = state?.workloads?.find((w: any) => w.name === workload) ?? null;
-    }
+    const replicas: ReplicaFigures | null = op.status === 'running' ? (state?.workloads?.find((w: any) => w.name === workload) ?? null) : null;
     print(progressLine(op, replicas, now()));
     if (op.status !== 'running') {
       const reason = outcomeReason(op);

@@ -72,6 +72,29 @@ describe('followOperation', () => {
     expect(written.endsWith('\ncompensated: the converge missed its deadline (scale:web, 1.5 s)\n')).toBe(true);
   });
 
+  test('a ready count never runs ahead of the steps: the state is read before the operation (cli.test --wait race)', async () => {
+    // The world moves on at every read: from the second read on, the operation has passed its gates
+    // and planned, and the placements it then wrote show 2 tasks. A follower that read the operation
+    // first and the state second would print 'gating: tasks ready 1/2' before the gates.
+    let reads = 0;
+    const gates = { rows: [{ gate: 'baseline', passed: true }] };
+    const plan = { starts: [{}], stops: [], moves: [] };
+    let written = '';
+    await followOperation('scale:web', {
+      get: async (path) => {
+        reads++;
+        const moved = reads >= 2;
+        if (path === '/v1/state') return { workloads: [{ name: 'web', placed: moved ? 2 : 1, ready: 1 }] };
+        return reads >= 6 ? { ...running({ phase: 'done', gates, plan }), status: 'completed' } : running(moved ? { phase: 'converging', gates, plan } : { phase: 'gating' });
+      },
+      write: (text) => { written += text; }, tty: false, now: () => 0, sleep: async () => {},
+    });
+    const lines = written.split('\n').filter(Boolean);
+    const firstWith = (pattern: RegExp) => lines.findIndex((line) => pattern.test(line));
+    expect(firstWith(/gates 1\/1 passed/)).toBeGreaterThanOrEqual(0);
+    expect(firstWith(/tasks ready \d\/2/)).toBeGreaterThanOrEqual(firstWith(/gates 1\/1 passed/));
+  });
+
   test('an API that does not answer for a while is said once, and followed through', async () => {
     let call = 0;
     let written = '';
@@ -147,7 +170,7 @@ describe('followOperation of a started run', () => {
       get: async (path) => { asked.push(path); return { ...running({ phase: 'done' }), status: 'completed' }; },
     });
     expect(ended.status).toBe('completed');
-    expect(asked).toEqual(['/v1/operations/scale%3Aweb?runId=r-1']);
+    expect(asked.filter((path) => path.startsWith('/v1/operations'))).toEqual(['/v1/operations/scale%3Aweb?runId=r-1']);
   });
 });
 
