@@ -204,6 +204,10 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     const victim = running[0];
     const workflowId = `subtask-failures:${job}`;
     const report = (taskIds: string[]) => ({ runtimeId: victim.runtimeId, taskIds });
+    // The replan of the test before made the survivors report their peers' failures, which started
+    // this workflow with the route's idle window (60 s): signalWithStart would only signal that run
+    // and wait out its window. This test starts its own.
+    await stack.temporal.workflow.getHandle(workflowId).terminate('the test starts its own').catch(() => undefined);
     // A report naming no subtask of the current placement decides nothing.
     const stale = await stack.temporal.workflow.signalWithStart(handleSubtaskFailures, {
       taskQueue: stack.taskQueue, workflowId, args: [{ workload: job, idleMs: 500 }], signal: subtasksFailedSignal, signalArgs: [report(['no-such-subtask'])],
