@@ -8,6 +8,7 @@ import path from 'node:path';
 import { Pool } from 'pg';
 import { createConsumerDriver, type ConsumerTaskStatus } from '../../agent/drivers/consumer';
 import type { DriverContext, TaskDriver, TaskHandle, TaskStart } from '../../agent/drivers/driver';
+import { kafkaSource } from '../../agent/drivers/sources/kafka-source';
 import { kafkaClient } from '../../lib/kafka';
 import { ensureTopic, runKafkaLoad } from '../../store/kafka-feed';
 import { ownershipOverlaps, verifyAgainstAcked } from '../../store/sink-audit';
@@ -86,6 +87,26 @@ describe('consumer driver, Kafka source', () => {
     }
     await waitFor('A reporting no backlog (the broker lag)', () => statusOf(replicaA).backlog === 0);
     expect(statusOf(replicaA).errors).toBe(0);
+  });
+
+  test('a source closed while a read is still opening its reader leaves no reader behind (no member, no heartbeat after the close)', async () => {
+    const topic = `close-race-${Date.now()}`;
+    const admin = kafkaClient(brokers).admin();
+    await admin.connect();
+    try {
+      await ensureTopic(admin, topic, 2);
+      const owner = `close-race-${Date.now()}`;
+      const source = kafkaSource({ brokers, topic, partitions: 2, owner });
+      // The first read opens the partition's reader (connect, subscribe, run); the close comes first.
+      const reading = source.readAfter(0, -1, 10).then(() => 'read', (error: Error) => error.message);
+      await source.close();
+      expect(await reading).toMatch(/closed/);
+      const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((id) => id.startsWith(`scalegate-transport-${owner}-`));
+      const described = groups.length ? (await admin.describeGroups(groups)).groups : [];
+      expect(described.filter((g) => g.members.length > 0).map((g) => g.groupId)).toEqual([]);
+    } finally {
+      await admin.disconnect();
+    }
   });
 
   test('a declared partition count the broker does not have is refused, naming the broker figure', async () => {

@@ -79,6 +79,8 @@ class PartitionReader {
   private pausedHere = false;
   /** KafkaJS crashed the transport consumer (and may be restarting it): the next read reopens it at nextExpected */
   private crashed = false;
+  /** closed from outside (forget, the source's close): a read still opening its consumer must not leave one running */
+  private closed = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -110,14 +112,15 @@ class PartitionReader {
         return await this.reopen(from);
       } catch (error) {
         const passing = this.crashed || (error as { retriable?: boolean }).retriable === true;
-        if (!passing || attempt >= REOPEN_ATTEMPTS) throw error;
+        if (this.closed || !passing || attempt >= REOPEN_ATTEMPTS) throw error;
         await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
       }
     }
   }
 
   private async reopen(from: number): Promise<void> {
-    await this.close();
+    await this.disconnect();
+    this.refuseIfClosed();
     this.crashed = false;
     this.buffer = [];
     this.acceptFrom = from;
@@ -159,16 +162,28 @@ class PartitionReader {
       });
       // Reading starts at `from`, whatever the (empty) transport group would start from.
       consumer.seek({ topic: this.topic, partition: this.partition, offset: String(from) });
+      // Closed while connecting: the close found this consumer not yet running, so it is stopped here.
+      this.refuseIfClosed();
     } catch (error) {
-      await this.close();
+      if (this.consumer === consumer) this.consumer = null;
+      await consumer.disconnect().catch(() => {});
       throw error;
     }
   }
 
-  async close(): Promise<void> {
+  private refuseIfClosed(): void {
+    if (this.closed) throw new Error(`the reader of ${this.topic} partition ${this.partition} is closed`);
+  }
+
+  private async disconnect(): Promise<void> {
     const consumer = this.consumer;
     this.consumer = null;
     await consumer?.disconnect().catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.disconnect();
   }
 }
 
