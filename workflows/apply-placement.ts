@@ -4,11 +4,12 @@
 // - drain-first (scale-in): drain the removed ones with a deadline, fenced write, PUT every target
 //   task (survivors take the released partitions from the committed offsets), await the target.
 // Either way a removed task is stopped once and readiness is awaited once.
-import { ApplicationFailure, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
 import type { ReplicaCount } from '../protocol';
 import { formatDuration, profiles, quickStore, runtimesOf } from './operation';
+import { SPEC_OF_THE_BASIS, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
@@ -60,7 +61,6 @@ export function withoutRemovalsOn<P extends Plan>(plan: P, runtimeIds: readonly 
 
 const refs = (assignments: Plan['target']) => assignments.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId }));
 
-
 /** The workload as the plan saw it (its basis revision), or the plan is stale: nothing is written. */
 async function loadPlannedWorkload(plan: Plan, shortCalls: typeof store) {
   const workload = await shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${plan.workload} (revision ${plan.basis.registryRevision})` }, [plan.workload]);
@@ -101,7 +101,7 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
   // The tasks start with the spec the plan was made on: read before the fenced write, which refuses
   // if the revision moved after this read. Read after it (runs before this patch), a spec another
   // change wrote meanwhile reached tasks placed for the old one (chaos seed 11).
-  const specOfBasis = patched('spec-of-the-basis');
+  const specOfBasis = askPatch(SPEC_OF_THE_BASIS);
   // The read and the fenced write (idempotent: a retry recognises its own plan) as local activities.
   const shortCalls = quickStore();
   const planned = specOfBasis ? await loadPlannedWorkload(plan, shortCalls) : null;

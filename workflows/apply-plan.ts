@@ -1,13 +1,14 @@
 // applyPlan: applies a stored plan that keeps the replica count (moves, a recompute) and the reconcile
 // loop's plans. An abort or a Temporal cancellation before the placement write ends it `cancelled`
 // with nothing changed; a failure or an abort after it is compensated by the stop-the-world replan.
-import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { LedgerOutcome } from '../protocol';
 import type { Activities } from '../activities';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
 import { failureMessage, handleAborts, isStalePlan, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
+import { APPLY_PLAN_STALE_REFUSED, LEDGER_AFTER_COMPENSATION, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 
@@ -57,7 +58,7 @@ async function runApplyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
       });
       // Another change wrote the placement first (chaos seed 15): nothing was written, so the plan
       // is refused as stale, as a scale's is; runs before this patch failed here.
-      if (!abort && isStalePlan(error) && patched('apply-plan-stale-refused')) {
+      if (!abort && isStalePlan(error) && askPatch(APPLY_PLAN_STALE_REFUSED)) {
         const reason = `stale plan: ${failureMessage(error)}; plan again`;
         await ledger('stale-plan', reason);
         op.enter('stale-plan');
@@ -70,7 +71,7 @@ async function runApplyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
     }
     const reason = abort ? aborts.reason! : `apply failed after the placement write: ${failureMessage(error)}`;
     return aborts.exit(async () => {
-      const ledgerAfter = patched('ledger-after-compensation');
+      const ledgerAfter = askPatch(LEDGER_AFTER_COMPENSATION);
       if (!ledgerAfter) await ledger('compensated', reason);
       op.enter('compensating');
       let outcome: PlacementOutcome;

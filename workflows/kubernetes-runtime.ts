@@ -4,13 +4,6 @@
 import type { Activities } from '../activities';
 import type { KubernetesRuntime, Workload } from '../protocol';
 
-/**
- * Patch (2026-12-03, issue 37): a workload that names a Kubernetes object is scaled through the
- * Kubernetes runtime port. Asked only for such a workload (none existed before it), so no run of
- * an agent workload records or replays a marker.
- */
-export const KUBERNETES_RUNTIME = 'kubernetes-runtime';
-
 export type KubernetesRead = Awaited<ReturnType<Activities['kubernetesObject']>>;
 
 /** The Kubernetes object a workload scales (null: it runs on scalegate's agents). protocol/workload.ts's twin, kept out of the workflow bundle. */

@@ -1,7 +1,7 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
 // validation that fails non-retryably with a message naming the bad field, and activity profiles.
 import {
-  ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, patched, proxyActivities, proxyLocalActivities,
+  ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, proxyActivities, proxyLocalActivities,
   setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
@@ -10,6 +10,7 @@ import type { Activities } from '../activities';
 import { describeIssues } from '../protocol/issues';
 import { statusOfOutcome, type OperationStatusWord } from '../protocol/ledger';
 import { ADMIT_BY_MEMO, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol/search-attributes';
+import { ADMISSION_BY_RECORDED_START, EVIDENCE_JUDGED, FEWER_ROUND_TRIPS, SCALEGATE_OUTCOME, askPatch } from './patches';
 
 export const phaseQuery = defineQuery<string>('phase');
 /** POST /v1/operations/:id/abort: an operator's abort, taken by every operation that changes a placement. */
@@ -77,34 +78,10 @@ export const profiles = {
   localStore: { startToCloseTimeout: '10 seconds', localRetryThreshold: '5 seconds', retry: { maximumAttempts: 10, initialInterval: '200ms' } },
 } as const;
 
-/**
- * Operations that start after this patch read the store and append their ledger row with local
- * activities, and run independent activities side by side (`FEWER_ROUND_TRIPS`): the same
- * activities, fewer workflow tasks. Runs recorded before it keep their commands.
- */
-export const FEWER_ROUND_TRIPS = 'fewer-round-trips';
-
 const serverStore = proxyActivities<Activities>(profiles.storeCall);
 const localStore = proxyLocalActivities<Activities>(profiles.localStore);
 /** The store's short calls: local activities in runs since FEWER_ROUND_TRIPS, through the server in runs before it. */
-export const quickStore = (): typeof serverStore => (patched(FEWER_ROUND_TRIPS) ? localStore : serverStore);
-
-/**
- * Runs that start after this patch judge their admission by the time Temporal recorded the start
- * (`startTime`, the started event). Runs before it compared the first workflow task's time
- * (`runStartTime`), which comes later whenever the workers are busy or away: a start Temporal took
- * in time refused itself after the API had answered 202.
- */
-export const ADMISSION_BY_RECORDED_START = 'admission-by-recorded-start';
-
-/**
- * Since this patch every evidence row can fail (DESIGN.md §3 "Evidence is a judgment"): receipts are
- * balanced per partition, a task not measured is `not measured` and makes the baseline unhealthy,
- * latency is tested over both windows' samples, and a scaleIn whose comparison fails compensates.
- * It is asked only where the judgment differs from the one before it (no marker in the usual run), so
- * runs recorded before it replay as they were judged.
- */
-export const EVIDENCE_JUDGED = 'evidence-judged';
+export const quickStore = (): typeof serverStore => (askPatch(FEWER_ROUND_TRIPS) ? localStore : serverStore);
 
 /**
  * The judgment since EVIDENCE_JUDGED, or the one before it where the two differ in what the run does
@@ -114,25 +91,11 @@ export function judgedSinceEvidencePatch<T>(judged: T, before: () => T, differ: 
   return judgedSincePatch(EVIDENCE_JUDGED, judged, before, differ);
 }
 
-/**
- * Patch (2026-12-03, issue 33 item 2): errors are judged as a rate, errors per record processed in
- * each window by an exact test at a 10 % margin, where both windows processed records; before it any
- * new error was a regression. Asked only where the two judgments differ in what the run does next.
- */
-export const ERROR_RATE_TESTED = 'error-rate-tested';
-
-/**
- * Patch (2026-12-04, issue 33 item 2): throughput is judged, the workload's records per second in
- * each window tested by Mann-Whitney U at a 10 % non-inferiority margin while both windows end
- * behind; before it there was no throughput row. Asked only where the two judgments differ.
- */
-export const THROUGHPUT_TESTED = 'throughput-tested';
-
 /** The judgment since `patchId`, or the one before it where the two differ (`differ`) and the run began before the patch. */
 export function judgedSincePatch<T>(patchId: string, judged: T, before: () => T, differ: (a: T, b: T) => boolean): T {
   const legacy = before();
   if (!differ(judged, legacy)) return judged;
-  return patched(patchId) ? judged : legacy;
+  return askPatch(patchId) ? judged : legacy;
 }
 
 /** Two comparisons differ in what the run does next: one is a regression (compensate), the other not. */
@@ -149,7 +112,7 @@ export function refuseLateStart(workflowType: string): void {
   // The recorded start is never after the first workflow task: only where that task came after the
   // deadline can the two disagree, so only there is the patch asked (no marker in the usual run).
   if (typeof admitBy !== 'string' || !(runStartTime.getTime() > Date.parse(admitBy))) return;
-  const recorded = patched(ADMISSION_BY_RECORDED_START) ? startTime : runStartTime;
+  const recorded = askPatch(ADMISSION_BY_RECORDED_START) ? startTime : runStartTime;
   if (!(recorded.getTime() > Date.parse(admitBy))) return;
   throw ApplicationFailure.create({
     type: 'start-expired',
@@ -232,7 +195,7 @@ export async function reportingOutcome<T>(run: () => Promise<T>): Promise<T> {
 }
 
 function endVisibly(status: OperationStatusWord, reason: string | null): void {
-  if (!patched('scalegate-outcome')) return;
+  if (!askPatch(SCALEGATE_OUTCOME)) return;
   upsertSearchAttributes([{ key: OUTCOME_KEY, value: status }]);
   setCurrentDetails(`${tracked?.summary ?? workflowInfo().workflowType}: **${status}**${reason ? `: ${reason.slice(0, 1_000)}` : ''}`);
 }

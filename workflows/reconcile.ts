@@ -1,9 +1,10 @@
 // reconcile: the durable reconcile loop (DESIGN.md §3 placement), one pass per interval.
-import { continueAsNew, log, ParentClosePolicy, patched, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { continueAsNew, log, ParentClosePolicy, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { applyPlan } from './apply-plan';
 import { failureMessage, formatDuration, parseInput, profiles, trackOperation } from './operation';
+import { RECONCILE_MARKER_AFTER_CHILDREN, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 
@@ -26,7 +27,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
     op.enter('reconciling');
     // The skip marker is written after the applies below have started (not inside the pass), so a
     // pass interrupted in between is redone rather than skipped. Patched: older runs wrote it inside.
-    const markerAfterChildren = patched('reconcile-marker-after-children');
+    const markerAfterChildren = askPatch(RECONCILE_MARKER_AFTER_CHILDREN);
     let result: Awaited<ReturnType<Activities['reconcilePass']>>;
     try {
       result = await store.reconcilePass.executeWithOptions({ summary: `reconcile pass ${pass + 1}` }, [markerAfterChildren ? { deferMarker: true } : {}]);

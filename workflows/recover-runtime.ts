@@ -7,7 +7,7 @@
 // tasks are revoked when it heartbeats again) → converge (new tasks, and survivors that took
 // partitions, ready) → ledger row `recover`. An abort, or a failure after the runtime was declared
 // LOST, ends in the stop-the-world replan of every affected workload that did not converge.
-import { defineQuery, isCancellation, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { defineQuery, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { z } from 'zod';
 import type { Activities, RecoveryItem } from '../activities';
@@ -16,6 +16,7 @@ import { RuntimeId, type ReplicaCount } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, isStalePlan, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
+import { RECOVERY_REPLAN_CANCELLED_BY_HAND, askPatch } from './patches';
 
 const isAlreadyStarted = (error: unknown) => error instanceof WorkflowExecutionAlreadyStartedError;
 
@@ -223,7 +224,7 @@ async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
     // A replan this recovery started that someone else cancelled (the Web UI, `temporal workflow
     // cancel replan:<w>`, chaos seed 33): an operator's decision, not a failure. No cancellation of
     // this recovery reaches its children here, so a cancelled child was cancelled by hand.
-    const cancelledByHand = (error: unknown) => isCancellation(error) && patched('recovery-replan-cancelled-by-hand');
+    const cancelledByHand = (error: unknown) => isCancellation(error) && askPatch(RECOVERY_REPLAN_CANCELLED_BY_HAND);
     const cancelledReplans: string[] = [];
     // 3b. Stream jobs: the stop-the-world replan from the last completed checkpoint, unless a failed
     // subtask's report started it already (then that one carries it out).

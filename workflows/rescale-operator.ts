@@ -8,7 +8,7 @@
 // the requested parallelism: hot when possible, correct always.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
-  ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, patched, proxyActivities, setHandler, workflowInfo,
+  ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, proxyActivities, setHandler, workflowInfo,
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, RescalePlan } from '../activities';
@@ -16,6 +16,7 @@ import type { LedgerOutcome } from '../protocol';
 import { WorkloadName } from '../protocol/names';
 import { CANCELLATION_REQUESTED, failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
+import { JOINED_REPLAN_JUDGED, JOINED_REPLAN_REFUSED, PREPARE_ENDS_BEFORE_RESUME, RESCALE_NO_ROOM_REFUSED, RESCALE_PLAN_FAILURE_REPLANS, askPatch } from './patches';
 
 export { abortSignal } from './operation';
 
@@ -26,26 +27,6 @@ const long = proxyActivities<Activities>(profiles.longCall);
 const windowCalls = proxyActivities<Activities>(profiles.windowCall);
 /** The preparation since PREPARE_ENDS_BEFORE_RESUME: an abort waits for planRescale to end before the clock is resumed. */
 const preparing = proxyActivities<Activities>({ ...profiles.longCall, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED });
-
-/**
- * Patch 2026-12-03 (issue 33): an abort or a cancellation while preparing waits for planRescale
- * to end (it is cancelled with WAIT_CANCELLATION_COMPLETED) before the clock is resumed. Runs
- * before it resumed the clock at once (TRY_CANCEL), while planRescale could still be pausing it:
- * a rescale cancelled at once could end `cancelled` with the clock paused for good.
- */
-export const PREPARE_ENDS_BEFORE_RESUME = 'rescale-prepare-ends-before-resume';
-/**
- * Patch 2026-12-03 (issue 33): a rescale that joined a running replan which applied another
- * parallelism than the requested one ends `failed` (nothing of its own was changed) or
- * `compensated`, naming both, instead of `replanned`. Asked only where they differ.
- */
-export const JOINED_REPLAN_JUDGED = 'rescale-joined-replan-judged';
-/**
- * Patch 2026-12-04 (issue 33 item 5): such a rescale whose own layout was never written ends
- * `refused` (superseded: the request is not applied, nothing of its own changed; ask again), not
- * `failed`, which says something broke. Asked only on that path.
- */
-export const JOINED_REPLAN_REFUSED = 'rescale-joined-replan-refused';
 
 export const RescaleInputSchema = z.strictObject({
   job: WorkloadName,
@@ -59,14 +40,6 @@ export type RescaleInput = z.input<typeof RescaleInputSchema>;
 
 /** `cancelled`: an abort or a Temporal cancellation before anything changed (the clock resumed). */
 export type RescaleOutcome = 'running' | 'completed' | 'replanned' | 'compensated' | 'cancelled' | 'refused' | 'failed';
-
-/**
- * Patch id (2026-12-03, issue 33): a rescale the fleet has no room for (no free slot for the hot
- * cutover, nor for the job in a new generation: planRescale's placement-unavailable) ends
- * `refused`, nothing changed; before it, such a run replanned and failed in the replan's resize.
- * Retire once no open rescale nor kept history predates it.
- */
-export const RESCALE_NO_ROOM_REFUSED = 'rescale-no-room-refused';
 
 export interface RescaleStatus {
   kind: 'rescaleOperator';
@@ -147,13 +120,13 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       // The replan joined was asked by another (a recovery, a failed subtask's report) and may have
       // applied another size: the request is done only if it applied the requested parallelism.
       const applied = inputs.parallelism?.to?.[input.operator] ?? null;
-      if (applied !== input.parallelism && patched(JOINED_REPLAN_JUDGED)) {
+      if (applied !== input.parallelism && askPatch(JOINED_REPLAN_JUDGED)) {
         status.compensation.applied = applied;
         const mismatch = `requested ${input.operator} = ${input.parallelism}; the running replan:${input.job} it joined applied ${input.operator} = ${applied ?? 'unknown'}`;
         status.error = mismatch;
         // Before the layout write nothing of the rescale's own changed: refused, superseded by the
         // replan (runs before JOINED_REPLAN_REFUSED: failed). After it: compensated, as ever, saying so.
-        status.outcome = outcome === 'replanned' ? (patched(JOINED_REPLAN_REFUSED) ? 'refused' : 'failed') : 'compensated';
+        status.outcome = outcome === 'replanned' ? (askPatch(JOINED_REPLAN_REFUSED) ? 'refused' : 'failed') : 'compensated';
         status.compensation.reason = `${reason}; ${mismatch}`;
         await ledger(status.outcome, { why: status.compensation.reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined, applied }, { error: mismatch });
         return status;
@@ -170,7 +143,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
   // Since PREPARE_ENDS_BEFORE_RESUME an abort waits here until planRescale ended, so the resume
   // below comes after its last pause (before it, planRescale could pause the clock again after the
   // resume, and nothing would resume it).
-  const waitsForPrepare = patched(PREPARE_ENDS_BEFORE_RESUME);
+  const waitsForPrepare = askPatch(PREPARE_ENDS_BEFORE_RESUME);
   /** A Temporal cancellation came (its planRescale may have ended well all the same). */
   const cancelRequested = () => waitsForPrepare && CancellationScope.current().consideredCancelled;
   try {
@@ -190,14 +163,14 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       // parallelism. Runs recorded before `rescale-plan-failure-replans` failed here.
       const refusal = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && ['invalid-input', 'not-found'].includes(error.cause.type ?? '');
       const noRoom = error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === 'placement-unavailable';
-      if (!abort && noRoom && patched(RESCALE_NO_ROOM_REFUSED)) {
+      if (!abort && noRoom && askPatch(RESCALE_NO_ROOM_REFUSED)) {
         status.outcome = 'refused';
         status.error = failureMessage(error);
         enter('refused');
         await ledger('refused', { clockResumed: resumed }, { error: status.error });
         return status;
       }
-      if (!abort && !refusal && patched('rescale-plan-failure-replans')) {
+      if (!abort && !refusal && askPatch(RESCALE_PLAN_FAILURE_REPLANS)) {
         status.hot = false;
         status.reason = `preparing the hot cutover failed (${failureMessage(error)}); the clock ${resumed === true ? 'resumed' : String(resumed)}`;
         enter('stop-the-world');

@@ -1,10 +1,11 @@
 // retireWorkload: DELETE /v1/workloads/:name empties the placement and stops every task; one on a
 // runtime that is down is revoked when that runtime heartbeats again (it never keeps running).
-import { patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { WorkloadName } from '../protocol/names';
 import { parseInput, profiles, reportingOutcome, trackOperation } from './operation';
+import { RETIRE_CLEAR_FIRST, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
@@ -23,7 +24,7 @@ async function runRetireWorkload(rawInput: unknown): Promise<{ stopped: string[]
   const before = await store.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
   let stopped: { taskId: string }[];
   let unreachable: string[] = [];
-  if (patched('retire-clear-first')) {
+  if (askPatch(RETIRE_CLEAR_FIRST)) {
     // The decision first: nothing is placed any more. Then stop what answers; a runtime that is down
     // now is told its tasks are revoked when it heartbeats again, so none keeps running.
     op.enter('clearing-placement');

@@ -5,7 +5,7 @@
 // from the committed offsets → confirm the removed own nothing → compare → ledger. A drain past its
 // deadline, an agent failing mid-drain, an abort after the drain began, or a comparison with a
 // failed row ends in the replan.
-import { patched, proxyActivities, sleep } from '@temporalio/workflow';
+import { proxyActivities, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE } from '../domain/evidence';
@@ -13,10 +13,11 @@ import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload } from '../protocol';
 import { WorkloadName } from '../protocol/names';
-import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, THROUGHPUT_TESTED, failureMessage, formatDuration, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { failureMessage, formatDuration, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 import { kubernetesScale } from './kubernetes-scale';
+import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, SCALE_IN_STALE_REFUSED, THROUGHPUT_TESTED, TIER_RULES, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
@@ -76,7 +77,7 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
   type Prepared = { plan: Awaited<ReturnType<Activities['preparePlan']>>; decision: ScaleInDecision } | { ended: ScaleStatus };
   const prepare = async (): Promise<Prepared> => {
     // Tier constraints hold here too, not only in the autoscaler (runs recorded before `tier-rules` skip them).
-    if (patched('tier-rules')) {
+    if (askPatch(TIER_RULES)) {
       const rules = await store.tierRules.executeWithOptions({ summary: `tier rules of ${input.workload}` }, [{ workload: input.workload }]);
       const violations = scaleInViolations(input.replicas, rules);
       status.tierRules = { violations, override: violations.length && input.override ? input.override.reason : null };
@@ -125,7 +126,7 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
       if (aborts.isAbort(error)) throw error;
       // Another change wrote the placement after the victims were chosen (chaos seed 14): nothing
       // moved yet, so the scale-in is refused as stale, as a scale-out is, not failed.
-      if (!isStalePlan(error) || !patched('scale-in-stale-refused')) return failUnchanged(error);
+      if (!isStalePlan(error) || !askPatch(SCALE_IN_STALE_REFUSED)) return failUnchanged(error);
       status.evidenceGap = `stale plan: ${failureMessage(error)}; plan again`;
       return { ended: await endUnchanged('refused', 'stale-plan', status.evidenceGap) };
     });
@@ -203,7 +204,7 @@ async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
     judgedSincePatch(THROUGHPUT_TESTED, compare(true, true), () => compare(true, false), regressionDiffers),
     () => compare(false, false), regressionDiffers,
   );
-  if (status.comparison.verdict === 'regression' && patched(EVIDENCE_JUDGED)) {
+  if (status.comparison.verdict === 'regression' && askPatch(EVIDENCE_JUDGED)) {
     return compensateAt(decision.survivors.length, `regression after scale-in: ${status.comparison.reasons.join('; ')}`);
   }
   const forced = forcedStops(scaleIn.receipts as Parameters<typeof forcedStops>[0]);

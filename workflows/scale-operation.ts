@@ -1,17 +1,17 @@
 // What scaleOut and scaleIn share: the status they expose (the `status` query, read by
 // GET /v1/operations/:id), the abort signal, ledger rows, and the compensation through the
 // stop-the-world replan.
-import { ApplicationFailure, defineQuery, patched, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
 import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
 import type { Workload, LedgerOutcome } from '../protocol';
-import { failureMessage, FEWER_ROUND_TRIPS, handleAborts, quickStore, trackOperation } from './operation';
+import { failureMessage, handleAborts, quickStore, trackOperation } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
-import { describeObject, KUBERNETES_RUNTIME, kubernetesRefOf, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
-
+import { describeObject, kubernetesRefOf, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
+import { FEWER_ROUND_TRIPS, KUBERNETES_RUNTIME, LEDGER_AFTER_COMPENSATION, WRONG_WAY_REFUSED, askPatch } from './patches';
 
 /**
  * How a scale operation ended (DESIGN.md §4 "Exits"): `refused` (a gate failed), `rejected` (a
@@ -88,7 +88,7 @@ export interface ScaleRequest {
 /** Loads the workload, registers the status query and the abort signal, and returns the helpers. */
 export async function beginScaleOperation(kind: ScaleStatus['kind'], input: ScaleRequest) {
   const { workflowId, runId } = workflowInfo();
-  const fewerRoundTrips = patched(FEWER_ROUND_TRIPS);
+  const fewerRoundTrips = askPatch(FEWER_ROUND_TRIPS);
   const shortCalls = quickStore();
   const loadWorkload = () => shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]);
   const loadPlacement = () => shortCalls.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
@@ -100,7 +100,7 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   // A Kubernetes workload's size is its object's (its pods are the cluster's to place): read once
   // here, since patch KUBERNETES_RUNTIME, asked only for such a workload.
   const ref = kubernetesRefOf(workload as Workload);
-  const kubernetes: KubernetesRead | null = ref && patched(KUBERNETES_RUNTIME)
+  const kubernetes: KubernetesRead | null = ref && askPatch(KUBERNETES_RUNTIME)
     ? await shortCalls.kubernetesObject.executeWithOptions({ summary: `read ${describeObject(ref)}` }, [{ workload: input.workload }])
     : null;
   const placement = kubernetes ? null : preloadedPlacement === undefined ? await loadPlacement() : preloadedPlacement;
@@ -110,7 +110,7 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
     : null;
   // The size the request was chosen from moved before it ran (another operation, the reconcile
   // loop): a refusal, nothing changed. Runs recorded before `wrong-way-refused` failed instead.
-  if (wrongWay && !patched('wrong-way-refused')) {
+  if (wrongWay && !askPatch(WRONG_WAY_REFUSED)) {
     throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${kind}: ${wrongWay}` });
   }
   const op = trackOperation(kind, input.workload, `scale ${input.workload}${ref && kubernetes ? ` (${describeObject(ref)})` : ''} ${from} → ${input.replicas}`);
@@ -144,7 +144,7 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   const compensateAt = (replicas: number, reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
     enter('compensating');
     status.compensation = { reason, replicas, outcome: null };
-    const ledgerAfter = patched('ledger-after-compensation');
+    const ledgerAfter = askPatch(LEDGER_AFTER_COMPENSATION);
     if (!ledgerAfter) await ledger('compensated', reason, { compensationReplicas: replicas });
     try {
       status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);

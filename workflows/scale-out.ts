@@ -1,7 +1,7 @@
 // scaleOut (DESIGN.md §4.1): baseline → gates → smallest increase on a fresh basis → optional
 // manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
-import { condition, defineUpdate, patched, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
+import { condition, defineUpdate, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import {
@@ -10,18 +10,12 @@ import {
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol/names';
-import { ERROR_RATE_TESTED, THROUGHPUT_TESTED, failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, judgedSincePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
+import { failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, judgedSincePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 import { kubernetesScale } from './kubernetes-scale';
-
-/**
- * Patch (2026-12-03, issue 33 item 3, supervision): the baseline gate also judges the baseline's
- * tasks, so a crash-looping or unready task refuses the scale-out, named. Runs recorded before it
- * judged the baseline's errors only, and replay them so.
- */
-export const BASELINE_TASKS_READY = 'baseline-tasks-ready';
+import { APPLY_APPROVED_PLAN, BASELINE_TASKS_READY, ERROR_RATE_TESTED, LATENCY_JUDGED, RESOURCES_AND_BACKLOG_JUDGED, THROUGHPUT_TESTED, UNKNOWN_DOWNSTREAM_REFUSED, askPatch } from './patches';
 
 export { abortSignal, statusQuery } from './scale-operation';
 export type { ScaleStatus } from './scale-operation';
@@ -131,10 +125,10 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
       recipientRuntimeIds: recipients, broker: facts.broker,
       baseline: judgedSinceEvidencePatch(baselineHealth(status.baseline, from), () => baselineHealth(status.baseline!, from, false), (a, b) => a.ok !== b.ok),
       // Since BASELINE_TASKS_READY: a crash-looping or unready task of the baseline refuses, named.
-      ...(patched(BASELINE_TASKS_READY) ? { baselineTasks: status.baseline.tasks } : {}),
+      ...(askPatch(BASELINE_TASKS_READY) ? { baselineTasks: status.baseline.tasks } : {}),
       expectedRatePerSec: expectedRateAt(workload.kind, status.baseline, from, input.replicas),
       accepted: input.accept,
-      unknownDownstreamPasses: !patched('unknown-downstream-refused'),
+      unknownDownstreamPasses: !askPatch(UNKNOWN_DOWNSTREAM_REFUSED),
     });
     if (!status.gates.passed || proposal.unplaced) {
       status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;
@@ -157,7 +151,7 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     // The plan applied is the one reviewed or approved (its basis is checked by the fenced write:
     // one that moved meanwhile refuses it as stale). Runs recorded before `apply-approved-plan`
     // planned again after an approval.
-    if (input.planId || (input.approval === 'manual' && patched('apply-approved-plan'))) return { plan: proposal };
+    if (input.planId || (input.approval === 'manual' && askPatch(APPLY_APPROVED_PLAN))) return { plan: proposal };
     // Without a wait for approval, the plan applied is the one the gates probed the recipients of
     // (since FEWER_ROUND_TRIPS); a basis that moved meanwhile is refused as stale by the write.
     if (fewerRoundTrips) {
@@ -231,10 +225,10 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     // A service's latency (its agent times the readiness path in steady state) is judged against
     // the baseline since patch latency-judged. A consumer's or stream's record latency is not: the
     // partition handover within the soak raises it by design, and would read as a regression.
-    const latency = patched('latency-judged') && workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
+    const latency = askPatch(LATENCY_JUDGED) && workload.kind === 'service' ? DEFAULT_LATENCY_TOLERANCE : undefined;
     // Since patch resources-and-backlog-judged the backlog and the largest task's memory are judged
     // too, and its CPU after a soak long enough not to hold a new process's start.
-    const judged = patched('resources-and-backlog-judged')
+    const judged = askPatch(RESOURCES_AND_BACKLOG_JUDGED)
       ? { backlog: DEFAULT_BACKLOG_TOLERANCE, rss: DEFAULT_RSS_TOLERANCE, ...(input.soakMs >= CPU_JUDGED_AFTER_SOAK_MS ? { cpu: DEFAULT_CPU_TOLERANCE } : {}) }
       : {};
     // Since patch evidence-judged: receipts balanced per partition, tasks not measured, latency tested over its samples.

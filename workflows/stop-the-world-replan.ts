@@ -1,6 +1,6 @@
 // stopTheWorldReplan (DESIGN.md §4.5): the one compensation. Every abort path ends here as a child.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, executeChild, isCancellation, log, patched, proxyActivities, sleep, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, executeChild, isCancellation, log, proxyActivities, sleep, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
@@ -8,6 +8,7 @@ import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
+import { COMPENSATE_WAITS_FOR_RUNNING_REPLAN, REPLAN_PLACES_AGAIN, STREAM_REPLAN, STREAM_REPLAN_STOPS_AGAIN, STREAM_REPLAN_WAITS_FOR_ROOM, STREAM_RESIZE_WAITS_FOR_ROOM, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
@@ -40,7 +41,7 @@ export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOu
 async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcome> {
   const input = parseInput(ReplanInputSchema, rawInput, 'stopTheWorldReplan');
   // Runs recorded before stream jobs existed replay without this look-up.
-  const workload = patched('stream-replan') ? await store.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]) : null;
+  const workload = askPatch(STREAM_REPLAN) ? await store.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]) : null;
   if (workload?.kind === 'stream') return replanStreamJob(input);
   if (input.replicas === undefined) {
     throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `stopTheWorldReplan: invalid input: replicas is required for a ${workload?.kind ?? 'workload'} (parallelism is for stream jobs)` });
@@ -71,7 +72,7 @@ async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcom
         done = await attempt();
         break;
       } catch (error) {
-        if (isCancellation(error) || tried >= REPLAN_ATTEMPTS || !patched('replan-attempts')) throw error;
+        if (isCancellation(error) || tried >= REPLAN_ATTEMPTS || !askPatch(REPLAN_PLACES_AGAIN)) throw error;
         log.warn('replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
         await sleep(2_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
       }
@@ -128,7 +129,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     const resized = await resize().catch(async (error: unknown) => {
       // Only a compensation waits (it has a cause: a recovery, a failed rescale); a size asked for by
       // hand that does not fit is refused at once, before anything stops.
-      for (let waited = 1; input.cause !== undefined && isPlacementShort(error) && waited <= STREAM_REPLAN_ROOM_WAITS && patched('stream-resize-waits-for-room'); waited++) {
+      for (let waited = 1; input.cause !== undefined && isPlacementShort(error) && waited <= STREAM_REPLAN_ROOM_WAITS && askPatch(STREAM_RESIZE_WAITS_FOR_ROOM); waited++) {
         await waitForRoom(input.workload, waited, ' to resize', error);
         try {
           return await resize();
@@ -173,13 +174,13 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
         const noPlacement = error instanceof ApplicationFailure && error.type === 'placement-unavailable';
         // The fleet is short now (agents away, chaos seed 7): the world is stopped either way, so the
         // replan waits for runtimes to come back, about two minutes, before it gives up.
-        if (noPlacement && !isCancellation(error) && waitedForRoom < STREAM_REPLAN_ROOM_WAITS && patched('stream-replan-waits-for-room')) {
+        if (noPlacement && !isCancellation(error) && waitedForRoom < STREAM_REPLAN_ROOM_WAITS && askPatch(STREAM_REPLAN_WAITS_FOR_ROOM)) {
           waitedForRoom++;
           tried--; // waiting for room is not a failed attempt
           await waitForRoom(input.workload, waitedForRoom, '', error);
           continue;
         }
-        if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !patched('stream-replan-attempts')) throw error;
+        if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !askPatch(STREAM_REPLAN_STOPS_AGAIN)) throw error;
         log.warn('stream replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
         await sleep(1_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
       }
@@ -248,7 +249,7 @@ export async function compensate(
     } catch (error) {
       const busy = error instanceof WorkflowExecutionAlreadyStartedError;
       // Runs recorded before this patch failed here; a replan waits at most about 10 minutes for another.
-      if (!busy || options.onRunning === 'throw' || waited >= 120 || !patched('compensate-waits-for-running-replan')) throw error;
+      if (!busy || options.onRunning === 'throw' || waited >= 120 || !askPatch(COMPENSATE_WAITS_FOR_RUNNING_REPLAN)) throw error;
       await sleep(Math.min(5_000, 500 * 2 ** Math.min(waited, 4)), { summary: `replan:${workload} is running: compensate after it` });
     }
   }
