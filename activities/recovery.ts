@@ -7,7 +7,7 @@ import { decideCrashLoop, reportsByAssignment, type CrashLoopDecision } from '..
 import { controlPlaneGuard, decideSweep, planRecovery, type MassExpiry, type SweepGuard, type WorkloadRecovery } from '../domain/recovery';
 import type { StoredPlan } from '../store/plans';
 import { createPlanner } from '../store/planner';
-import type { ActivityDeps } from './ports';
+import { idempotencyKey, type ActivityDeps } from './ports';
 import { createRendezvous, type Rendezvous } from './rendezvous-threads';
 
 /** The pause between passes while no API has said which lease it hands out. */
@@ -150,6 +150,14 @@ export function recoveryActivities(deps: ActivityDeps, rendezvous: Rendezvous = 
      * is recorded (event `task.crash-loop-decided`), and `state` shows it.
      */
     async decideCrashLoop(input: { workload: string; runtimeId: string; taskId: string; windowMs: number }): Promise<CrashLoopDecision & { planId: string | null }> {
+      // Retried after it took effect (its reply lost), it answers its first decision: deciding again
+      // would count its own move among the recent ones and leave the task where it crash-loops.
+      const key = idempotencyKey();
+      const earlier = key ? await registry.eventByKey('task.crash-loop-decided', key) : null;
+      if (earlier) {
+        const { action, reason, planId } = earlier.detail as { action: CrashLoopDecision['action']; reason: string; planId: string | null };
+        return { action, reason, planId };
+      }
       const [{ snapshot, decisions, plans }, reported, recentMoves] = await Promise.all([
         planOff(input.runtimeId, [input.workload]),
         runtimes.list(),
@@ -165,7 +173,7 @@ export function recoveryActivities(deps: ActivityDeps, rendezvous: Rendezvous = 
       const plan = decided.action === 'move' ? plans[0] : null;
       const planId = plan ? (await planner.save(plan)).id : null;
       if (decided.action !== 'none') {
-        await registry.emitEvent('task.crash-loop-decided', input.taskId, { runtimeId: input.runtimeId, workload: input.workload, action: decided.action, reason: decided.reason, planId });
+        await registry.emitEvent('task.crash-loop-decided', input.taskId, { runtimeId: input.runtimeId, workload: input.workload, action: decided.action, reason: decided.reason, planId, ...(key ? { idempotencyKey: key } : {}) });
       }
       return { ...decided, planId };
     },

@@ -357,7 +357,12 @@ export function createRegistryStore(db: Pool) {
       await db.query('insert into events (type, subject, detail) values ($1, $2, $3)', [type, subject, JSON.stringify(detail)]);
     },
 
-    /** Events of the given types, newest first (e.g. runtime.lost and mass-expiry for /v1/state). */
+    /** The event of `type` an activity recorded under its idempotency key (a retry finds its first call's), or null. */
+    async eventByKey(type: string, key: string): Promise<StoredEvent | null> {
+      const { rows } = await db.query<EventRow>(`select * from events where type = $1 and detail->>'idempotencyKey' = $2 order by id limit 1`, [type, key]);
+      return rows[0] ? toEvent(rows[0]) : null;
+    },
+
     /** How many crash-looping tasks of `workload` were decided `move` within the last `windowMs` (the database's clock). */
     async crashLoopMovesWithin(workload: string, windowMs: number): Promise<number> {
       const { rows } = await db.query<{ n: number }>(

@@ -4,10 +4,13 @@
 // - A placement write retried after it committed returns that commit, not `stale-plan`.
 // - A stop retried after the drain finished answers the same drain receipt, also from an agent
 //   restarted from its state folder.
+// - A crash-loop decision retried after it recorded a move answers that move (one plan, one event),
+//   not a 'leave' that counts its own move among the recent ones.
 // Real PostgreSQL (the shared test server), real task hosts running real child processes.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Pool } from 'pg';
 import { createProcessDriver } from '../../agent/drivers/process';
 import { TaskHost } from '../../agent/host';
@@ -62,6 +65,39 @@ describe('a placement write retried after it committed', () => {
 
     // Another plan on the same (now moved) basis is still refused: recognition is by plan id only.
     await expect(activities.commitPlacement({ ...write, planId: 'plan-someone-else' })).rejects.toMatchObject({ type: 'stale-plan' });
+  });
+});
+
+describe('a crash-loop decision retried after it took effect', () => {
+  it('answers the move it recorded: one plan, one event, the same plan id', async () => {
+    const deps = createActivityDeps({ db });
+    const activities = createActivities(deps);
+    const fences: Record<string, number> = {};
+    for (const id of ['rt-loop-a', 'rt-loop-b', 'rt-loop-c']) {
+      fences[id] = (await deps.stores.runtimes.register({ id, endpoint: 'http://127.0.0.1:9', labels: { pool: 'loop' }, slots: 4 }, 60_000)).fence;
+    }
+    await deps.stores.registry.putWorkload('loopy', { kind: 'service', replicas: 2, selector: { pool: 'loop' }, contract: { ownership: 'none', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' }, spec: { command: ['node', 'x.js'], env: {}, graceMs: 100 } });
+    const plan = await createPlanner(deps.stores, Date.now).plan((await deps.stores.registry.getWorkload('loopy'))!, 2, {});
+    await activities.commitPlacement({ workload: 'loopy', basis: plan.basis, assignments: plan.target, generation: plan.generation, unplaced: plan.unplaced, writer: 'test', planId: plan.id });
+    const [looping, healthy] = (await deps.stores.registry.getPlacement('loopy'))!.assignments;
+    expect(looping.runtimeId).not.toBe(healthy.runtimeId);
+    const report = (a: typeof looping, crashLooping: boolean) => ({ taskId: a.taskId, workload: 'loopy', incarnation: 'i-1', state: crashLooping ? 'restarting' as const : 'ready' as const, counts: { restarts: crashLooping ? 3 : 0 }, errors: 0, crashLooping });
+    await deps.stores.runtimes.heartbeat(looping.runtimeId, fences[looping.runtimeId], [report(looping, true)], 60_000);
+    await deps.stores.runtimes.heartbeat(healthy.runtimeId, fences[healthy.runtimeId], [report(healthy, false)], 60_000);
+
+    // The same activity execution twice: its first reply was lost, Temporal runs it again.
+    const attempt = new MockActivityEnvironment({ activityId: '7', workflowExecution: { workflowId: 'crash-loops:loopy', runId: 'run-1' } });
+    const input = { workload: 'loopy', runtimeId: looping.runtimeId, taskId: looping.taskId, windowMs: 60_000 };
+    const first = await attempt.run(activities.decideCrashLoop, input);
+    expect(first).toMatchObject({ action: 'move', planId: expect.any(String) });
+    const retried = await attempt.run(activities.decideCrashLoop, input);
+    expect(retried).toEqual(first);
+    const events = (await db.query(`select count(*)::int as n from events where type = 'task.crash-loop-decided' and subject = $1`, [looping.taskId])).rows[0].n;
+    expect(events).toBe(1);
+
+    // Another decision (another activity) about the same task decides anew: a move within the window already.
+    const later = await new MockActivityEnvironment({ activityId: '8', workflowExecution: { workflowId: 'crash-loops:loopy', runId: 'run-1' } }).run(activities.decideCrashLoop, input);
+    expect(later).toMatchObject({ action: 'leave', planId: null, reason: expect.stringMatching(/moved already within the crash-loop window/) });
   });
 });
 
