@@ -5,12 +5,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { stopChild } from '../../embedded/processes';
-import { CLUSTER, startKubernetes, type KubernetesControlPlane } from '../support/kubernetes';
+import { CLUSTER, PROXIED, startApiProxy, startKubernetes, type ApiProxy, type KubernetesControlPlane } from '../support/kubernetes';
 import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../support/stack';
 import { failedGates, scaleAndWait } from '../support/workloads';
 
 let kube: KubernetesControlPlane;
+let proxy: ApiProxy;
 let stack: Stack;
 const fixtures: ChildProcess[] = [];
 
@@ -19,11 +20,13 @@ const MARKS = ['scalegate.dev/drain-requested', 'scalegate.dev/drained', 'contro
 
 beforeAll(async () => {
   kube = await startKubernetes();
-  stack = await startStack({ agents: [], env: { SCALEGATE_KUBECONFIG: kube.kubeconfig } });
+  proxy = await startApiProxy(kube);
+  stack = await startStack({ agents: [], env: { SCALEGATE_KUBECONFIG: proxy.kubeconfig } });
 });
 afterAll(async () => {
   await Promise.all(fixtures.map((child) => stopChild(child, 2_000)));
   await stack?.stop();
+  await proxy?.stop();
   await kube?.stop();
 });
 
@@ -63,9 +66,9 @@ function startFixture(app: string, ack: { delayMs: number } | 'never'): ChildPro
   return child;
 }
 
-async function defineKubernetesWorkload(name: string, replicas: number, kind: 'Deployment' | 'StatefulSet' = 'Deployment'): Promise<void> {
+async function defineKubernetesWorkload(name: string, replicas: number, kind: 'Deployment' | 'StatefulSet' = 'Deployment', cluster = CLUSTER): Promise<void> {
   const response = await stack.api('PUT', `/v1/workloads/${name}`, {
-    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind, name } } },
+    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster, namespace: 'default', kind, name } } },
   });
   expect(response.status).toBe(201);
 }
@@ -239,6 +242,38 @@ describe('a Deployment through the gates', () => {
     expect(names(await podsOf('db'))).toEqual(['db-0']);
   });
 
+  it('a scale write that meets a moved object (a real 409 from the API server) reads again: it writes on the new resourceVersion while the size it decided from holds, and is refused, naming the move, when it does not', async () => {
+    await createDeployment('racy', 1, '100m');
+    await defineKubernetesWorkload('racy', 1, 'Deployment', PROXIED);
+    const scaleWrite = (request: { method: string; path: string }) => request.method === 'PUT' && request.path.startsWith(`${deployments}/racy/scale`);
+    /** Once, just before the operation's scale write reaches the API server: `change` the Deployment first. */
+    const beforeTheWrite = (change: () => Promise<unknown>) => {
+      let done = false;
+      proxy.beforeForward = async (request) => {
+        if (done || !scaleWrite(request)) return;
+        done = true;
+        await change();
+      };
+    };
+    // Another writer touches the object (an annotation: its resourceVersion moves, its size does not).
+    beforeTheWrite(() => kube.client.request('PATCH', `${deployments}/racy`, { metadata: { annotations: { 'test/touched': 'yes' } } }, 'application/merge-patch+json'));
+    const out = await scaleAndWait(stack, 'racy', { replicas: 2, soakMs: 0 }, 'scaleOut');
+    expect(out).toMatchObject({ status: 'completed', kubernetes: { conflicts: 1 } });
+    expect((await kube.client.request('GET', `${deployments}/racy`)).spec.replicas).toBe(2);
+    await waitForPods('racy', 2);
+
+    // Another writer resizes it (to 4) while this operation decided 2 → 3: refused, its size left as the other writer set it.
+    beforeTheWrite(async () => {
+      const scale = await kube.client.request('GET', `${deployments}/racy/scale`);
+      await kube.client.request('PUT', `${deployments}/racy/scale`, { ...scale, spec: { replicas: 4 } });
+    });
+    const moved = await scaleAndWait(stack, 'racy', { replicas: 3, soakMs: 0 }, 'scaleOut');
+    proxy.beforeForward = null;
+    expect(moved).toMatchObject({ status: 'refused', kubernetes: { conflicts: 1 } });
+    expect(moved.evidenceGap).toMatch(/Deployment default\/racy on scalegate-test-proxied moved while this operation decided: it now asks 4 replica\(s\), not 2/);
+    expect((await kube.client.request('GET', `${deployments}/racy`)).spec.replicas).toBe(4);
+  });
+
   it('refuses a bad definition with 422, and fails a scale on a cluster the kubeconfig does not name, before any change', async () => {
     const bad = await stack.api('PUT', '/v1/workloads/daemons', {
       body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'DaemonSet', name: 'daemons' } } },
@@ -262,7 +297,7 @@ describe('a Deployment through the gates', () => {
     await stack.temporal.workflow.getHandle(started.body.workflowId, started.body.runId).result().catch(() => null);
     const operation = (await stack.api('GET', `/v1/operations/${encodeURIComponent(started.body.workflowId)}`, { role: 'viewer' })).body;
     expect(operation).toMatchObject({ status: 'failed' });
-    expect(operation.failure).toContain(`no Kubernetes cluster "nowhere" in ${kube.kubeconfig}: its contexts are ${CLUSTER}`);
+    expect(operation.failure).toContain(`no Kubernetes cluster "nowhere" in ${proxy.kubeconfig}: its contexts are ${CLUSTER}, ${PROXIED}`);
     expect((await kube.client.request('GET', `${deployments}/web`)).spec.replicas).toBe(2);
   });
 });

@@ -6,6 +6,7 @@
 // that needs it (only its run pays the ~6 s), stopped by it.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -121,4 +122,59 @@ export async function startKubernetes(options: { nodeAllocatable?: { cpu: string
     await stop();
     throw error;
   }
+}
+
+/** The cluster name of the API proxy's context (startApiProxy). */
+export const PROXIED = 'scalegate-test-proxied';
+
+export interface ApiProxy {
+  /** a kubeconfig with both contexts: CLUSTER (the API server) and PROXIED (through this proxy) */
+  kubeconfig: string;
+  /** runs before a request is forwarded (a nemesis: the test changes the cluster first); null: none */
+  beforeForward: ((request: { method: string; path: string }) => Promise<void>) | null;
+  stop(): Promise<void>;
+}
+
+/**
+ * An HTTPS proxy in front of the API server (serving the API server's own certificate): what goes
+ * through it reaches the real API server unchanged, but the test may act on the cluster just before
+ * a request is forwarded, so that the request meets a cluster that moved (a real 409, not a fake).
+ */
+export async function startApiProxy(kube: KubernetesControlPlane): Promise<ApiProxy> {
+  const upstream = new URL(kube.server);
+  const agent = new https.Agent({ keepAlive: true, rejectUnauthorized: false });
+  const certs = path.join(kube.dir, 'certs');
+  const proxy: ApiProxy = { kubeconfig: path.join(kube.dir, 'kubeconfig-with-proxy'), beforeForward: null, stop: async () => {} };
+  const server = https.createServer({ cert: fs.readFileSync(path.join(certs, 'apiserver.crt')), key: fs.readFileSync(path.join(certs, 'apiserver.key')) }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', async () => {
+      try {
+        await proxy.beforeForward?.({ method: req.method ?? 'GET', path: req.url ?? '/' });
+      } catch (error) {
+        res.writeHead(502).end(`the test's nemesis failed: ${(error as Error).message}`);
+        return;
+      }
+      const out = https.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, agent }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      out.on('error', (error) => res.writeHead(502).end(error.message));
+      out.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  fs.writeFileSync(proxy.kubeconfig, [
+    'apiVersion: v1', 'kind: Config',
+    `clusters: [{name: ${CLUSTER}, cluster: {server: "${kube.server}", insecure-skip-tls-verify: true}}, {name: ${PROXIED}, cluster: {server: "https://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
+    `users: [{name: admin, user: {token: ${TOKEN}}}]`,
+    `contexts: [{name: ${CLUSTER}, context: {cluster: ${CLUSTER}, user: admin}}, {name: ${PROXIED}, context: {cluster: ${PROXIED}, user: admin}}]`,
+    `current-context: ${CLUSTER}`, '',
+  ].join('\n'));
+  proxy.stop = async () => {
+    agent.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return proxy;
 }
