@@ -11,7 +11,7 @@
 //     converge → compare → ledger. A victim that does not acknowledge by the deadline ends it
 //     `compensated`: every mark removed, nothing deleted (unless the request forces it, which the
 //     ledger records).
-import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, proxyActivities, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { baselineHealth, type EvidenceSnapshot } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, GATE, type GateReport } from '../domain/gates';
@@ -20,6 +20,7 @@ import { scaleInViolations } from '../domain/tier-rules';
 import { failureMessage, formatDuration, profiles } from './operation';
 import type { beginScaleOperation } from './scale-operation';
 import { describeObject, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
+import { askPatch, KUBERNETES_MANUAL_APPROVAL } from './patches';
 
 const cluster = proxyActivities<Activities>(profiles.agentCall);
 const store = proxyActivities<Activities>(profiles.storeCall);
@@ -36,6 +37,7 @@ export interface KubernetesScaleInput {
   drainTimeoutMs?: number;
   force?: boolean;
   approval?: 'auto' | 'manual';
+  approvalTimeoutMs?: number;
   accept?: string[];
   override?: { reason: string };
 }
@@ -52,7 +54,8 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
   const live = (pods: KubernetesRead['pods']) => pods.filter((p) => !p.terminating);
   const snapshot = (pods: KubernetesRead['pods']): EvidenceSnapshot => podSnapshot(live(pods), Date.now());
 
-  if (input.approval === 'manual') {
+  // Runs before KUBERNETES_MANUAL_APPROVAL refused a manual approval at once (asked only on that path).
+  if (input.approval === 'manual' && (kind !== 'scaleOut' || !askPatch(KUBERNETES_MANUAL_APPROVAL))) {
     status.evidenceGap = 'manual approval is not offered for Kubernetes workloads yet: scale with approval "auto"';
     return endUnchanged('refused', 'refused', status.evidenceGap);
   }
@@ -135,6 +138,18 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     if (!status.gates.passed) {
       status.evidenceGap = formatEvidenceGap(status.gates);
       return endUnchanged('refused', 'refused', status.evidenceGap);
+    }
+    if (input.approval === 'manual') {
+      // The gates passed: the change waits for an operator (POST /v1/operations/:id/approve or
+      // /reject, the same Updates as any scale-out), and the size it asks is written only then.
+      const timeoutMs = input.approvalTimeoutMs ?? 24 * 3_600_000;
+      enter('awaiting-approval');
+      setCurrentDetails(`scale ${input.workload} (${k8s.object}) ${from} → ${input.replicas}: **awaiting approval** (approve: POST /v1/operations/${workflowId}/approve)`);
+      const decided = await condition(() => status.approval.decision !== null || aborts.reason !== null, timeoutMs);
+      if (aborts.reason) return endUnchanged('cancelled', 'cancelled', aborts.reason);
+      if (!decided || status.approval.decision !== 'approved') {
+        return endUnchanged('rejected', 'rejected', decided ? `rejected by ${status.approval.by}` : 'no approval in time');
+      }
     }
     if (aborts.reason) return endUnchanged('cancelled', 'cancelled', aborts.reason);
     let written = false;

@@ -53,6 +53,7 @@ export const JOINED_REPLAN_JUDGED = 'rescale-joined-replan-judged';
 export const RESCALE_NO_ROOM_REFUSED = 'rescale-no-room-refused';
 export const JOINED_REPLAN_REFUSED = 'rescale-joined-replan-refused';
 export const THROUGHPUT_TESTED = 'throughput-tested';
+export const KUBERNETES_MANUAL_APPROVAL = 'kubernetes-manual-approval';
 
 export const PATCH_LOG: readonly PatchEntry[] = [
   patch(RECONCILE_MARKER_AFTER_CHILDREN, '2026-11-30', "reconcile writes its skip marker after the applies it started, so a pass interrupted in between is redone, not skipped; before, inside the pass"),
@@ -87,6 +88,7 @@ export const PATCH_LOG: readonly PatchEntry[] = [
   patch(RESCALE_NO_ROOM_REFUSED, '2026-12-03', 'a rescale the fleet has no room for is refused, nothing changed; before, it replanned and failed in the resize', '2026-12-04'),
   patch(JOINED_REPLAN_REFUSED, '2026-12-04', 'such a joined rescale whose own layout was never written ends refused (superseded), not failed'),
   patch(THROUGHPUT_TESTED, '2026-12-04', "throughput is judged (records per second, Mann-Whitney U at a 10 % margin while both windows end behind); before, no row"),
+  patch(KUBERNETES_MANUAL_APPROVAL, '2026-12-04', 'a Kubernetes scale-out with approval "manual" waits for the approval after its gates, then writes the size; before, it was refused (asked only on that path)'),
 ];
 
 const DEPRECATED = new Set(PATCH_LOG.filter((entry) => entry.deprecatedSince).map((entry) => entry.id));

@@ -76,8 +76,6 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     status.error = wrongWay;
     return endUnchanged('refused', 'refused', wrongWay);
   }
-  // A Kubernetes workload: the same operation through the runtime port's Kubernetes activities.
-  if (begun.kubernetes) return kubernetesScale('scaleOut', input, begun, begun.kubernetes);
   const decide = (decision: 'approved' | 'rejected', by?: string) => {
     status.approval.decision = decision;
     status.approval.by = by ?? 'operator';
@@ -90,6 +88,8 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
   };
   setHandler(approveUpdate, (args: DecisionArgs) => decide('approved', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
   setHandler(rejectUpdate, (args: DecisionArgs) => decide('rejected', args?.by), { validator: (_args: DecisionArgs) => awaitingApproval() });
+  // A Kubernetes workload: the same operation (and approval) through the runtime port's Kubernetes activities.
+  if (begun.kubernetes) return kubernetesScale('scaleOut', input, begun, begun.kubernetes);
 
   // Before the first change: an abort or a cancellation ends the operation `cancelled`, nothing changed.
   type Prepared = { plan: Awaited<ReturnType<Activities['preparePlan']>> } | { ended: ScaleStatus };

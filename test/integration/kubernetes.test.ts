@@ -274,6 +274,36 @@ describe('a Deployment through the gates', () => {
     expect((await kube.client.request('GET', `${deployments}/racy`)).spec.replicas).toBe(4);
   });
 
+  it('a manual scale-out waits after its gates for an operator: approved, it writes the size; rejected, the object is untouched', async () => {
+    await createDeployment('gated', 1, '100m');
+    await defineKubernetesWorkload('gated', 1);
+    const awaiting = async () => {
+      const started = await stack.api('POST', '/v1/workloads/gated/scale', { body: { replicas: 3, approval: 'manual', soakMs: 0 } });
+      expect(started).toMatchObject({ status: 202, body: { workflowId: 'scale:gated', kind: 'scaleOut' } });
+      const view = await stack.waitFor('awaiting approval', async () => {
+        const op = (await stack.api('GET', '/v1/operations/scale:gated', { role: 'viewer' })).body;
+        return op.phase === 'awaiting-approval' ? op : null;
+      });
+      expect(view.gates).toMatchObject({ passed: true });
+      expect((await kube.client.request('GET', `${deployments}/gated`)).spec.replicas).toBe(1);
+      return started.body;
+    };
+    const first = await awaiting();
+    // The reject Update, as `temporal workflow update execute --name reject` sends it
+    await stack.temporal.workflow.getHandle('scale:gated', first.runId).executeUpdate('reject', { args: [{ by: 'kubernetes.test' }] });
+    const ended = await stack.temporal.workflow.getHandle('scale:gated', first.runId).result() as { outcome: string };
+    expect(ended.outcome).toBe('rejected');
+    expect((await kube.client.request('GET', `${deployments}/gated`)).spec.replicas).toBe(1);
+
+    const second = await awaiting();
+    const approved = await runCli(stack, ['operations', 'approve', 'scale:gated']);
+    expect(approved.code).toBe(0);
+    const done = await stack.temporal.workflow.getHandle('scale:gated', second.runId).result() as { outcome: string; approval: unknown };
+    expect(done).toMatchObject({ outcome: 'completed', approval: { mode: 'manual', decision: 'approved' } });
+    expect((await kube.client.request('GET', `${deployments}/gated`)).spec.replicas).toBe(3);
+    await waitForPods('gated', 3);
+  });
+
   it('refuses a bad definition with 422, and fails a scale on a cluster the kubeconfig does not name, before any change', async () => {
     const bad = await stack.api('PUT', '/v1/workloads/daemons', {
       body: { kind: 'service', replicas: 2, contract: CONTRACT, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'DaemonSet', name: 'daemons' } } },

@@ -1108,6 +1108,23 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // A Deployment 2 → 4 with approval manual: the gates, then the wait for an operator, then the write (patch kubernetes-manual-approval).
+    name: 'kubernetes-scale-out-manual-approved',
+    fakes: (name) => fakeActivities(kubernetesService(name, 2), 2),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0, approval: 'manual' }, async (handle) => {
+        await inPhase(handle, 'awaiting-approval');
+        assert.equal(ctx.fakes.count('kubernetesScale'), 0);
+        await handle.executeUpdate(approveUpdate, { args: [{ by: 'recorder' }] });
+      });
+      assert.equal(status.outcome, 'completed');
+      assert.deepEqual(status.approval, { mode: 'manual', decision: 'approved', by: 'recorder' });
+      assert.equal(ctx.fakes.count('kubernetesScale'), 1);
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      return { workflowId };
+    },
+  },
+  {
     // A Deployment 4 → 2: the idle pods are marked, acknowledge, and only then are the replicas lowered.
     name: 'kubernetes-scale-in',
     fakes: (name) => fakeActivities(kubernetesService(name, 4), 4),
