@@ -317,6 +317,9 @@ export type WorkloadKind = Workload['kind'];
 export const kubernetesOf = (workload: Pick<Workload, 'kind'> & { runtime?: { kubernetes: KubernetesRuntime } }): KubernetesRuntime | null =>
   (workload.kind === 'service' ? workload.runtime?.kubernetes ?? null : null);
 
+/** A Kubernetes workload's object as summaries and details name it: `Deployment default/web on prod`. */
+export const describeObject = (ref: KubernetesRuntime): string => `${ref.kind} ${ref.namespace}/${ref.name} on ${ref.cluster}`;
+
 /** What the registry keeps beside a definition. */
 const registered = {
   name: WorkloadName, revision: z.int(), retired: z.boolean(),

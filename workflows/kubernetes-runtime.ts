@@ -30,4 +30,4 @@ export interface KubernetesStatus {
   deleted: string[];
 }
 
-export const describeObject = (ref: KubernetesRuntime): string => `${ref.kind} ${ref.namespace}/${ref.name} on ${ref.cluster}`;
+export { describeObject } from '../protocol/workload';

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { kubernetesOf, statusOfOutcome, AbortAnswerSchema, OperationListQuerySchema, OperationListSchema, OperationParamsSchema, OperationReadQuerySchema, OperationReportQuerySchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
+import { describeObject, kubernetesOf, statusOfOutcome, AbortAnswerSchema, OperationListQuerySchema, OperationListSchema, OperationParamsSchema, OperationReadQuerySchema, OperationReportQuerySchema, OperationViewSchema, ScaleRequestSchema, ScaleStatusSchema, StartedOperationSchema, WorkloadParamsSchema } from '../../protocol';
 import { abortSignal, approveUpdate, scaleOut } from '../../workflows/scale-out';
 import { statusQueryOf, type OperationStatus } from '../../workflows/status';
 import type { ScaleStatus } from '../../workflows/scale-operation';
@@ -86,7 +86,8 @@ export function operationRoutes(deps: ApiDeps) {
         checkReplicaLimit(body.replicas, deps.config.SCALEGATE_MAX_REPLICAS);
         // A Kubernetes workload has no placement: its desired replicas are what the last operation
         // left (the workflow reads the object itself and refuses a size that moved meanwhile).
-        const current = kubernetesOf(workload) ? Number(workload.replicas) : (await deps.registry.getPlacement(params.name))?.assignments.length ?? 0;
+        const object = kubernetesOf(workload);
+        const current = object ? Number(workload.replicas) : (await deps.registry.getPlacement(params.name))?.assignments.length ?? 0;
         const choice = chooseScale({ door: 'request', workload: params.name, kind: workload.kind, current, target: body.replicas, approval: body.approval });
         if (isRefusal(choice)) throw new ApiError(choice.refused, choice.message, { current });
         const { replicas, approval, reason, ...options } = body;
@@ -101,7 +102,7 @@ export function operationRoutes(deps: ApiDeps) {
           : await startOperation(deps, { request, body,
             workflow: choice.workflow === 'scaleOut' ? scaleOut : scaleIn, workflowId: choice.workflowId,
             input: { workload: params.name, replicas, reason: reason ?? 'requested via API', ...(choice.workflow === 'scaleOut' ? { approval } : {}), ...options },
-            summary: `scale ${params.name} ${current} → ${replicas}`,
+            summary: `scale ${params.name}${object ? ` (${describeObject(object)})` : ''} ${current} → ${replicas}`,
           });
         return ok(started, 202);
       },

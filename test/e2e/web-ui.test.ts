@@ -5,19 +5,17 @@
 // its workload's runs); a hot rescale of a stream job shows its phases and cutover barrier; the
 // Start Workflow form starts a scaleOut from a runbook's JSON, and the list shows ScalegateOutcome.
 // Screenshots go to test/e2e/artifacts/ (gitignored).
-import fs from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { LATENCY_PROBE_MS } from '../../agent/drivers/process';
 import { CPU_JUDGED_AFTER_SOAK_MS } from '../../domain/evidence';
+import { ARTIFACTS, openBrowser, type UiBrowser } from '../support/browser';
 import { testEnv } from '../support/env';
 import { startStack, Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
 
-const ARTIFACTS = path.resolve(__dirname, 'artifacts');
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 const SOAK_MS = 45_000; // long enough to look at the operation while it soaks; it is not waited out
-const CHROMIUM_CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/lib/chromium/chromium', '/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
 const service = (replicas: number) => ({
   kind: 'service', replicas, selector: { pool: 'e2e' },
@@ -25,68 +23,27 @@ const service = (replicas: number) => ({
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
 });
 
-function chromiumPath(): string {
-  const found = CHROMIUM_CANDIDATES.find((candidate) => candidate && fs.existsSync(candidate));
-  if (!found) {
-    throw new Error(`no Chromium found (looked at ${CHROMIUM_CANDIDATES.filter(Boolean).join(', ')}): install Debian's package (apt-get install chromium; .ci/run does) or set CHROMIUM_PATH`);
-  }
-  return found;
-}
-
 let stack: Stack;
-let browser: Browser;
+let ui: UiBrowser;
 let page: Page;
 let uiUrl: string;
+const openUntil = (url: string, expected: (string | RegExp)[], screenshot: string) => ui.openUntil(url, expected, screenshot);
 
 beforeAll(async () => {
   const env = testEnv();
   if (!env.temporalUiUrl) throw new Error('the shared Temporal dev server was started without its Web UI (test/support/global-setup.ts)');
   uiUrl = env.temporalUiUrl;
-  fs.mkdirSync(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({ executablePath: chromiumPath(), args: ['--disable-dev-shm-usage'] });
-  page = await browser.newPage({ viewport: { width: 1600, height: 1100 } });
+  ui = await openBrowser();
+  page = ui.page;
   stack = await startStack({
     env: { SCALEGATE_UI_URL: uiUrl },
     agents: [{ id: 'agent-a', labels: { zone: 'a', pool: 'e2e' }, slots: 8 }, { id: 'agent-b', labels: { zone: 'b', pool: 'e2e' }, slots: 8 }],
   });
 });
 afterAll(async () => {
-  await browser?.close();
+  await ui?.close();
   await stack?.stop();
 });
-
-/**
- * The page's text, frames included: the UI renders summaries and details (Temporal markdown) in
- * sandboxed iframes of their own.
- */
-async function bodyText(): Promise<string> {
-  const texts = await Promise.all(page.frames().map((frame) => frame.innerText('body').catch(() => '')));
-  return texts.join('\n');
-}
-
-/**
- * Reads `url` until every one of `expected` shows on the page, then screenshots it; fails naming
- * the ones that never showed. The UI is a single-page app that renders after its data fetches and
- * reads Temporal as it changes: the page text is read every 250 ms, the page reloaded every 3 s.
- */
-async function openUntil(url: string, expected: (string | RegExp)[], screenshot: string): Promise<string> {
-  let last = '';
-  let loadedAt = 0;
-  const missing = () => expected.filter((e) => (typeof e === 'string' ? !last.includes(e) : !e.test(last)));
-  await stack.waitFor(`${expected.map(String).join(', ')} on ${url}`, async () => {
-    if (page.url() !== url) await page.goto(url, { waitUntil: 'domcontentloaded' });
-    else if (Date.now() - loadedAt >= 3_000) await page.reload({ waitUntil: 'domcontentloaded' });
-    else {
-      last = await bodyText();
-      return missing().length === 0;
-    }
-    loadedAt = Date.now();
-    last = await bodyText();
-    return missing().length === 0;
-  }, { timeoutMs: 60_000, intervalMs: 250, context: () => `never shown: ${missing().map(String).join(', ')}\npage text:\n${last.slice(0, 3000)}` });
-  await page.screenshot({ path: path.join(ARTIFACTS, screenshot), fullPage: true });
-  return last;
-}
 
 it('shows a running scale-out: summary, ScalegatePhase, the soak timer, and the list filtered by ScalegateWorkload', async () => {
   const name = 'e2e-web';
@@ -220,7 +177,7 @@ it('links a scale-out\'s evidence report from its Web UI details; the page opens
   expect(await anonymous.text()).not.toContain('<svg');
 
   // Signed in with the viewer token as the password: the page, its charts and its verdict table.
-  const context = await browser.newContext({ httpCredentials: { username: 'viewer', password: stack.tokens.viewer }, viewport: { width: 1300, height: 1000 } });
+  const context = await ui.browser.newContext({ httpCredentials: { username: 'viewer', password: stack.tokens.viewer }, viewport: { width: 1300, height: 1000 } });
   try {
     const reportPage = await context.newPage();
     const blocked: string[] = [];

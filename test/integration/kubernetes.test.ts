@@ -6,7 +6,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { stopChild } from '../../embedded/processes';
 import { CLUSTER, PROXIED, startApiProxy, startKubernetes, type ApiProxy, type KubernetesControlPlane } from '../support/kubernetes';
+import { openBrowser } from '../support/browser';
 import { runCli } from '../support/cli';
+import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
 import { failedGates, scaleAndWait } from '../support/workloads';
 
@@ -124,6 +126,26 @@ describe('a Deployment through the gates', () => {
     expect(rows.map((row) => [row.kind, row.outcome, row.fromReplicas, row.toReplicas])).toEqual(
       expect.arrayContaining([['scale-out', 'completed', 2, 5], ['scale-in', 'completed', 5, 2]]),
     );
+  });
+
+  it('the Web UI shows it like any other operation: its summary, details and activities name the object', async () => {
+    const uiUrl = testEnv().temporalUiUrl;
+    if (!uiUrl) throw new Error('the shared Temporal dev server was started without its Web UI (test/support/global-setup.ts)');
+    const { runId } = await stack.temporal.workflow.getHandle('scale:web').describe();
+    const url = `${uiUrl}/namespaces/default/workflows/${encodeURIComponent('scale:web')}/${runId}`;
+    const ui = await openBrowser();
+    try {
+      // The summary the API gave the run and the details line the workflow keeps both name it.
+      const summary = `scale web (Deployment default/web on ${CLUSTER}) 5 → 2`;
+      const page = await ui.openUntil(`${url}/user-metadata`, [`${summary}\n`, `${summary}: completed`], 'web-ui-kubernetes-details.png');
+      expect(page.split(summary).length - 1).toBeGreaterThanOrEqual(2);
+      await ui.openUntil(`${url}/history`, [
+        'scaleIn', 'kubernetesMarkVictims', 'kubernetesAwaitDrained',
+        new RegExp(`kubernetesScale\\s*•\\s*scale web to 2 at resourceVersion \\d+ \\(Deployment default/web on ${CLUSTER}\\)`),
+      ], 'web-ui-kubernetes-history.png');
+    } finally {
+      await ui.close();
+    }
   });
 
   it('refuses a scale-in that would break the PodDisruptionBudget, naming it, and changes nothing', async () => {
