@@ -34,10 +34,14 @@ describe('a scale-in whose drain skipped its commit', () => {
     await defineWorkload(stack, 'leaky', consumer('leaky', 3, 6, { build: 'broken' }), 3);
     const databaseUrl = stack.databaseUrl;
     // Records keep arriving through the drain, so the victim has a last batch to flush without its commit.
-    const load = runLoad({ databaseUrl, source: 'leaky_in', partitions: 6, ratePerSec: 300, count: 6000 });
+    // The load runs until the scale-in (and its compensation) has ended, then stops: nothing after it needs more records.
+    const stopLoad = new AbortController();
+    const load = runLoad({ databaseUrl, source: 'leaky_in', partitions: 6, ratePerSec: 300, count: 6000, signal: stopLoad.signal });
     await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'leaky_in', sink: 'leaky_out' })).sinkCount > 300);
 
     const operation = await scaleAndWait(stack, 'leaky', { replicas: 2, drainTimeoutMs: 30_000 }, 'scaleIn');
+    stopLoad.abort();
+    await load;
     // a scale-in that ended before its drain (refused by a gate on a loaded machine) says why
     if (!operation.scaleIn) throw new Error(`the scale-in never drained: ${JSON.stringify({ status: operation.status, phase: operation.phase, failure: operation.failure, compensation: operation.compensation, gates: operation.gates?.rows?.filter((r: { passed: boolean }) => !r.passed) })}`);
     const victims = operation.scaleIn.victims as { taskId: string; partitions: number[] }[];
@@ -53,7 +57,6 @@ describe('a scale-in whose drain skipped its commit', () => {
     expect(operation.compensation.outcome).toMatchObject({ generation: expect.any(Number) });
     const ledger = (await stack.api('GET', '/v1/ledger?workload=leaky', { role: 'viewer' })).body.events;
     expect(ledger.map((e: any) => `${e.kind}:${e.outcome}`)).toEqual(expect.arrayContaining(['scale-in:compensated', 'replan:completed']));
-    await load;
   });
 });
 
@@ -61,27 +64,50 @@ describe('a sound scale-in', () => {
   it('balances its receipts per partition and completes', async () => {
     await defineWorkload(stack, 'tight', consumer('tight', 2, 4, { build: 'sound' }), 2);
     const databaseUrl = stack.databaseUrl;
-    const load = runLoad({ databaseUrl, source: 'tight_in', partitions: 4, ratePerSec: 300, count: 3000 });
+    // under load through the scale-in; stopped once it has ended
+    const stopLoad = new AbortController();
+    const load = runLoad({ databaseUrl, source: 'tight_in', partitions: 4, ratePerSec: 300, count: 3000, signal: stopLoad.signal });
     await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'tight_in', sink: 'tight_out' })).sinkCount > 300);
     const operation = await scaleAndWait(stack, 'tight', { replicas: 1, drainTimeoutMs: 30_000 }, 'scaleIn');
+    stopLoad.abort();
+    await load;
     expect(operation.status).toBe('completed');
     const receipts = operation.evidence.comparison.rows.find((row: { check: string }) => row.check === 'destination receipts');
     expect(receipts).toMatchObject({ verdict: 'pass', detail: expect.stringMatching(/^every one of 4 partition\(s\) balances and is owned: over the window \d+ record\(s\) left the source/) });
-    await load;
   });
 });
 
 describe('a scale-in of a consumer that is behind (patch throughput-tested)', () => {
   it('processes half the records per second in its soak: the throughput row fails, naming its test, and the operation is compensated; every record reaches the sink once', async () => {
-    // workMs 5 in batches of 100: about 200 records/s per replica, 400 for two, under 500 offered: behind and falling further behind.
-    await defineWorkload(stack, 'behind', consumer('behind', 2, 4, { build: 'sound' }), 2);
+    // workMs 5 in batches of 100: about 200 records/s per replica, 400 for two, under 500 offered: behind and falling further behind while it is offered.
+    // Behind from its first batch (every baseline sample at capacity): the records come before the
+    // consumer, 300 at once and then 500/s until the scale-in's soak begins. Through the soak the one
+    // replica left works off a backlog of 1,500 or more (over 7 s of its work, 5 s of it soaked), behind throughout.
     const databaseUrl = stack.databaseUrl;
-    const load = runLoad({ databaseUrl, source: 'behind_in', partitions: 4, ratePerSec: 500, count: 6000 });
-    await stack.waitFor('a backlog of 2 s of work or more', async () => {
+    const burst = runLoad({ databaseUrl, source: 'behind_in', partitions: 4, ratePerSec: 50_000, count: 300 });
+    const stopLoad = new AbortController();
+    const load = runLoad({ databaseUrl, source: 'behind_in', partitions: 4, ratePerSec: 500, count: 20_000, signal: stopLoad.signal });
+    await defineWorkload(stack, 'behind', consumer('behind', 2, 4, { build: 'sound' }), 2);
+    // The baseline's throughput test needs its samples: 10 or more (5 s) from each task.
+    await stack.waitFor('a backlog of 1,500 or more, and 5 s of throughput samples at capacity', async () => {
       const audit = await verifyExactlyOnce({ databaseUrl, source: 'behind_in', sink: 'behind_out' });
-      return audit.sourceCount - audit.sinkCount > 1_000;
+      const tasks = await tasksOf(stack, 'behind');
+      return audit.sourceCount - audit.sinkCount >= 1_500 && tasks.length === 2
+        && tasks.every((t) => (t.throughputSamples as [number, number][] ?? []).filter(([, records]) => records > 0).length >= 10);
     });
-    const operation = await scaleAndWait(stack, 'behind', { replicas: 1, drainTimeoutMs: 30_000, soakMs: 5_000 }, 'scaleIn');
+    const scaleIn = scaleAndWait(stack, 'behind', { replicas: 1, drainTimeoutMs: 30_000, soakMs: 5_000 }, 'scaleIn');
+    let ended = false;
+    scaleIn.then(() => { ended = true; }, () => { ended = true; });
+    // The soak begins as the one replica left owns every partition (read from the agents: a GET of the
+    // operation sent as the scale-in starts was seen to answer only once it had ended).
+    await stack.waitFor('the reduced placement converged (or the scale-in ended)', async () => {
+      if (ended) return true;
+      const running = (await tasksOf(stack, 'behind')).filter((t) => t.state !== 'stopped');
+      return running.length === 1 && running[0].partitions?.length === 4;
+    });
+    stopLoad.abort();
+    const written = (await burst).written + (await load).written;
+    const operation = await scaleIn;
     const throughput = operation.evidence?.comparison?.rows.find((row: { check: string }) => row.check === 'throughput');
     // a scale-in that never compared (refused on a loaded machine) says where it ended
     if (!throughput) throw new Error(`no throughput row: ${JSON.stringify({ status: operation.status, failure: operation.failure, rows: operation.evidence?.comparison?.rows })}`);
@@ -89,7 +115,6 @@ describe('a scale-in of a consumer that is behind (patch throughput-tested)', ()
     expect(throughput.after).toBeLessThan(throughput.baseline * 0.75);
     expect(operation.status).toBe('compensated');
     expect(operation.compensation.reason).toMatch(/^regression after scale-in: .*throughput worse beyond the margin/);
-    const { written } = await load;
     const audit = await stack.waitFor('the sink caught up', async () => {
       const a = await verifyExactlyOnce({ databaseUrl, source: 'behind_in', sink: 'behind_out' });
       return a.sinkCount >= written ? a : null;
