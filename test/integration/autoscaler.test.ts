@@ -129,12 +129,22 @@ describe('autoscaler', () => {
 
   it('scales quiet load in only after the scale-down stabilization window, by draining, exactly-once', async () => {
     await defineWorkload(stack, 'qi-orders', consumer('qi-orders', 3, 6), 3);
-    const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'qi_orders_in', partitions: 6, ratePerSec: 300, count: 3000 });
-    await putPolicy('qi', policy(['qi-orders'], { scaleDownStabilizationMs: 2000, drainTimeoutMs: 30_000 }));
-    await signal('qi', { qps: 300 });
-    await stack.waitFor('the first decision', async () => (await rowsOf('qi')).length > 0);
-    await signal('qi', { qps: 40 }); // desired 1, held by the 3 of the last 2 s
-    await stack.waitFor('qi-orders at 1 replica, idle', async () => (await replicasOf('qi-orders')) === 1 && (await scaleIdle('qi-orders')), 120_000);
+    // The load runs until the scale-in has ended (its count only bounds a failed run): the audit
+    // below counts what it wrote, and a load still writing at the end proves it spanned the drains.
+    const LOAD_BOUND = 30_000;
+    const stopLoad = new AbortController();
+    const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'qi_orders_in', partitions: 6, ratePerSec: 300, count: LOAD_BOUND, signal: stopLoad.signal });
+    try {
+      await putPolicy('qi', policy(['qi-orders'], { scaleDownStabilizationMs: 2000, drainTimeoutMs: 30_000 }));
+      await signal('qi', { qps: 300 });
+      await stack.waitFor('the first decision', async () => (await rowsOf('qi')).length > 0);
+      await signal('qi', { qps: 40 }); // desired 1, held by the 3 of the last 2 s
+      await stack.waitFor('qi-orders at 1 replica, idle', async () => (await replicasOf('qi-orders')) === 1 && (await scaleIdle('qi-orders')), 120_000);
+    } finally {
+      stopLoad.abort();
+    }
+    const written = await load;
+    expect(written.written).toBeLessThan(LOAD_BOUND); // still writing when the scale-in ended
 
     const rows = await rowsOf('qi');
     expect(rows[0].decision).toBe('no-change: within tolerance');
@@ -151,12 +161,11 @@ describe('autoscaler', () => {
     expect(scaleInRow.evidence.scaleIn.receipts.length).toBe(2); // both victims drained
     for (const receipt of scaleInRow.evidence.scaleIn.receipts) expect(receipt.receipt).toMatchObject({ inFlight: 0 });
 
-    const written = await load;
     const audit = await stack.waitFor('the sink caught up', async () => {
       const a = await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'qi_orders_in', sink: 'qi_orders_out' });
       return a.sinkCount >= written.written ? a : null;
     }, 120_000);
-    expect(audit).toMatchObject({ sourceCount: 3000, sinkCount: 3000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
+    expect(audit).toMatchObject({ sourceCount: written.written, sinkCount: written.written, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
   });
 
   it('starts no operation while load oscillates inside the tolerance band, and says why', async () => {
@@ -190,7 +199,8 @@ describe('autoscaler', () => {
 
   it('never runs two operations on one workload: an operator\'s scale makes it wait, then it goes on', async () => {
     await defineWorkload(stack, 'op-web', service(1), 1);
-    const operator = await stack.api('POST', '/v1/workloads/op-web/scale', { body: { replicas: 2, soakMs: 4000 } });
+    // its soak keeps it running well past the autoscaler's first decision (about 0.3 s after this POST)
+    const operator = await stack.api('POST', '/v1/workloads/op-web/scale', { body: { replicas: 2, soakMs: 2000 } });
     expect(operator.status).toBe(202);
     await putPolicy('op', policy(['op-web']));
     await signal('op', { qps: 300 }); // desired 3 while the operator's scale:op-web runs

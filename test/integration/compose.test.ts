@@ -115,8 +115,9 @@ describe('a Temporal cancellation is an abort', () => {
   });
 
   it('a scale-in cancelled while it drains: compensated, placement equal to the live processes', async () => {
-    // SIGTERM ignored and a 4 s grace: the drain lasts long enough to be cancelled in it.
-    await defineWorkload(stack, 'c-drain', service(2, { IGNORE_SIGTERM: '1' }, 4000), 2);
+    // SIGTERM ignored and a 3 s grace: the drain lasts long enough to be cancelled in it (the
+    // cancellation is requested about 0.2 s after the drain starts).
+    await defineWorkload(stack, 'c-drain', service(2, { IGNORE_SIGTERM: '1' }, 3000), 2);
     const final = await cancelInPhase('c-drain', { replicas: 1, drainTimeoutMs: 500 }, 'draining');
     expect(final.status).toBe('compensated');
     expect(final.compensation.reason).toMatch(/cancellation requested/);
@@ -127,12 +128,14 @@ describe('a Temporal cancellation is an abort', () => {
 
 describe('a drain honours the task grace period', () => {
   it('a process that ignores SIGTERM is killed only after its graceMs, and the operation reports the forced kill', async () => {
-    await defineWorkload(stack, 'c-grace', service(2, { IGNORE_SIGTERM: '1' }, 3000), 2);
+    // a grace three times the drain deadline: a drain cut at the deadline could not pass for one that honoured the grace
+    const graceMs = 1500;
+    await defineWorkload(stack, 'c-grace', service(2, { IGNORE_SIGTERM: '1' }, graceMs), 2);
     const final = await scaleAndWait(stack, 'c-grace', { replicas: 1, drainTimeoutMs: 500 }, 'scaleIn');
     expect(final.status).toBe('completed');
     const receipt = final.scaleIn.receipts[0].receipt;
     expect(receipt.forced).toBe(true);
-    expect(receipt.durationMs).toBeGreaterThanOrEqual(3000); // not cut at the 500 ms drain deadline
+    expect(receipt.durationMs).toBeGreaterThanOrEqual(graceMs); // not cut at the 500 ms drain deadline
     expect(final.scaleIn.forced).toEqual([final.scaleIn.receipts[0].taskId]);
     const ledger = (await stack.api('GET', '/v1/ledger?workload=c-grace&kind=scale-in', { role: 'viewer' })).body.events;
     expect(ledger[0].reason).toMatch(/did not stop within their grace and were killed/);
@@ -206,21 +209,27 @@ describe('plan/apply is the scale procedure', () => {
   it('a lowering plan applied under load is drained like a scale-in, exactly once', async () => {
     await defineWorkload(stack, 'c-low', consumer('clow', 3, 6), 3);
     const databaseUrl = stack.databaseUrl;
-    const load = runLoad({ databaseUrl, source: 'clow_in', partitions: 6, ratePerSec: 300, count: 2400 });
-    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'clow_in', sink: 'clow_out' })).sinkCount > 200);
-    const { plan, final } = await planAndApply('c-low', 1, 'scaleIn');
+    // The load runs until the applied plan has ended (its count only bounds a failed run): the audit
+    // below counts what it wrote, and a load still writing at the end proves it spanned the drains.
+    const LOAD_BOUND = 30_000;
+    const stopLoad = new AbortController();
+    const load = runLoad({ databaseUrl, source: 'clow_in', partitions: 6, ratePerSec: 300, count: LOAD_BOUND, signal: stopLoad.signal });
+    const { plan, final } = await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: 'clow_in', sink: 'clow_out' })).sinkCount > 200)
+      .then(() => planAndApply('c-low', 1, 'scaleIn'))
+      .finally(() => stopLoad.abort());
+    const written = await load;
+    expect(written.written).toBeLessThan(LOAD_BOUND); // still writing when the plan's operation ended
     expect(final.status).toBe('completed');
     expect(final.plan.id).toBe(plan.id);
     expect(final.scaleIn.receipts).toHaveLength(2);
     for (const receipt of final.scaleIn.receipts) expect(receipt.receipt).toMatchObject({ inFlight: 0 });
     expect((await workloadOf('c-low')).replicas).toBe(1);
     expect(await expectPlacementIsLive('c-low')).toBe(1);
-    const written = await load;
     const audit = await stack.waitFor('the sink caught up', async () => {
       const a = await verifyExactlyOnce({ databaseUrl, source: 'clow_in', sink: 'clow_out' });
       return a.sinkCount >= written.written ? a : null;
     }, 120_000);
-    expect(audit).toMatchObject({ sourceCount: 2400, sinkCount: 2400, missing: 0, duplicates: 0, extra: 0 });
+    expect(audit).toMatchObject({ sourceCount: written.written, sinkCount: written.written, missing: 0, duplicates: 0, extra: 0 });
   });
 
   it('a manual approval shows the proposed plan before anyone approves, and applies that plan', async () => {

@@ -41,9 +41,26 @@ const define = (name: string, body: unknown, ready: number) => defineWorkload(st
 const scale = (name: string, body: Record<string, unknown>) => scaleAndWait(stack, name, body, 'scaleOut');
 
 describe('evidence gates: each failing alone stops before any change', () => {
+  const gated: Record<string, { replicas: number; [field: string]: unknown }> = {
+    'g-delivery': consumer('g-delivery', 1, { contract: { delivery: 'unknown' } }),
+    'g-parts': consumer('g-parts', 1, { partitions: 2 }),
+    'g-capacity': consumer('g-capacity', 1, { selector: { zone: 'a' } }),
+    'g-downstream': consumer('g-downstream', 1, { contract: { downstream: { maxReplicas: 1 } } }),
+    'g-unknown-downstream': consumer('g-unknown-downstream', 1, { contract: { downstream: undefined } }),
+    'g-unmeasured': {
+      kind: 'service', replicas: 1, selector: { pool: 'main' },
+      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: { maxRatePerSec: 100 } },
+      spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+    },
+  };
+  // Defined side by side (independent workloads; each test's refusal changes nothing, its own workload included).
+  beforeAll(() => Promise.all(Object.entries(gated).map(([name, body]) => define(name, body, body.replicas))));
+
   /** `alsoUnproven`: rows that cannot be proven once the expected one fails (no recipient → nothing to probe). */
-  const refusedWithoutStarts = async (name: string, body: unknown, replicas: number, expectedRow: string, alsoUnproven: string[] = []) => {
-    const before = await define(name, body, (body as any).replicas);
+  const refusedWithoutStarts = async (name: string, replicas: number, expectedRow: string, alsoUnproven: string[] = []) => {
+    const body = gated[name];
+    const before = await tasksOf(name);
+    expect(before.filter((t) => t.state === 'ready')).toHaveLength(body.replicas);
     const operation = await scale(name, { replicas, soakMs: 0 });
     expect(operation.status).toBe('refused');
     expect(failedGates(operation)).toEqual([expectedRow, ...alsoUnproven]);
@@ -51,19 +68,17 @@ describe('evidence gates: each failing alone stops before any change', () => {
     const after = await tasksOf(name);
     expect(after.map((t) => `${t.taskId}/${t.incarnation}`).sort()).toEqual(before.map((t) => `${t.taskId}/${t.incarnation}`).sort());
     const ledger = (await stack.api('GET', `/v1/ledger?workload=${name}&kind=scale-out`, { role: 'viewer' })).body.events;
-    expect(ledger[0]).toMatchObject({ outcome: 'refused', fromReplicas: (body as any).replicas, toReplicas: replicas });
+    expect(ledger[0]).toMatchObject({ outcome: 'refused', fromReplicas: body.replicas, toReplicas: replicas });
   };
 
-  it('delivery unknown', () => refusedWithoutStarts('g-delivery', consumer('g-delivery', 1, { contract: { delivery: 'unknown' } }), 2, 'delivery'));
-  it('target above partitions', () => refusedWithoutStarts('g-parts', consumer('g-parts', 1, { partitions: 2 }), 3, 'input-ownership'));
-  it('no free eligible runtime (connectivity is then unproven too)', () =>
-    refusedWithoutStarts('g-capacity', consumer('g-capacity', 1, { selector: { zone: 'a' } }), 2, 'capacity', ['connectivity']));
-  it('downstream maxReplicas', () =>
-    refusedWithoutStarts('g-downstream', consumer('g-downstream', 1, { contract: { downstream: { maxReplicas: 1 } } }), 2, 'downstream'));
+  it('delivery unknown', () => refusedWithoutStarts('g-delivery', 2, 'delivery'));
+  it('target above partitions', () => refusedWithoutStarts('g-parts', 3, 'input-ownership'));
+  it('no free eligible runtime (connectivity is then unproven too)', () => refusedWithoutStarts('g-capacity', 2, 'capacity', ['connectivity']));
+  it('downstream maxReplicas', () => refusedWithoutStarts('g-downstream', 2, 'downstream'));
 
   it('downstream unknown: refused naming what to declare; accepted by the request it goes through, and the ledger keeps the acceptance', async () => {
     const name = 'g-unknown-downstream';
-    await refusedWithoutStarts(name, consumer(name, 1, { contract: { downstream: undefined } }), 2, 'downstream');
+    await refusedWithoutStarts(name, 2, 'downstream');
     const refused = (await stack.api('GET', `/v1/operations/scale:${name}`, { role: 'viewer' })).body;
     expect(refused.evidenceGap).toMatch(/^downstream: downstream unknown: the contract does not say what the output lands on.*contract\.downstream: its limits .*"none".*accept: \["downstream"\]/m);
 
@@ -78,12 +93,7 @@ describe('evidence gates: each failing alone stops before any change', () => {
 
   it('a declared maxRatePerSec with no rate to compare (a service counts no records): refused as unknown, naming the limit', async () => {
     const name = 'g-unmeasured';
-    const service = {
-      kind: 'service', replicas: 1, selector: { pool: 'main' },
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: { maxRatePerSec: 100 } },
-      spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
-    };
-    await refusedWithoutStarts(name, service, 2, 'downstream');
+    await refusedWithoutStarts(name, 2, 'downstream');
     const refused = (await stack.api('GET', `/v1/operations/scale:${name}`, { role: 'viewer' })).body;
     expect(refused.evidenceGap).toMatch(/^downstream: downstream maxRatePerSec 100 declared, but no rate is known to compare with/m);
     await retireAndWait(stack, name);
@@ -91,8 +101,10 @@ describe('evidence gates: each failing alone stops before any change', () => {
 
   it('a failing probe', async () => {
     // An agent that cannot reach PostgreSQL: the only runtime a new replica could go to.
-    await stack.startAgent({ id: 'node-x', labels: { zone: 'x', pool: 'probe' }, env: { DATABASE_URL: 'postgres://nobody:wrong@127.0.0.1:1/none' } });
-    await stack.startAgent({ id: 'node-y', labels: { zone: 'y', pool: 'probe' } });
+    await Promise.all([
+      stack.startAgent({ id: 'node-x', labels: { zone: 'x', pool: 'probe' }, env: { DATABASE_URL: 'postgres://nobody:wrong@127.0.0.1:1/none' } }),
+      stack.startAgent({ id: 'node-y', labels: { zone: 'y', pool: 'probe' } }),
+    ]);
     const body = consumer('g-probe', 1, { selector: { zone: 'y' } });
     await define('g-probe', body, 1);
     expect((await stack.api('PUT', '/v1/workloads/g-probe', { body: { ...body, selector: { pool: 'probe' } } })).status).toBe(200);
@@ -149,20 +161,26 @@ describe('consumer 2 → 4 under load', () => {
     const body = consumer('orders', 2);
     await define('orders', body, 2);
     const databaseUrl = stack.databaseUrl;
-    const load = runLoad({ databaseUrl, source: body.spec.source, partitions: 8, ratePerSec: 400, count: 4000 });
-    await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: body.spec.source, sink: body.spec.sink })).sinkCount > 200);
-    const operation = await scale('orders', { replicas: 4, soakMs: 1500 });
+    // The load runs until the scale-out has ended, soak and verdict included (its count only bounds a
+    // failed run): the audit below counts what it wrote, and a load still writing at the end proves
+    // it spanned the operation.
+    const LOAD_BOUND = 40_000;
+    const stopLoad = new AbortController();
+    const load = runLoad({ databaseUrl, source: body.spec.source, partitions: 8, ratePerSec: 400, count: LOAD_BOUND, signal: stopLoad.signal });
+    const operation = await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl, source: body.spec.source, sink: body.spec.sink })).sinkCount > 200)
+      .then(() => scale('orders', { replicas: 4, soakMs: 1500 }))
+      .finally(() => stopLoad.abort());
+    const written = await load;
+    expect(written.written).toBeLessThan(LOAD_BOUND); // still writing when the scale-out ended
     expect({ status: operation.status, kind: operation.kind, gap: operation.evidenceGap }).toEqual({ status: 'completed', kind: 'scaleOut', gap: null });
     expect(operation.gates.passed).toBe(true);
     expect(operation.evidence.comparison.verdict).toBe('pass');
     expect(operation.plan.starts).toHaveLength(2);
-    const written = await load;
-    expect(written.written).toBe(4000);
     const audit = await stack.waitFor('the sink caught up', async () => {
       const a = await verifyExactlyOnce({ databaseUrl, source: body.spec.source, sink: body.spec.sink });
       return a.sinkCount >= written.written ? a : null;
     }, 120_000);
-    expect(audit).toMatchObject({ sourceCount: 4000, sinkCount: 4000, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
+    expect(audit).toMatchObject({ sourceCount: written.written, sinkCount: written.written, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
     expect(await ownershipOverlaps({ databaseUrl, workload: 'orders' })).toEqual([]);
     const tasks = (await tasksOf('orders')).filter((t) => t.state === 'ready');
     expect(tasks).toHaveLength(4);
@@ -182,7 +200,7 @@ describe('failure after apply', () => {
     };
     await define('stubborn', body, 1);
     fs.rmSync(readyFile); // new replicas will not become ready
-    const response = await stack.api('POST', '/v1/workloads/stubborn/scale', { body: { replicas: 2, soakMs: 0, convergeTimeoutMs: 2000 } });
+    const response = await stack.api('POST', '/v1/workloads/stubborn/scale', { body: { replicas: 2, soakMs: 0, convergeTimeoutMs: 1000 } });
     expect(response.status).toBe(202);
     await stack.waitFor('compensation started', async () =>
       (await stack.api('GET', '/v1/operations/scale%3Astubborn', { role: 'viewer' })).body.phase === 'compensating', 60_000);
