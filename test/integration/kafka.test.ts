@@ -9,6 +9,7 @@
 // tier that pulls a slow consumer's Kafka lag itself scales it up while the lag is high and back
 // down once it drained.
 import path from 'node:path';
+import { CPU_JUDGED_AFTER_SOAK_MS } from '../../domain/evidence';
 import { kafkaClient, kafkaMetadata } from '../../lib/kafka';
 import { ensureTopic, runKafkaLoad, type KafkaLoadResult } from '../../store/kafka-feed';
 import { auditStreamCheckpoint, ownershipOverlaps, verifyAgainstAcked, verifyStreamAgainstAcked } from '../../store/sink-audit';
@@ -26,6 +27,15 @@ const STREAM_TOPIC = `scalegate-clicks-${process.pid}`;
 const GROUP_TOPIC = `scalegate-payments-${process.pid}`;
 const LAG_TOPIC = `scalegate-backlog-${process.pid}`;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
+/**
+ * The consumer's scale-out soak, instead of the default 5 s: the shortest that judges every row the
+ * default would (CPU is judged from this soak on). A consumer's rows rest on counts (errors per
+ * record, tasks ready, backlog), not on samples: its latency is not judged, and its throughput only
+ * when saturated. Not for the service below: its latency is judged over the soak's samples, and a
+ * 2 s window held too few to outweigh a new replica's first slow answers (p50 1.7 → 126 ms, a
+ * false regression on a loaded machine).
+ */
+const CONSUMER_SOAK_MS = CPU_JUDGED_AFTER_SOAK_MS;
 const consumer = (replicas: number, partitions: number, topic = TOPIC) => ({
   kind: 'consumer', replicas, contract: { ...CONTRACT, partitions },
   spec: { partitions, source: { kafka: { topic } }, sink: 'kafka_orders_out', workMs: 0 },
@@ -66,7 +76,7 @@ describe('a consumer of a Kafka topic', () => {
     const load = runKafkaLoad({ brokers, topic: TOPIC, partitions: 6, ratePerSec: 300, signal: stop.signal });
     let loaded: KafkaLoadResult | null = null;
     try {
-      const out = await scaleAndWait(stack, 'kafka-orders', { replicas: 3 }, 'scaleOut');
+      const out = await scaleAndWait(stack, 'kafka-orders', { replicas: 3, soakMs: CONSUMER_SOAK_MS }, 'scaleOut');
       // the comparison's reasons in the failure message: a transient broker or database state on a
       // loaded machine must not read as a regression (a reader reopened inside the batch
       // transaction once idled it past its timeout; a coordinator still loading once counted as an error)
@@ -254,9 +264,11 @@ describe('a tier observing a workload\'s Kafka lag', () => {
     expect(tableReader.status).toBe(422);
     expect(tableReader.body.message).toMatch(/observe\.kafkaLag\.workload: kafka-table-reader reads no Kafka topic/);
 
-    // 20 ms of work per record: one replica takes about 50 records/s, so a burst of 1,500 is a backlog.
+    // 10 ms of work per record: one replica takes about 100 records/s, so a burst of 1,500 is a
+    // backlog (15 s of one replica's work; the lag stays above the 600 that asks for 3 replicas for
+    // the first 9 s), and 3 replicas drain it in a few seconds.
     const slow = consumer(1, 6, LAG_TOPIC);
-    await defineWorkload(stack, NAME, { ...slow, spec: { ...slow.spec, sink: SINK, workMs: 20 } }, 1);
+    await defineWorkload(stack, NAME, { ...slow, spec: { ...slow.spec, sink: SINK, workMs: 10 } }, 1);
     const loaded = await runKafkaLoad({ brokers, topic: LAG_TOPIC, partitions: 6, ratePerSec: 3_000, count: 1_500 });
     expect(loaded.acked).toHaveLength(1_500);
     try {

@@ -39,6 +39,9 @@ beforeAll(async () => {
 afterAll(async () => {
   await hs?.stop();
 });
+/** Stops the load once the operation under test is over; a test that fails first has it stopped here. */
+const stopLoad = new AbortController();
+afterEach(() => stopLoad.abort());
 
 /** The recovery of `runtime` that started at or after `since`, once it ended. */
 async function recoveryAfter(runtime: string, since: number): Promise<RecoveryStatus> {
@@ -74,7 +77,8 @@ test('a consumer host cut from the control plane past two leases: its partitions
   }
 
   await defineWorkload(stack, 'orders', consumer('orders', 3, { zone: 'h' }), 3);
-  const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'orders_in', partitions: PARTITIONS, ratePerSec: 200, count: 1400 });
+  // The load runs until the stranded task is stopped (below): through the cut, the takeover, the refused late writes and the heal.
+  const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'orders_in', partitions: PARTITIONS, ratePerSec: 200, signal: stopLoad.signal });
   await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'orders_in', sink: 'orders_out' })).sinkCount > 100);
 
   const tasks = await tasksOf(stack, 'orders');
@@ -131,6 +135,7 @@ test('a consumer host cut from the control plane past two leases: its partitions
     return !running.some((t) => t.incarnation === lost.incarnation);
   });
 
+  stopLoad.abort();
   const { written } = await load;
   const audit = await stack.waitFor('the sink caught up', async () => {
     const a = await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'orders_in', sink: 'orders_out' });

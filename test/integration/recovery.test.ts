@@ -112,14 +112,34 @@ async function sweptAfter(instant: number): Promise<void> {
 const runtimeEventsSince = async (since: number, type: string) =>
   (await stack.db.query(`select subject, detail, at from events where type = $1 and at >= $2 order by id`, [type, new Date(since)])).rows;
 
+/** Retires the workloads side by side (each is its own retirement, under scale:<name>). */
 const retire = async (...names: string[]) => {
-  for (const name of names) {
+  await Promise.all(names.map(async (name) => {
     const response = await stack.api('DELETE', `/v1/workloads/${name}`);
     if (response.status === 202) await waitForApply(stack, name);
-  }
+  }));
 };
 
-/** Load on a consumer, and the audit once the sink has caught up with it. */
+/** The loads a test started; one still running when the test ends (it failed first) is stopped. */
+const loadsRunning = new Set<AbortController>();
+afterEach(() => {
+  for (const running of loadsRunning) running.abort();
+  loadsRunning.clear();
+});
+
+/**
+ * Load on a consumer's source until the test calls stop(): once the operation under test is over,
+ * so that the load spans the operation however long it takes, and ends no later. `result` is what
+ * it wrote, for the audit.
+ */
+function startLoad(source: string, partitions: number, ratePerSec: number) {
+  const controller = new AbortController();
+  loadsRunning.add(controller);
+  const result = runLoad({ databaseUrl: stack.databaseUrl, source, partitions, ratePerSec, signal: controller.signal });
+  return { result, stop: () => controller.abort() };
+}
+
+/** The audit of what an (ended) load wrote, once the sink has caught up with it. */
 async function auditAfter(load: Promise<{ written: number }>, name: string) {
   const { written } = await load;
   const audit = await stack.waitFor(`the sink of ${name} caught up`, async () => {
@@ -135,9 +155,11 @@ const stopOf = (id: string) => stack.agents[id].process;
 
 describe('a control-plane outage', () => {
   it('the API paused for 3 × the lease: every task keeps its incarnation, nothing is declared LOST, recovered or revoked, and the sink stays exactly-once', async () => {
-    await defineWorkload(stack, 'steady', consumer('steady', 3, 6, { zone: 'b' }), 3);
-    await defineWorkload(stack, 'steady-web', service(2, { zone: 'c' }), 2);
-    const load = runLoad({ databaseUrl: stack.databaseUrl, source: 'steady_in', partitions: 6, ratePerSec: 150, count: 2000 });
+    await Promise.all([
+      defineWorkload(stack, 'steady', consumer('steady', 3, 6, { zone: 'b' }), 3),
+      defineWorkload(stack, 'steady-web', service(2, { zone: 'c' }), 2),
+    ]);
+    const load = startLoad('steady_in', 6, 150);
     await stack.waitFor('load flowing', async () => (await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: 'steady_in', sink: 'steady_out' })).sinkCount > 150);
     const before = await incarnations(['steady', 'steady-web']);
     expect(Object.keys(before)).toHaveLength(5);
@@ -161,7 +183,9 @@ describe('a control-plane outage', () => {
     const after = (await state()).runtimes as { id: string; status: string; fence: number }[];
     expect(after.map((r) => [r.id, r.status, r.fence])).toEqual(after.map((r) => [r.id, 'READY', fences[r.id]]));
 
-    const { written, audit, overlaps } = await auditAfter(load, 'steady');
+    // The load ran from before the pause until the sweeper had judged after it: stopped, and what it wrote audited.
+    load.stop();
+    const { written, audit, overlaps } = await auditAfter(load.result, 'steady');
     expect(audit).toMatchObject({ sourceCount: written, sinkCount: written, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
     expect(overlaps).toEqual([]);
     await retire('steady', 'steady-web');
@@ -190,8 +214,10 @@ describe('a control-plane outage', () => {
 
 describe('a lost node', () => {
   it('an agent hosting consumer replicas frozen past its lease: recovered once, its partitions consumed by the others under a new owner fence, revoked on SIGCONT, every record exactly once', async () => {
-    await defineWorkload(stack, 'orders', consumer('orders', 2, 8, { zone: 'b' }), 2);
-    await defineWorkload(stack, 'events', consumer('events', 3, 6, { zone: 'b' }), 3);
+    await Promise.all([
+      defineWorkload(stack, 'orders', consumer('orders', 2, 8, { zone: 'b' }), 2),
+      defineWorkload(stack, 'events', consumer('events', 3, 6, { zone: 'b' }), 3),
+    ]);
     const orders = await placementOf('orders');
     // The victim hosts a replica of both: `orders` can move to the one zone-b runtime that does not
     // host it; `events` (on every zone-b runtime) hands its partitions to the two survivors.
@@ -202,10 +228,7 @@ describe('a lost node', () => {
     const lostPartitions = Object.fromEntries(lostTasks.map((t) => [t.workload, t.partitions as number[]]));
     const lostFences = Object.fromEntries(await Promise.all(['orders', 'events'].map(async (w) => [w, (await placementOf(w)).fence])));
 
-    const loads = {
-      orders: runLoad({ databaseUrl: stack.databaseUrl, source: 'orders_in', partitions: 8, ratePerSec: 120, count: 1800 }),
-      events: runLoad({ databaseUrl: stack.databaseUrl, source: 'events_in', partitions: 6, ratePerSec: 90, count: 1350 }),
-    };
+    const loads = { orders: startLoad('orders_in', 8, 120), events: startLoad('events_in', 6, 90) };
     await stack.waitFor('load flowing on both', async () => {
       const [o, e] = await Promise.all(['orders', 'events'].map((n) => verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: `${n}_in`, sink: `${n}_out` })));
       return o.sinkCount > 100 && e.sinkCount > 100;
@@ -269,11 +292,13 @@ describe('a lost node', () => {
       const r = await runtimeOf(victim);
       return r.status === 'READY' && r.fence > recovery.lost!.fence;
     });
+    // The loads ran from before the freeze, through the takeover, until the victim was back: stopped, and what they wrote audited.
+    for (const load of Object.values(loads)) load.stop();
 
     // Every record exactly once, no moment with two owners of a partition, and nothing the lost
     // owner committed after the takeover (its late commits were refused by the owner fence).
     for (const workload of ['orders', 'events'] as const) {
-      const { written, audit, overlaps } = await auditAfter(loads[workload], workload);
+      const { written, audit, overlaps } = await auditAfter(loads[workload].result, workload);
       expect(audit).toMatchObject({ sourceCount: written, sinkCount: written, missing: 0, duplicates: 0, extra: 0, orderViolations: 0 });
       expect(overlaps).toEqual([]);
       const lost = lostTasks.find((t) => t.workload === workload)!;
@@ -290,8 +315,10 @@ describe('a lost node', () => {
   });
 
   it('an agent killed and kept down: its service replica runs elsewhere; with no eligible runtime the workload is unplaced, and placed when a matching runtime joins', async () => {
-    await defineWorkload(stack, 'web', service(1, { zone: 'c' }), 1);
-    await defineWorkload(stack, 'solo', service(1, { node: 'solo' }), 1);
+    await Promise.all([
+      defineWorkload(stack, 'web', service(1, { zone: 'c' }), 1),
+      defineWorkload(stack, 'solo', service(1, { node: 'solo' }), 1),
+    ]);
     const webHost: string = (await placementOf('web')).assignments[0].runtimeId;
     const webOther = ZONE_C.find((id) => id !== webHost)!;
     // The task processes outlive a SIGKILLed agent: their pids, to end them once the test is over.
@@ -328,8 +355,7 @@ describe('a lost node', () => {
       });
     } finally {
       // The fleet as the other tests expect it: the killed agents back (they register anew), no stray process.
-      await stack.startAgent({ id: webHost, labels: { zone: 'c' }, slots: 8 });
-      await stack.startAgent(SOLO);
+      await Promise.all([stack.startAgent({ id: webHost, labels: { zone: 'c' }, slots: 8 }), stack.startAgent(SOLO)]);
       for (const pid of pids) {
         try {
           process.kill(pid, 'SIGKILL');
