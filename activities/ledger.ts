@@ -1,7 +1,7 @@
 // Ledger activities: the append-only scale events every workflow writes, and waiting for one.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { LedgerEntry, LedgerRow } from '../store/ledger';
-import { heartbeat, idempotencyKey, sleep, type ActivityDeps } from './ports';
+import { heartbeat, idempotencyKey, pause, type ActivityDeps } from './ports';
 
 export function ledgerActivities(deps: ActivityDeps) {
   return {
@@ -26,7 +26,7 @@ export function ledgerActivities(deps: ActivityDeps) {
         if (deps.now() > deadline) {
           throw ApplicationFailure.create({ type: 'converge-deadline', message: `no ${input.kind} row for ${input.workload} within ${input.timeoutMs} ms`, nonRetryable: true });
         }
-        await sleep(250);
+        await pause(250);
       }
     },
   };

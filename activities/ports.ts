@@ -44,6 +44,21 @@ export interface TaskRef {
 /** Waits; activities that poll (readiness, checkpoints, the ledger) pace themselves with it. */
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * A polling activity's pause: the activity's own sleep, which ends with a CancelledFailure as soon
+ * as a cancellation reaches it (through a heartbeat), so a wait the workflow cancelled stops polling
+ * and its worker can shut down; a plain timer outside an activity (unit use).
+ */
+export async function pause(ms: number): Promise<void> {
+  let context: Context | null = null;
+  try {
+    context = Context.current();
+  } catch {
+    // not in an activity context
+  }
+  await (context ? context.sleep(ms) : sleep(ms));
+}
+
 /** Heartbeats when running inside an activity; a no-op when called directly (unit use). */
 export function heartbeat(details?: unknown): void {
   try {

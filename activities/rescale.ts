@@ -9,7 +9,7 @@ import { appendRescaled, blockOf, indicesOf, subtaskCount, withParallelism } fro
 import { createPlanner } from '../store/planner';
 import type { Assignment, CutoverAnswer, StreamSpec } from '../protocol';
 import { StalePlacementError } from '../store/registry';
-import { cancellationRequested, heartbeat, idempotencyKey, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
+import { cancellationRequested, heartbeat, idempotencyKey, lookups, pause, sleep, type ActivityDeps, type TaskRef } from './ports';
 
 
 export type RescalePlan =
@@ -153,7 +153,7 @@ export function rescaleActivities(deps: ActivityDeps) {
         heartbeat({ awaiting: input.checkpoint, completed: completed?.id ?? null });
         if (completed && completed.id >= input.checkpoint) return completed;
         if (now() > deadline) throw nonRetryable('cutover-deadline', `checkpoint ${input.checkpoint} of ${input.job} did not complete within ${input.timeoutMs} ms`);
-        await sleep(50);
+        await pause(50);
       }
     },
 

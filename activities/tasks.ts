@@ -4,7 +4,7 @@ import type { Assignment, DrainOptions, PortPair, StopAnswer, TaskStatus, Worklo
 import { AgentUnreachableError } from './agent-client';
 import { doublingDelays } from '../lib/backoff';
 import { consumerGroupReads } from './consumer-group';
-import { heartbeat, lookups, sleep, type ActivityDeps, type TaskRef } from './ports';
+import { heartbeat, lookups, pause, type ActivityDeps, type TaskRef } from './ports';
 import { runsRevisionOf } from '../lib/revision';
 
 
@@ -48,7 +48,7 @@ export function agentCalls(deps: ActivityDeps) {
           throw error;
         }
         heartbeat({ waitingFor: runtimeId, error: error instanceof Error ? error.message : String(error) });
-        await sleep(1_000);
+        await pause(1_000);
       } finally {
         clearInterval(beating);
       }
@@ -188,7 +188,7 @@ export function taskActivities(deps: ActivityDeps) {
             nonRetryable: true,
           });
         }
-        await sleep(nextDelay());
+        await pause(nextDelay());
       }
     },
 
