@@ -74,3 +74,6 @@ export const StepsSchema = z
   .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
   .min(1)
   .max(10);
+
+/** A Kubernetes workload's object as summaries and details name it: `Deployment default/web on prod` (a name only: the workflows use it). */
+export const describeObject = (ref: { kind: string; namespace: string; name: string; cluster: string }): string => `${ref.kind} ${ref.namespace}/${ref.name} on ${ref.cluster}`;

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { DNS_LABEL, LIMITS, oneOfPresent, Replicas, requiredSchema, StepsSchema, WorkloadName, type ReplicaCount } from './names';
 
 // The names, bounds and counts the workflows validate with live in ./names (see there why).
-export { ACCEPTABLE_UNKNOWNS, LIMITS, Replicas, RuntimeId, StepsSchema, WorkloadName, type ReplicaCount } from './names';
+export { ACCEPTABLE_UNKNOWNS, describeObject, LIMITS, Replicas, RuntimeId, StepsSchema, WorkloadName, type ReplicaCount } from './names';
 
 export const LabelsSchema = z
   .record(
@@ -316,9 +316,6 @@ export type WorkloadKind = Workload['kind'];
 /** The Kubernetes object a workload scales, or null for one that runs on scalegate's agents. */
 export const kubernetesOf = (workload: Pick<Workload, 'kind'> & { runtime?: { kubernetes: KubernetesRuntime } }): KubernetesRuntime | null =>
   (workload.kind === 'service' ? workload.runtime?.kubernetes ?? null : null);
-
-/** A Kubernetes workload's object as summaries and details name it: `Deployment default/web on prod`. */
-export const describeObject = (ref: KubernetesRuntime): string => `${ref.kind} ${ref.namespace}/${ref.name} on ${ref.cluster}`;
 
 /** What the registry keeps beside a definition. */
 const registered = {

@@ -30,4 +30,4 @@ export interface KubernetesStatus {
   deleted: string[];
 }
 
-export { describeObject } from '../protocol/workload';
+export { describeObject } from '../protocol/names';
