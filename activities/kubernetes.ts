@@ -8,7 +8,8 @@ import { groupConvergence } from '../domain/consumer-group';
 import { drainAcknowledgements } from '../domain/kubernetes';
 import { ANNOTATIONS, LOWEST_DELETION_COST, ScaleConflictError, type PodFacts } from '../runtimes/kubernetes';
 import { consumerGroupReads, declaredGroup } from './consumer-group';
-import { cancellationRequested, heartbeat, lookups, sleep, type ActivityDeps } from './ports';
+import { cancellationRequested, heartbeat, lookups, type ActivityDeps } from './ports';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const POLL_MS = 200;
 

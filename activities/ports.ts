@@ -12,6 +12,7 @@ import type { SinkAuditStore } from '../store/sink-audit';
 import type { TierStore } from '../store/tiers';
 import type { StreamJobStore } from '../store/stream-jobs';
 import type { AgentClient, AgentTarget } from './agent-client';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ActivityStores {
   runtimes: RuntimeStore;
@@ -40,9 +41,6 @@ export interface TaskRef {
   runtimeId: string;
   taskId: string;
 }
-
-/** Waits; activities that poll (readiness, checkpoints, the ledger) pace themselves with it. */
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * A polling activity's pause: the activity's own sleep, which ends with a CancelledFailure as soon

@@ -9,7 +9,8 @@ import { appendRescaled, blockOf, indicesOf, subtaskCount, withParallelism } fro
 import { createPlanner } from '../store/planner';
 import type { Assignment, CutoverAnswer, StreamSpec } from '../protocol';
 import { StalePlacementError } from '../store/registry';
-import { cancellationRequested, heartbeat, idempotencyKey, lookups, pause, sleep, type ActivityDeps, type TaskRef } from './ports';
+import { cancellationRequested, heartbeat, idempotencyKey, lookups, pause, type ActivityDeps, type TaskRef } from './ports';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 
 export type RescalePlan =

@@ -20,6 +20,7 @@ import { z } from 'zod';
 import { HeartbeatAnswerSchema, RegisterAnswerSchema, RuntimeCredentialSchema, type TaskReport } from '../protocol';
 import type { AgentConfig } from './config';
 import { writePrivateFile } from './state-files';
+import { retryDelayMs } from '../lib/backoff';
 
 /** The runtime's credential in the state folder. */
 export const CREDENTIAL_FILE = 'credential.json';
@@ -43,12 +44,6 @@ export interface LeaseTiming {
   retryMaxMs?: number;
   /** how long one call to the API may take (default 5 s) */
   requestTimeoutMs?: number;
-}
-
-/** The delay before retry number `failures` (1, 2, …): exponential, capped, with ±20 % jitter. */
-export function retryDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  const exponential = Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(failures - 1, 0), 20));
-  return Math.max(1, Math.round(exponential * (0.8 + 0.4 * random())));
 }
 
 /** A failed exchange with the control plane; `kind` names the situation, for logging once per change. */

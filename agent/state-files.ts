@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { DriverError } from './drivers/driver';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const PRIVATE_DIR_MODE = 0o700;
 
@@ -100,7 +101,7 @@ export function tightenStateDir(stateDir: string, files: readonly string[]): voi
 export async function untilStateDirWritable(
   prepare: () => void,
   log: (event: string, fields: Record<string, unknown>) => void,
-  wait: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  wait: (ms: number) => Promise<void> = (ms) => sleep(ms),
 ): Promise<number> {
   for (let attempt = 0; ; attempt++) {
     try {

@@ -10,6 +10,7 @@ import { startStack, type Stack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
 import { tasksOf } from '../test/support/workloads';
 import { eventMillis } from './support/history';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
 const percentile = (values: number[], p: number) => {
@@ -18,7 +19,6 @@ const percentile = (values: number[], p: number) => {
 };
 const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 const summary = (values: number[]) => ({ p50Ms: +percentile(values, 50).toFixed(1), p95Ms: +percentile(values, 95).toFixed(1) });
-const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 
 interface SignalTiming {
   qps: number;

@@ -28,6 +28,7 @@ import { startStack, type Stack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
 import { millisOf } from './support/history';
 import { percentile, SimulatedFleet, type HeartbeatFigures } from './support/simulated-fleet';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const LEASE_TTL_MS = 45_000;
 const RECONCILE_INTERVAL_MS = 15_000; // the worker's default
@@ -39,7 +40,6 @@ const SERVICE = {
 };
 
 const round = (value: number, digits = 1) => Number(value.toFixed(digits));
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const log = (line: string) => process.stderr.write(`[bench:fleet] ${line}\n`);
 
 function argument(name: string, fallback: string): string {

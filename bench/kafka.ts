@@ -25,12 +25,12 @@ import { runLoad } from '../store/source-feed';
 import { createTestDatabase } from '../test/support/database';
 import { startSharedServers } from '../test/support/shared-servers';
 import { waitFor } from '../test/support/wait-for';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const PARTITIONS = 4;
 const N = Number(process.argv[2] ?? 20_000);
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const rate = (records: number, ms: number) => Math.round((records * 1000) / ms);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<void> {
   const servers = await startSharedServers({ prefix: 'scalegate-bench-kafka', kafka: true });

@@ -38,6 +38,7 @@ import type { RescaleStatus } from '../workflows/rescale-operator';
 import { eventMillis } from './support/history';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../workflows/stop-the-world-replan';
 import { messageOf } from '../lib/errors';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const JOB = 'bench-rescale';
 const TABLES = { source: 'bench_rescale_in', sink: 'bench_rescale_out' };
@@ -48,7 +49,6 @@ const STEADY_KEYS = 1_000;
 const DEFAULT_KEY_COUNTS = [1_000, 100_000, 1_000_000];
 const round = (value: number) => Math.round(value);
 const ratio = (value: number, reference: number) => +(value / Math.max(1, reference)).toFixed(2);
-const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Commit {
   id: number;
@@ -239,7 +239,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
     sampler = (async () => {
       while (sampling) {
         for (const commit of await commitsAfter(stack, Math.max(built.id, ...seen.keys()))) seen.set(commit.id, commit);
-        await settle(200);
+        await sleep(200);
       }
     })();
     loading = runLoad({ databaseUrl: stack.databaseUrl, source: TABLES.source, partitions: PARTITIONS, ratePerSec, durationMs: 3_600_000, keySpace: STEADY_KEYS, signal: controller.signal });
@@ -247,7 +247,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
     // The aggregates' snapshot time on the barrier path, sampled through the steady window.
     const steadySnapshotMs: number[] = [];
     while (Date.now() < steadyFrom + 5_000) {
-      await settle(250);
+      await sleep(250);
       if (Date.now() >= steadyFrom) for (const t of aggregatesOf(await tasksOf(stack, JOB))) steadySnapshotMs.push(t.counts.snapshotMs);
     }
     const steadyTo = Date.now();
@@ -267,7 +267,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
     const hotStart = Date.now();
     const hot = await rescale(4);
     const hotEnd = Date.now();
-    await settle(TAIL_MS);
+    await sleep(TAIL_MS);
     const afterHot = await tasksOf(stack, JOB);
     const hotSources = afterHot.filter((t) => readBefore.some((b) => b.taskId === t.taskId));
     if (hotSources.length !== 2 || hotSources.some((t) => !readBefore.some((b) => b.incarnation === t.incarnation))) throw new Error('a source restarted during the hot rescale');
@@ -278,7 +278,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
 
     // back to 2, hot (not measured), then stop-the-world 2 → 4
     await rescale(2);
-    await settle(3_000);
+    await sleep(3_000);
     progress(keys, 'stop-the-world 2 → 4');
     const stwStart = Date.now();
     const replanHandle = await stack.temporal.workflow.start(stopTheWorldReplan, {
@@ -287,7 +287,7 @@ async function measureCase(stack: Stack, keys: number, ratePerSec: number) {
     const replanned = (await replanHandle.result()) as StreamReplanOutcome;
     const stwEnd = Date.now();
     const coveredAtRestore = await jobs.recordsCoveredBy(JOB, TABLES.source, replanned.restoredFrom ?? 0);
-    await settle(TAIL_MS);
+    await sleep(TAIL_MS);
     const stwAggregates = aggregatesOf(await tasksOf(stack, JOB));
     const stwTimeline = await activityTimeline(stack, replanHandle.workflowId, replanHandle.firstExecutionRunId, stwStart);
 

@@ -17,6 +17,7 @@ import { freePort, stopChild } from '../embedded/processes';
 import { startStack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
 import { eventMillis } from './support/history';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
 
@@ -36,7 +37,7 @@ async function processStartMs(): Promise<number> {
     for (;;) {
       const ready = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
       if (ready) return ms(t0);
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await sleep(5);
     }
   } finally {
     await stopChild(child, 2000);

@@ -29,6 +29,7 @@ import { startStack, type Stack } from '../test/support/stack';
 import { startSharedServers } from '../test/support/shared-servers';
 import { GiveUp } from '../test/support/wait-for';
 import { tasksOf } from '../test/support/workloads';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const PARTITIONS = 4;
 const KEYS = 1000;
@@ -160,7 +161,7 @@ function watchDataflow(stack: Stack, name: string, records: number, intervalMs: 
       seen.tasks = tasks;
       if (seen.sourcesReadAllAt === null && sum(sources(tasks), 'recordsRead') >= records) seen.sourcesReadAllAt = at;
       if (sum(aggregates(tasks), 'recordsIn') >= records) seen.aggregatesTookAllAt = at;
-      else await new Promise((resolve) => setTimeout(resolve, intervalMs));
+      else await sleep(intervalMs);
     }
   })();
   return { seen, stop: async () => { stopped = true; await loop; } };

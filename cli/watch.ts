@@ -5,6 +5,7 @@
 
 /** How `--wait` exits: by the operation's status (GET /v1/operations/:id). */
 export const EXIT_CODES = { completed: 0, failed: 1, refused: 3, compensated: 4, cancelled: 5 } as const;
+import { setTimeout as wait } from 'node:timers/promises';
 export type EndedStatus = keyof typeof EXIT_CODES;
 
 /** The workload an operation's id names (scale:, replan:, rescale:), whose replicas it changes. */
@@ -90,7 +91,7 @@ export interface FollowOptions {
 /** Follows `workflowId` to its end: prints its progress and its outcome, answers the final view. */
 export async function followOperation(workflowId: string, options: FollowOptions): Promise<any> {
   const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const sleep = options.sleep ?? ((ms: number) => wait(ms));
   const startedAt = now();
   const workload = workloadOf(workflowId);
   const elapsed = () => `${((now() - startedAt) / 1000).toFixed(1).padStart(5)} s`;

@@ -11,6 +11,7 @@ import { createEngine, type Engine } from '../agent/drivers/engine';
 import { ImageResolveError, pinImage } from '../lib/image-registry';
 import { freePort, stopChild } from './processes';
 import { onPath } from './temporal-cli';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ENGINE_READY_MS = 60_000;
 const BUSYBOX = '/bin/busybox';
@@ -42,7 +43,7 @@ export async function waitUntil(what: string, timeoutMs: number, ready: () => Pr
     if (await ready().catch(() => false)) return;
     if (!alive()) throw new Error(`${what} exited before it answered`);
     if (Date.now() > deadline) throw new Error(`${what} did not answer within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, pause));
+    await sleep(pause);
   }
 }
 

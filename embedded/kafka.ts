@@ -19,6 +19,7 @@ import path from 'node:path';
 import { kafkaClient } from '../lib/kafka';
 import { freePort, stopChild } from './processes';
 import { cacheRoot, onPath } from './temporal-cli';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Pinned: the broker's version (Maven Central serves it; docker-compose runs the apache/kafka image). */
 export const KAFKA_VERSION = '4.4.0';
@@ -284,7 +285,7 @@ async function waitForBroker(brokers: string, clusterId: string, child: ChildPro
       await admin.disconnect().catch(() => {});
     }
     if (Date.now() > deadline) throw new Error(`the Kafka broker on ${brokers} did not answer within ${READY_TIMEOUT_MS / 1000} s: ${last}; ${logTail()}`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
 }
 

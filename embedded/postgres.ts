@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface RunningPostgres {
   url: string;
@@ -122,7 +123,7 @@ async function waitForServer(url: string, child: ChildProcess, logTail: () => st
     } catch (error) {
       await client.end().catch(() => {});
       if (Date.now() > deadline) throw new Error(`postgres did not accept connections: ${(error as Error).message}; ${logTail()}`);
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
   }
 }

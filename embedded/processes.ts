@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const ROOT = path.resolve(__dirname, '..');
 
@@ -115,6 +116,6 @@ export async function waitForHttp(url: string, timeoutMs = 60_000, isAlive: () =
     }
     if (!isAlive()) throw new Error(`the process behind ${url} exited`);
     if (Date.now() > deadline) throw new Error(`${url} did not answer 2xx within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 250));
+    await sleep(250);
   }
 }

@@ -5,6 +5,7 @@
 //   agents  each is READY in GET /v1/state, registered by its current process: an agent's own API
 //           answers 503 until it has registered or resumed, 401 to a call without credential after
 import type { Connection } from '@temporalio/client';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** temporal.api.enums.v1.TaskQueueType */
 const TASK_QUEUE_TYPE = { workflow: 1, activity: 2 } as const;
@@ -75,6 +76,6 @@ export async function waitUntilReady(targets: ReadinessTargets, options: { timeo
     if (waiting !== said) options.log(waiting);
     said = waiting;
     if (Date.now() > deadline) throw new Error(`not ready within ${options.timeoutMs / 1000} s: ${missing.join(', ')}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await sleep(250);
   }
 }

@@ -8,6 +8,7 @@ import YAML from 'yaml';
 import { SEARCH_ATTRIBUTE_KEYS } from '../protocol/search-attributes';
 import { stopChild } from './processes';
 import { findTemporalCli } from './temporal-cli';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => key.name);
 
@@ -51,7 +52,7 @@ export async function waitForTemporal(address: string, isAlive: () => boolean, t
       }
     } catch (error) {
       if (Date.now() > deadline) throw new Error(`Temporal at ${address} did not answer: ${(error as Error).message}`);
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
     }
   }
 }
@@ -68,7 +69,7 @@ async function waitForUi(uiUrl: string, isAlive: () => boolean, timeoutMs = 60_0
       // not serving yet
     }
     if (Date.now() > deadline) throw new Error(`the Temporal Web UI at ${uiUrl} did not answer within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
   }
 }
 

@@ -1,13 +1,27 @@
+// The one place delays grow: every retry and poll that backs off (the agent's lease exchanges, a
+// consumer's failed batches, a source reopening, a subtask's wiring, task readiness) takes its
+// delay from here, so "doubling, capped" means the same thing everywhere.
+
+/** The delay after `doublings` doublings of `baseMs` (0: baseMs itself), capped at `maxMs`. */
+export function exponentialDelayMs(doublings: number, baseMs: number, maxMs: number): number {
+  // the exponent is bounded so that a long outage's count cannot overflow to Infinity or NaN
+  return Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(doublings, 0), 30));
+}
+
+/**
+ * The delay before retry number `failures` (1, 2, …): exponential from `baseMs`, capped at `maxMs`,
+ * with ±20 % jitter, so that many clients that failed together do not retry together.
+ */
+export function retryDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  return Math.max(1, Math.round(exponentialDelayMs(failures - 1, baseMs, maxMs) * (0.8 + 0.4 * random())));
+}
+
 /**
  * Poll delays that start short and double up to `maxMs`: a condition met soon after the wait
  * begins (a process that starts in 100 ms) is seen soon after, and a long wait still polls at
  * `maxMs`, so the cost of waiting stays bounded.
  */
 export function doublingDelays(firstMs: number, maxMs: number): () => number {
-  let next = firstMs;
-  return () => {
-    const current = next;
-    next = Math.min(maxMs, next * 2);
-    return current;
-  };
+  let doublings = 0;
+  return () => exponentialDelayMs(doublings++, firstMs, maxMs);
 }

@@ -4,6 +4,7 @@
 import crypto from 'node:crypto';
 import type { Pool } from 'pg';
 import { DATA_PLANE_ROLE } from '../protocol/data-plane';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Lets the data-plane role log in with `password` (ALTER ROLE: the caller's role may create roles).
@@ -24,7 +25,7 @@ export async function enableDataPlaneLogin(pool: Pool, password: string): Promis
       return true;
     } catch (error) {
       if (attempt >= 5 || !/concurrently/.test((error as Error).message)) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+      await sleep(50 * attempt);
     }
   }
 }

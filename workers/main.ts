@@ -9,6 +9,7 @@ import { reconcile } from '../workflows/reconcile';
 import { migrate } from '../store/migrate';
 import { parseWorkerConfig } from './config';
 import { createOrchestratorWorker, ensureSearchAttributes, installWorkerLogging } from './orchestrator';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** how long a starting worker waits for its Temporal server (compose starts them together) */
 const TEMPORAL_WAIT_MS = 180_000;
@@ -65,7 +66,7 @@ async function connectClient(address: string, namespace: string, logger: Logger)
       if (Date.now() > deadline) throw new Error(`Temporal at ${address} (namespace ${namespace}) did not answer within ${TEMPORAL_WAIT_MS / 1000} s: ${(error as Error).message}`);
       if (!said) logger.warn('waiting for Temporal and its namespace', { address, namespace, error: (error as Error).message });
       said = true;
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await sleep(1_000);
     }
   }
 }

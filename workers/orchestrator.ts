@@ -7,6 +7,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker, WorkerOptions, type L
 import type { Pool } from 'pg';
 import { createPostgresActivities } from '../activities/deps';
 import { createLogger, workloadOfWorkflowId, type Logger, type LogLevel, type Redactor } from '../lib/log';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export async function createOrchestratorWorker(options: {
   connection: NativeConnection;
@@ -112,7 +113,7 @@ export async function ensureSearchAttributes(
         still.map((w) => w.name),
       );
     }
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(500);
   }
 }
 

@@ -3,6 +3,7 @@
 // a partition held at a newer fence (it is superseded there: it can commit nothing).
 import type { AcquireOutcome, PartitionOwnership } from './consumer-ownership';
 import type { SourcePort } from './sources';
+import { exponentialDelayMs } from '../../lib/backoff';
 
 const ACQUIRE_RETRY_MS = 100;
 /**
@@ -75,7 +76,7 @@ export class PartitionHoldings {
         const refusals = (this.fencedOut.get(p) ?? 0) + 1;
         this.fencedOut.set(p, refusals);
         if (refusals === 1) this.log('consumer.fenced-out', { ...this.who, partition: p, fence, holder: outcome.holder, holderFence: outcome.holderFence });
-        retryMs = Math.min(FENCED_OUT_RETRY_MAX_MS, Math.max(retryMs, ACQUIRE_RETRY_MS * 2 ** Math.min(refusals, 10)));
+        retryMs = Math.min(FENCED_OUT_RETRY_MAX_MS, Math.max(retryMs, exponentialDelayMs(refusals, ACQUIRE_RETRY_MS, FENCED_OUT_RETRY_MAX_MS)));
       } else {
         this.fencedOut.delete(p);
       }

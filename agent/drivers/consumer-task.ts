@@ -14,6 +14,8 @@ import { ErrorCount } from './error-count';
 import type { SourcePort } from './sources';
 import { IntervalCounts, LatencyReservoir, RateWindow } from './task-metrics';
 import { messageOf } from '../../lib/errors';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { exponentialDelayMs } from '../../lib/backoff';
 
 export interface ConsumerDriverOptions {
   /** idle wait between polls when there is nothing to do (default 50 ms) */
@@ -56,8 +58,6 @@ const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 const UPDATE_RELEASE_TIMEOUT_MS = 30_000;
 /** how often the committed offsets are mirrored to the source's tooling (a Kafka group, for lag tools) */
 const OFFSET_MIRROR_INTERVAL_MS = 2_000;
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Parses a consumer start's spec and partitions, or throws DriverError('invalid-spec'). */
 export function parseStart(start: TaskStart): { spec: ConsumerSpec; partitions: number[] } {
@@ -221,7 +221,7 @@ export class ConsumerTask implements TaskHandle {
       } catch (error) {
         this.noteError('consumer.loop-error', error);
         this.notifyProgress();
-        await this.idle(Math.min(MAX_ERROR_BACKOFF_MS, this.options.pollMs * 2 ** this.consecutiveErrors));
+        await this.idle(exponentialDelayMs(this.consecutiveErrors, this.options.pollMs, MAX_ERROR_BACKOFF_MS));
       }
     }
     this.notifyProgress();
@@ -453,7 +453,7 @@ export class ConsumerTask implements TaskHandle {
           break;
         } catch (error) {
           this.noteError('consumer.release-error', error);
-          await sleep(Math.min(MAX_ERROR_BACKOFF_MS, this.options.pollMs * 2 ** attempt));
+          await sleep(exponentialDelayMs(attempt, this.options.pollMs, MAX_ERROR_BACKOFF_MS));
         }
       }
     }

@@ -18,6 +18,7 @@ import { portKeyFor, probeHostOf, probeHttp, probeTcp, specFingerprint, type Pro
 import type { DrainOptions, DrainReceipt } from '../../protocol';
 import type { z } from 'zod';
 import { messageOf } from '../../lib/errors';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The bridge network every workload container joins (created on demand, inter-container communication off). */
 export const WORKLOAD_NETWORK = 'scalegate-workloads';
@@ -34,7 +35,8 @@ export const LABEL = {
 /** How often a running container's state is read (an exit is seen within it). */
 const WATCH_MS = 1_000;
 
-const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+/** a pause that does not keep the process alive */
+const delay = (ms: number) => sleep(ms, undefined, { ref: false });
 
 /** The engine's create parameters of a limits spec: NanoCpus and bytes. */
 export function engineLimits(limits: z.infer<typeof ContainerLimitsSchema> | undefined): { nanoCpus?: number; memoryBytes?: number } {

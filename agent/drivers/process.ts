@@ -45,6 +45,7 @@ import {
   type TaskStatus,
 } from './driver';
 import { messageOf } from '../../lib/errors';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export type TaskState = TaskReport['state'];
 
@@ -294,7 +295,8 @@ export async function probeTcp(port: number, host = LOOPBACK): Promise<ProbeOutc
   return { ready: false, detail: `readiness ${target} failed: ${attempt.message}` };
 }
 
-const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+/** a pause that does not keep the process alive */
+const delay = (ms: number) => sleep(ms, undefined, { ref: false });
 
 /**
  * Kills, one by one, what is left in the process group of a task process that has ended: only

@@ -11,11 +11,12 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { retryDelayMs } from '../../agent/lease';
+import { retryDelayMs } from '../../lib/backoff';
 import {
   CodedError, DrainQuerySchema, HeartbeatAnswerSchema, ProbeBodySchema, RegisterAnswerSchema, TaskStartBodySchema,
   type ErrorCode, type ProbeAnswer, type StopAnswer, type TaskStartBody, type TaskStatus,
 } from '../../protocol';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface SimulatedFleetOptions {
   apiUrl: string;
@@ -155,7 +156,7 @@ export class SimulatedFleet {
         for (let failures = 1; !(await this.register(runtime).then(() => true, () => false)); failures++) {
           this.registrationRetries++;
           if (this.stopped) return;
-          await new Promise((resolve) => setTimeout(resolve, retryDelayMs(failures, 250, 5_000)));
+          await sleep(retryDelayMs(failures, 250, 5_000));
         }
         this.schedule(runtime, Math.floor(Math.random() * runtime.intervalMs));
       }

@@ -21,6 +21,7 @@ import { CHAOS_RUN_VAR, checkAfterChaos, leftoverProcesses, type Violation } fro
 import {
   buildSchedule, CHAOS_AGENTS, CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_TIER, describeStep, type ChaosAction, type ChaosStep,
 } from './schedule';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
 
@@ -96,8 +97,6 @@ export interface ChaosOptions {
   network?: boolean;
   log?: (line: string) => void;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? (() => {});

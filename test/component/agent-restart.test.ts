@@ -23,12 +23,14 @@ import type { TaskStart } from '../../agent/drivers/driver';
 import { createProcessDriver, processRecordPath, readProcessRecord, type ProcessRecord } from '../../agent/drivers/process';
 import { identify } from '../../agent/drivers/proc';
 import { TASK_RECORDS_FILE, TaskHost } from '../../agent/host';
-import { CREDENTIAL_FILE, LeaseKeeper, retryDelayMs } from '../../agent/lease';
+import { CREDENTIAL_FILE, LeaseKeeper } from '../../agent/lease';
+import { retryDelayMs } from '../../lib/backoff';
 import { PortAllocator } from '../../agent/ports';
 import { DEFAULT_RESTART_POLICY, type RestartPolicy } from '../../domain/supervision';
 import { freePort, spawnService, type ServiceProcess } from '../../embedded/processes';
 import { reservePortRange, type PortRange } from '../support/ports';
 import { waitFor } from '../support/wait-for';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
 const AGENT_TOKEN = `restart-agent-token-${randomBytes(12).toString('hex')}`;
@@ -405,9 +407,9 @@ describe('an agent whose output nobody reads any more', () => {
       const fields = fs.readFileSync(`/proc/${agent.child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
       return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 per second)
     };
-    await new Promise((resolve) => setTimeout(resolve, 1_000)); // a few heartbeats, each logged into the closed pipe
+    await sleep(1_000); // a few heartbeats, each logged into the closed pipe
     const before = cpuTicks();
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await sleep(3_000);
     // A loop on EPIPE burns the whole 3 s (300 ticks); an agent that lets the lines go uses a few.
     expect(cpuTicks() - before).toBeLessThan(100);
     expect(agent.child.exitCode).toBeNull();

@@ -13,6 +13,7 @@ import { runKafkaLoad } from '../../store/kafka-feed';
 import { verifyAgainstAcked } from '../../store/sink-audit';
 import { createTestDatabase } from '../support/database';
 import { waitFor as pollUntil } from '../support/wait-for';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 jest.setTimeout(180_000);
 
@@ -23,7 +24,6 @@ let databaseUrl: string;
 let tmpDir: string;
 let driver: TaskDriver;
 const waitFor = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 60_000) => pollUntil(what, probe, { timeoutMs, intervalMs: 100 });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-kafka-outage-'));

@@ -3,6 +3,7 @@
 // is read from /proc. (Relative checks only: the machine's load sets the absolute figures.)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { CpuSampler, readStat, residentBytes } from '../../agent/drivers/proc';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const children: ChildProcess[] = [];
 const run = (code: string) => {
@@ -22,7 +23,7 @@ it('a busy process shows more CPU than an idle one; the first sample answers nul
   // CPU accrues in clock ticks of 10 ms: wait until the busy one has used some, by its own counter.
   const startTicks = readStat(busy)!.cpuTicks;
   const deadline = Date.now() + 30_000;
-  while (readStat(busy)!.cpuTicks < startTicks + 20 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  while (readStat(busy)!.cpuTicks < startTicks + 20 && Date.now() < deadline) await sleep(50);
   const [busyPercent, idlePercent] = [samplers.busy.sample(busy), samplers.idle.sample(idle)];
   expect(busyPercent).toBeGreaterThan(0);
   expect(idlePercent).not.toBeNull();

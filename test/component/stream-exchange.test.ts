@@ -10,6 +10,7 @@ import net from 'node:net';
 import { InputServer, OutputChannel } from '../../agent/drivers/stream/exchange';
 import { BARRIER, KEYED_RECORDS, RECORD, WATERMARK, type Hello, type KeyedRecord, type WireMessage } from '../../protocol/stream-wire';
 import { waitFor } from '../support/wait-for';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const JOB = 'clicks';
 const GENERATION = 3;
@@ -133,7 +134,7 @@ describe('backpressure', () => {
       const flush = output.flush();
       const state = track(flush);
       // A short poll window: a flush the socket accepted settles here.
-      for (let poll = 0; poll < 3 && !state.settled; poll++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let poll = 0; poll < 3 && !state.settled; poll++) await sleep(5);
       if (state.settled) continue;
       // Not settled yet: held, or merely slow? Held only if the reader's queue stops growing while the flush still waits.
       const queued = await steady('the reader queue to stop growing', () => channel.queued);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { spawnService } from '../../embedded/processes';
 import { supervise } from '../../embedded/supervisor';
 import { waitFor } from '../support/wait-for';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-supervisor-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -37,7 +38,7 @@ describe('a supervised service', () => {
     }
     expect(service.current().child.exitCode !== null || service.current().child.signalCode !== null).toBe(true);
     // No restart after a stop: wait for what a restart would have written, then count.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(pidsIn(pidFile)).toHaveLength(2);
   });
 });

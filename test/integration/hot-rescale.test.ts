@@ -12,6 +12,7 @@ import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../w
 import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const AGENTS = ['hr-a', 'hr-b', 'hr-c'];
 const PARTITIONS = 4;
@@ -66,7 +67,7 @@ async function expectExactlyOnce(): Promise<number> {
 async function underLoad<T>(during: () => Promise<T>, durationMs = 6_000): Promise<T> {
   const loading = runLoad({ databaseUrl: stack.databaseUrl, source: TABLES.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs, keySpace: LOAD_KEYS });
   try {
-    await new Promise((resolve) => setTimeout(resolve, 1_000)); // records are flowing when the rescale starts
+    await sleep(1_000); // records are flowing when the rescale starts
     return await during();
   } finally {
     await loading;

@@ -10,6 +10,7 @@ import { OperationStatusSchema } from '../../protocol';
 import type { RecoveryStatus } from '../../workflows/recover-runtime';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, waitForApply } from '../support/workloads';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const LEASE = 2000;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -47,7 +48,6 @@ afterAll(async () => {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const state = async () => (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
 const runtimeOf = async (id: string) => (await state()).runtimes.find((r: { id: string }) => r.id === id);
 const placementOf = async (name: string) => (await stack.api('GET', `/v1/workloads/${name}`, { role: 'viewer' })).body.placement;

@@ -19,6 +19,7 @@ import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
 import { runCli } from '../support/cli';
 import { defineWorkload, tasksOf } from '../support/workloads';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const env = testEnv();
 const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
@@ -80,7 +81,7 @@ function loadOn(workload: string) {
         else counts.failed++;
         await answer?.body?.cancel();
       }));
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
   })();
   return { counts, stop: async () => { running = false; await loop; } };

@@ -7,6 +7,7 @@ import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { startStack, Stack } from '../support/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 let stack: Stack;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
@@ -94,7 +95,7 @@ describe('victim choice', () => {
           next[p] = (next[p] ?? -1) + 1;
           await pool.query(`insert into quiet_in (partition, "offset", key, payload) values ($1, $2, $3, '{}')`, [p, next[p], `k${next[p]}`]);
         }
-        await new Promise((r) => setTimeout(r, 20));
+        await sleep(20);
       }
     })();
     try {

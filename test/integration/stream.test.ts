@@ -11,6 +11,7 @@ import { stopTheWorldReplan, type StreamReplanOutcome } from '../../workflows/st
 import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
 import { startStack, type Stack } from '../support/stack';
 import { defineWorkload, tasksOf } from '../support/workloads';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const AGENTS = ['st-a', 'st-b', 'st-c'];
 const STREAM_CONTRACT = { ownership: 'partitioned', state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' };
@@ -126,7 +127,7 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
       return audit.checkpointInFlight === null && audit.checkpoint ? audit.checkpoint.id : null;
     });
     // Six intervals pass with the clock paused: no checkpoint is triggered.
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await sleep(3_000);
     expect(await newestCheckpoint()).toBe(atPause);
     const resumed = await stack.agentApi(coordinator.runtimeId, 'POST', `/v1/tasks/${coordinator.taskId}/checkpoint-clock`, { state: 'running' });
     expect(resumed).toMatchObject({ status: 200, body: { state: 'running', lastTriggered: atPause } });
@@ -170,7 +171,7 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     const loading = runLoad({ databaseUrl: stack.databaseUrl, source: tables.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs: 6_000, keySpace: 500, signal: controller.signal });
     let outcome: StreamReplanOutcome;
     try {
-      await new Promise((resolve) => setTimeout(resolve, 1_500)); // under load: records flow when the world stops
+      await sleep(1_500); // under load: records flow when the world stops
       outcome = (await stack.temporal.workflow.execute(stopTheWorldReplan, {
         taskQueue: stack.taskQueue, workflowId: `replan:${job}`, args: [{ workload: job, parallelism: { agg: 3 }, reason: 'test: aggregate 2 → 3' }],
       })) as StreamReplanOutcome;
@@ -239,7 +240,7 @@ describe('a keyed job: source 2, aggregate 2, sink 1 across three agents', () =>
     const controller = new AbortController();
     const loading = runLoad({ databaseUrl: stack.databaseUrl, source: tables.source, partitions: PARTITIONS, ratePerSec: 2_000, durationMs: 6_000, keySpace: 500, signal: controller.signal });
     try {
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await sleep(1_500);
       const killedAt = Date.now();
       stack.agents[aggregateHost].process.kill('SIGKILL');
       const replanned = await stack.waitFor('the job running again in a newer generation, without the killed agent', async () => {

@@ -4,6 +4,8 @@
 // reported at the deadline. A probe that knows waiting is pointless throws `GiveUp`, which ends the
 // wait at once.
 
+import { setTimeout as sleep } from 'node:timers/promises';
+
 export interface WaitForOptions {
   /** how long to keep asking (default 30 s) */
   timeoutMs?: number;
@@ -65,6 +67,6 @@ export async function waitFor<T>(what: string, probe: () => T | Promise<T>, opti
       const more = context?.();
       throw new Error(`timed out after ${Date.now() - startedAt} ms (${attempts} attempts) waiting for ${what}; ${said}${more ? `\n${more}` : ''}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, left)));
+    await sleep(Math.min(intervalMs, left));
   }
 }

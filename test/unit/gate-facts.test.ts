@@ -6,6 +6,7 @@ import type { ActivityDeps } from '../../activities/ports';
 import { evaluateScaleOutGates, GATE } from '../../domain/gates';
 import { freePort } from '../../embedded/processes';
 import { kafkaMetadata } from '../../lib/kafka';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const RECIPIENTS = ['rt-a', 'rt-b', 'rt-c'];
 
@@ -41,7 +42,7 @@ describe('gatherGateFacts', () => {
     };
     const settle = async <T>(value: T): Promise<T> => {
       started();
-      await Promise.race([allStarted, new Promise((resolve) => setTimeout(resolve, 200))]);
+      await Promise.race([allStarted, sleep(200)]);
       inFlight -= 1;
       return value;
     };

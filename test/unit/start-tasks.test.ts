@@ -4,6 +4,7 @@
 import type { ActivityDeps } from '../../activities/ports';
 import { taskActivities } from '../../activities/tasks';
 import type { Assignment } from '../../protocol';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const assignment = (taskId: string, runtimeId: string, index: number): Assignment => ({ taskId, runtimeId, index } as Assignment);
 const ASSIGNMENTS = [assignment('t0', 'rt-a', 0), assignment('t1', 'rt-b', 1), assignment('t2', 'rt-a', 2), assignment('t3', 'rt-c', 3)];
@@ -36,7 +37,7 @@ describe('startTasks', () => {
       // the three agents called together: let them answer (a sequential start never gets here, and
       // the fallback lets it end so that the count, not a hang, fails the test)
       if (inFlight === 3) release();
-      await Promise.race([threeAgentsBusy, new Promise((resolve) => setTimeout(resolve, 200))]);
+      await Promise.race([threeAgentsBusy, sleep(200)]);
       inFlight -= 1;
       return { taskId, state: 'starting', ports: { public: 9000 + Number(taskId[1]), internal: 9100 } };
     }, recordPorts);
@@ -51,7 +52,7 @@ describe('startTasks', () => {
     const settled: string[] = [];
     const recordPorts = jest.fn();
     const deps = depsWith(async (endpoint, taskId) => {
-      await new Promise((resolve) => setTimeout(resolve, endpoint === 'http://rt-b' ? 0 : 20));
+      await sleep(endpoint === 'http://rt-b' ? 0 : 20);
       settled.push(taskId);
       if (endpoint === 'http://rt-b') throw new Error('rt-b refused');
       return { taskId, state: 'starting' };

@@ -23,6 +23,7 @@ import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus
 import { waitFor } from '../support/wait-for';
 import { historyToJSON } from './history-json';
 import { placeRecorded } from './history-versions';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const HISTORIES_DIR = path.join(__dirname, 'histories');
 
@@ -257,7 +258,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async planRescale(input) {
       call('planRescale');
       if (faults.planRescaleUnreachable) throw new Error('agent http://127.0.0.1:1 unreachable: fetch failed');
-      if (faults.prepareSlow) await new Promise((resolve) => setTimeout(resolve, 3_000));
+      if (faults.prepareSlow) await sleep(3_000);
       if (input.parallelism % 2 !== 0) return { hot: false, reason: `2 → ${input.parallelism} is not an integer factor`, from: 2, to: input.parallelism };
       const added = Array.from({ length: input.parallelism }, (_, i) => assignment(name, 5 + i, 1));
       prepareEnded = true;
@@ -281,7 +282,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async awaitCheckpoint(input) {
       call('awaitCheckpoint');
-      if (faults.checkpointStuck) await new Promise((resolve) => setTimeout(resolve, 5_000));
+      if (faults.checkpointStuck) await sleep(5_000);
       return { id: input.checkpoint, generation: 1, triggeredAt: '2030-01-01T00:00:00.000Z', completedAt: '2030-01-01T00:00:01.000Z' };
     },
     async retireFromLayout(input) {
@@ -310,7 +311,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async stopStreamJob() {
       call('stopStreamJob');
-      if (faults.stopTheWorldStuck) await new Promise((resolve) => setTimeout(resolve, 5_000));
+      if (faults.stopTheWorldStuck) await sleep(5_000);
       return { stopped: current.map((a) => ({ runtimeId: a.runtimeId, taskId: a.taskId })), unreachable: ['rt-9'] };
     },
     /** The first crash-looping task reported moves (the stored plan loadPlan answers), any other is left. */

@@ -15,6 +15,8 @@ import { AssignerProtocol, type Admin, type Consumer, type Kafka, type KafkaMess
 import { kafkaClient, topicPartitionCount } from '../../../lib/kafka';
 import { DriverError } from '../driver';
 import type { PartitionRecord, SourcePort, SourceRecord } from './source';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { exponentialDelayMs } from '../../../lib/backoff';
 
 /** records buffered per partition before its fetching pauses, and the level it resumes at */
 const BUFFER_HIGH = 2_000;
@@ -113,7 +115,7 @@ class PartitionReader {
       } catch (error) {
         const passing = this.crashed || (error as { retriable?: boolean }).retriable === true;
         if (this.closed || !passing || attempt >= REOPEN_ATTEMPTS) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+        await sleep(exponentialDelayMs(attempt, 250, 2_000));
       }
     }
   }

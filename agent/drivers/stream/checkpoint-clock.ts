@@ -3,8 +3,7 @@
 // time; a hot rescale pauses it and triggers its cutover barrier C by hand (rule 1).
 import type { CheckpointClockAnswer, CheckpointClockCommand } from '../../../protocol';
 import { SupersededError, type JobState } from './job-state';
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export class CheckpointClock {
   private paused = false;

@@ -46,6 +46,8 @@ import { CheckpointClock } from './checkpoint-clock';
 import { InputServer, OutputChannel } from './exchange';
 import { SupersededError, createJobState, type CompletedCheckpoint, type JobState } from './job-state';
 import { messageOf } from '../../../lib/errors';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { exponentialDelayMs } from '../../../lib/backoff';
 
 export interface StreamTuning {
   /** records read per partition per source batch */
@@ -60,7 +62,6 @@ export interface StreamTuning {
 
 export const DEFAULT_STREAM_TUNING: StreamTuning = { batchPerPartition: 500, triggerPollMs: 50, idlePollMs: 20, wiringTimeoutMs: 60_000 };
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const LATENCY_SAMPLES = 256;
 
 export interface SubtaskDeps {
@@ -232,7 +233,7 @@ export abstract class StreamSubtask implements TaskHandle {
         if (error instanceof SupersededError || error instanceof DriverError || !this.active) throw error;
         this.errors.add();
         if (attempt === 1 || attempt % 10 === 0) this.log('stream step failed; retrying', { what, attempt, error: messageOf(error) });
-        await sleep(Math.min(2_000, 50 * 2 ** Math.min(attempt, 6)));
+        await sleep(exponentialDelayMs(attempt, 50, 2_000));
       }
     }
   }
