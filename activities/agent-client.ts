@@ -90,7 +90,9 @@ export function createAgentClient(timeoutMs = 30_000) {
       return required(await call(agent, 'DELETE', `${task(taskId)}?${query}`, StopAnswerSchema, undefined, waitMs), `stop ${taskId}`);
     },
     /** null when the agent does not host the task */
-    taskStatus: (agent: AgentTarget, taskId: string): Promise<TaskStatus | null> => call(agent, 'GET', task(taskId), TaskStatusSchema),
+    /** `boundMs`: a shorter bound than the client's, for a poll that has a deadline of its own */
+    taskStatus: (agent: AgentTarget, taskId: string, boundMs?: number): Promise<TaskStatus | null> =>
+      call(agent, 'GET', task(taskId), TaskStatusSchema, undefined, Math.min(timeoutMs, boundMs ?? timeoutMs)),
     listTasks: async (agent: AgentTarget): Promise<TaskStatus[]> => required(await call(agent, 'GET', '/v1/tasks', TaskListSchema), 'task list').tasks,
     checkpointClock: async (agent: AgentTarget, taskId: string, command: CheckpointClockCommand): Promise<CheckpointClockAnswer> =>
       required(await call(agent, 'POST', `${task(taskId)}/checkpoint-clock`, CheckpointClockAnswerSchema, command), `checkpoint clock of ${taskId}`),

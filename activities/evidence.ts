@@ -60,10 +60,12 @@ export function evidenceActivities(deps: ActivityDeps) {
       let sampled = false;
       const throughputPerTask: (readonly [number, number])[][] = [];
       const windowMs = input.sinceMs === undefined ? Infinity : now() - input.sinceMs;
+      const lost = new Set((await runtimes.list()).filter((r) => r.status === 'LOST').map((r) => r.id));
       for (const a of placement?.assignments ?? []) {
         // An agent that does not answer, or that does not host the task, measured nothing: its zeros are no figures.
-        let unmeasured: string | undefined;
-        const status = await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).then((answer) => {
+        // One on a LOST runtime is not asked: recovery decided it is gone, and a cut-off host answers no call before its timeout.
+        let unmeasured: string | undefined = lost.has(a.runtimeId) ? 'not measured: its runtime is LOST' : undefined;
+        const status = unmeasured !== undefined ? null : await agents.taskStatus(await agentOf(a.runtimeId), a.taskId).then((answer) => {
           if (answer === null) unmeasured = 'absent from its agent';
           return answer;
         }, (error: Error) => {

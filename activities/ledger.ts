@@ -4,7 +4,19 @@ import type { LedgerEntry, LedgerRow } from '../store/ledger';
 import { heartbeat, idempotencyKey, pause, type ActivityDeps } from './ports';
 
 export function ledgerActivities(deps: ActivityDeps) {
+  /** The newest row of `kind` for `workload` written at or after `sinceIso`, with an outcome, or null. */
+  async function rowSince(input: { workload: string; kind: string; sinceIso: string }): Promise<LedgerRow | null> {
+    const since = Date.parse(input.sinceIso);
+    const rows = await deps.stores.ledger.list({ workload: input.workload, kind: input.kind, limit: 5 });
+    return rows.find((r) => Date.parse(r.at) >= since && r.outcome) ?? null;
+  }
+
   return {
+    /** The row an operation someone else started wrote at its end, if one was written at or after `sinceIso` (awaitLedgerRow without the wait). */
+    async findLedgerRow(input: { workload: string; kind: string; sinceIso: string }): Promise<LedgerRow | null> {
+      return rowSince(input);
+    },
+
     /** Appends one row; a retried activity writes it once (keyed by workflow, run and activity id). */
     async appendLedger(entry: LedgerEntry): Promise<number | null> {
       return deps.stores.ledger.append({ ...entry, idempotencyKey: entry.idempotencyKey ?? idempotencyKey() });
@@ -17,10 +29,8 @@ export function ledgerActivities(deps: ActivityDeps) {
      */
     async awaitLedgerRow(input: { workload: string; kind: string; sinceIso: string; timeoutMs: number }): Promise<LedgerRow> {
       const deadline = deps.now() + input.timeoutMs;
-      const since = Date.parse(input.sinceIso);
       for (;;) {
-        const rows = await deps.stores.ledger.list({ workload: input.workload, kind: input.kind, limit: 5 });
-        const row = rows.find((r) => Date.parse(r.at) >= since && r.outcome);
+        const row = await rowSince(input);
         heartbeat({ waitingFor: `${input.kind} of ${input.workload}`, found: row?.id ?? null });
         if (row) return row;
         if (deps.now() > deadline) {

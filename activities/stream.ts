@@ -16,7 +16,7 @@ import { agentCalls } from './tasks';
 export const STREAM_STOP_UNANSWERED_MS = 30_000;
 
 export function streamActivities(deps: ActivityDeps) {
-  const { registry, streamJobs } = deps.stores;
+  const { registry, runtimes, streamJobs } = deps.stores;
   const { now } = deps;
   const { requireStreamJob } = lookups(deps);
   const { stopEveryTaskOf } = agentCalls(deps);
@@ -70,8 +70,11 @@ export function streamActivities(deps: ActivityDeps) {
      * replan places around it.
      */
     async stopStreamJob(input: { workload: string }): Promise<{ stopped: (TaskRef & { counts?: Record<string, number> })[]; unreachable: string[] }> {
-      const unreachable: string[] = [];
-      const placementFence = (await registry.getPlacement(input.workload))?.fence;
+      const placement = await registry.getPlacement(input.workload);
+      const placementFence = placement?.fence;
+      // A LOST runtime holding subtasks is not called (skipLost) but named: the replan removes nothing there.
+      const held = new Set((placement?.assignments ?? []).map((a) => a.runtimeId));
+      const unreachable = (await runtimes.list()).filter((r) => r.status === 'LOST' && held.has(r.id)).map((r) => r.id);
       const stopped = await stopEveryTaskOf(
         input.workload, { placementFence, skipLost: true, limitMs: STREAM_STOP_UNANSWERED_MS, atLimit: 'unreachable' }, (runtime) => unreachable.push(runtime.id),
       ).catch((error: unknown) => {

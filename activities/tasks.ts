@@ -34,6 +34,8 @@ export function agentCalls(deps: ActivityDeps) {
 
   async function orUnreachable<T>(runtimeId: string, call: () => Promise<T>, options: { limitMs?: number; atLimit?: AtLimit } = {}): Promise<T | 'unreachable'> {
     const started = now();
+    // A LOST runtime is not called: recovery has moved its work, and a cut-off host would hold each call to the client's timeout.
+    if ((await runtimes.get(runtimeId))?.status === 'LOST') return 'unreachable';
     for (;;) {
       // A frozen agent holds a call up to the client's timeout: the activity says it is alive meanwhile.
       const beating = setInterval(() => heartbeat({ calling: runtimeId }), 5_000);
@@ -161,8 +163,17 @@ export function taskActivities(deps: ActivityDeps) {
       // Short first polls: a new task is usually ready within a few hundred ms of its start.
       const nextDelay = doublingDelays(20, 250);
       for (;;) {
+        // A task on a LOST runtime will not be ready: recovery has moved its work (a cut-off host would hold the poll too).
+        const lost: string[] = [];
+        for (const runtimeId of new Set(input.tasks.map((t) => t.runtimeId))) if ((await runtimes.get(runtimeId))?.status === 'LOST') lost.push(runtimeId);
+        if (lost.length) {
+          const stranded = input.tasks.filter((t) => lost.includes(t.runtimeId)).map((t) => `${t.taskId}@${t.runtimeId}`);
+          throw ApplicationFailure.create({ type: 'task-failed', message: `not ready: ${stranded.join(', ')} on runtime(s) declared LOST`, nonRetryable: true });
+        }
+        // Each poll is bounded by the time left (at least a second): an agent that does not answer cannot hold the wait past its deadline.
+        const pollMs = Math.max(1_000, deadline - now());
         const statuses = await Promise.all(
-          input.tasks.map(async (t) => (await agents.taskStatus(await agentOf(t.runtimeId), t.taskId).catch(() => null)) ?? null),
+          input.tasks.map(async (t) => (await agents.taskStatus(await agentOf(t.runtimeId), t.taskId, pollMs).catch(() => null)) ?? null),
         );
         // A task its agent is restarting after an exit failed too: a new replica that dies at once is not converging.
         const failed = statuses.find((s) => s?.state === 'failed' || s?.state === 'restarting');

@@ -16,7 +16,7 @@ import type { LedgerOutcome } from '../protocol';
 import { WorkloadName } from '../protocol/names';
 import { CANCELLATION_REQUESTED, failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
-import { JOINED_REPLAN_JUDGED, JOINED_REPLAN_REFUSED, PREPARE_ENDS_BEFORE_RESUME, RESCALE_NO_ROOM_REFUSED, RESCALE_PLAN_FAILURE_REPLANS, askPatch } from './patches';
+import { JOINED_REPLAN_JUDGED, JOINED_REPLAN_REFUSED, PREPARE_ENDS_BEFORE_RESUME, RESCALE_JOINS_ENDED_REPLAN, RESCALE_NO_ROOM_REFUSED, RESCALE_PLAN_FAILURE_REPLANS, askPatch } from './patches';
 
 export { abortSignal } from './operation';
 
@@ -90,6 +90,8 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
     op.enter(phase);
   };
   const aborts = handleAborts();
+  /** when the layout write began (null before): a replan ended since then stopped this window's subtasks too */
+  let windowOpenedAt: string | null = null;
   const ledger = (outcome: LedgerOutcome, inputs: Record<string, unknown>, evidence?: unknown) => aborts.exit(() =>
     store.appendLedger.executeWithOptions({ summary: `ledger: rescale ${input.job}/${input.operator} ${outcome}` }, [{
       kind: 'rescale', workload: input.job, fromReplicas: status.from, toReplicas: input.parallelism, reason: input.reason,
@@ -99,23 +101,37 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
    * Every path that does not cut over ends here: the replan at the requested parallelism. When a
    * replan of the job already runs (a recovery of a lost agent, or a failed subtask's report,
    * started it: the layout written already asks for the requested parallelism), this one joins it
-   * and waits for its ledger row. Once begun it is not cut short: it runs in a non-cancellable scope.
+   * and waits for its ledger row; one that ended since this window opened, at the requested
+   * parallelism, is taken as it is. Once begun it is not cut short: it runs in a non-cancellable scope.
    */
   const replan = (reason: string, outcome: 'replanned' | 'compensated') => aborts.exit(async () => {
     status.compensation = { reason, outcome: null, joined: null };
     const attemptedAt = new Date(Date.now()).toISOString();
-    try {
-      const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism }, { onRunning: 'throw' })) as StreamReplanOutcome;
-      status.compensation.outcome = { restoredFrom: replanned.restoredFrom, parallelism: replanned.parallelism, generation: replanned.generation };
-    } catch (error) {
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    // A replan of the job that ended since the window opened (a recovery's, whose host was lost
+    // mid-window) stopped this window's subtasks with the rest: at the requested parallelism it is
+    // this rescale's compensation already, and a second replan would stop the world again for nothing.
+    const ended = windowOpenedAt !== null && askPatch(RESCALE_JOINS_ENDED_REPLAN)
+      ? await store.findLedgerRow.executeWithOptions({ summary: `a replan of ${input.job} ended since the window opened?` }, [{ workload: input.job, kind: 'replan', sinceIso: windowOpenedAt }])
+      : null;
+    const endedAtRequested = ended !== null && (ended.outcome === 'completed' || ended.outcome === 'degraded')
+      && (ended.inputs as { parallelism?: { to?: Record<string, number> } }).parallelism?.to?.[input.operator] === input.parallelism;
+    let joined = endedAtRequested ? ended : null;
+    if (joined === null) {
+      try {
+        const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism }, { onRunning: 'throw' })) as StreamReplanOutcome;
+        status.compensation.outcome = { restoredFrom: replanned.restoredFrom, parallelism: replanned.parallelism, generation: replanned.generation };
+      } catch (error) {
+        if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+        joined = await long.awaitLedgerRow.executeWithOptions(
+          { summary: `join the running replan:${input.job}: await its ledger row` },
+          [{ workload: input.job, kind: 'replan', sinceIso: attemptedAt, timeoutMs: 10 * input.stepTimeoutMs }],
+        );
+      }
+    }
+    if (joined !== null) {
       status.compensation.joined = `replan:${input.job}`;
-      const row = await long.awaitLedgerRow.executeWithOptions(
-        { summary: `join the running replan:${input.job}: await its ledger row` },
-        [{ workload: input.job, kind: 'replan', sinceIso: attemptedAt, timeoutMs: 10 * input.stepTimeoutMs }],
-      );
-      if (row.outcome !== 'completed' && row.outcome !== 'degraded') throw ApplicationFailure.create({ type: 'task-failed', message: `the running replan:${input.job} ended ${row.outcome}`, nonRetryable: true });
-      const inputs = row.inputs as { restoredFrom?: number | null; parallelism?: { from: Record<string, number>; to: Record<string, number> } | null; generation?: number };
+      if (joined.outcome !== 'completed' && joined.outcome !== 'degraded') throw ApplicationFailure.create({ type: 'task-failed', message: `the running replan:${input.job} ended ${joined.outcome}`, nonRetryable: true });
+      const inputs = joined.inputs as { restoredFrom?: number | null; parallelism?: { from: Record<string, number>; to: Record<string, number> } | null; generation?: number };
       status.compensation.outcome = { restoredFrom: inputs.restoredFrom ?? null, parallelism: inputs.parallelism ?? null, generation: inputs.generation ?? null };
       // The replan joined was asked by another (a recovery, a failed subtask's report) and may have
       // applied another size: the request is done only if it applied the requested parallelism.
@@ -133,7 +149,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       }
     }
     status.outcome = outcome;
-    await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome.restoredFrom, joined: status.compensation.joined });
+    await ledger(outcome, { why: reason, restoredFrom: status.compensation.outcome?.restoredFrom ?? null, joined: status.compensation.joined });
     return status;
   });
 
@@ -203,6 +219,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
 
   try {
     // From the layout write on, any failure, abort or cancellation ends in the replan at the requested parallelism.
+    windowOpenedAt = new Date(Date.now()).toISOString();
     await aborts.guard(async () => {
       const layout = await store.commitRescaleLayout.executeWithOptions(
         { summary: `write the layout: ${plan.added.length} new subtask(s) of ${input.operator} appended, C = ${plan.checkpoint}` }, [{ job: input.job, plan }],

@@ -21,6 +21,7 @@ import type { Stack } from '../support/stack';
 import { waitFor } from '../support/wait-for';
 import { tasksOf } from '../support/workloads';
 import { CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_WORKLOADS } from './schedule';
+import { skewedAgentsDeclaredLost, type FaultWindow, type LostEvent } from './verdicts';
 
 export interface Violation {
   check: string;
@@ -39,14 +40,6 @@ async function runningOperations(stack: Stack): Promise<string[]> {
     if (!LOOPS.includes(run.type)) running.push(`${run.workflowId} (${run.type})`);
   }
   return running;
-}
-
-/** A fault's window on the multi-host stack (test/chaos/run.ts NemesisWindow), in ms since the schedule's start at t0. */
-export interface FaultWindow {
-  kind: string;
-  runtime: string | null;
-  fromMs: number;
-  toMs: number | null;
 }
 
 export async function checkAfterChaos(
@@ -200,18 +193,8 @@ async function networkChecks(
     for (const taskId of fields.taskIds as string[]) if (placed.has(taskId)) violate('revoked-task-still-placed', `${runtime} revoked ${taskId}, which the placement still holds (${fields.reason})`);
   }
   // Leases never depend on an agent's clock: a node whose clock alone was skewed is not declared LOST meanwhile.
-  const { rows: lost } = await stack.db.query<{ subject: string; at: Date }>(`select subject, at from events where type = 'runtime.lost' order by id`);
-  for (const skew of network.nemeses.filter((n) => n.kind === 'clock-skew')) {
-    const from = network.t0 + skew.fromMs;
-    const to = network.t0 + (skew.toMs ?? Date.now() - network.t0);
-    const overlaps = (n: FaultWindow) => n !== skew && n.runtime === skew.runtime && n.fromMs - network.leaseTtlMs < skew.toMs! && (n.toMs ?? Infinity) + network.leaseTtlMs > skew.fromMs;
-    if (network.nemeses.some(overlaps) || network.nemeses.some((n) => n.runtime === null && n.fromMs < skew.toMs! && (n.toMs ?? Infinity) > skew.fromMs)) continue;
-    for (const event of lost) {
-      if (event.subject === skew.runtime && event.at.getTime() >= from && event.at.getTime() <= to) {
-        violate('skewed-agent-declared-lost', `${skew.runtime} declared LOST at ${event.at.toISOString()} while only its clock was skewed (${new Date(from).toISOString()} – ${new Date(to).toISOString()})`);
-      }
-    }
-  }
+  const { rows: lost } = await stack.db.query<LostEvent>(`select subject, at, detail->>'by' as by from events where type = 'runtime.lost' order by id`);
+  for (const detail of skewedAgentsDeclaredLost(network.nemeses, lost, network.t0, network.leaseTtlMs, Date.now())) violate('skewed-agent-declared-lost', detail);
   return [];
 }
 

@@ -141,6 +141,12 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
   const name = definition.name;
   const calls: string[] = [];
   const ledger: LedgerEntry[] = [];
+  /** a ledger entry as the store reads it back */
+  const rowOf = (entry: LedgerEntry) => ({
+    ...entry, id: ledger.indexOf(entry) + 1, at: '2030-01-01T00:00:00.000Z', tier: null, fromReplicas: entry.fromReplicas ?? null, toReplicas: entry.toReplicas ?? null,
+    reason: entry.reason ?? null, inputs: entry.inputs ?? {}, planId: entry.planId ?? null, workflowId: entry.workflowId ?? null, runId: entry.runId ?? null,
+    outcome: entry.outcome ?? null, evidence: entry.evidence ?? null,
+  }) as Awaited<ReturnType<Activities['awaitLedgerRow']>>;
   const partitionsOf = (i: number, of: number) => (definition.kind === 'consumer' ? [0, 1, 2, 3, 4, 5, 6, 7].filter((p) => p % of === i) : undefined);
   let current: Assignment[] = Array.from({ length: replicas }, (_, i) => ({
     ...assignment(name, i, 1, partitionsOf(i, replicas)), ...(faults.placedRevision ? { revision: faults.placedRevision } : {}),
@@ -303,11 +309,12 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     async awaitLedgerRow(input) {
       call('awaitLedgerRow');
       const entry = await waitFor(`a ${input.kind} row of ${input.workload}`, () => ledger.find((e) => e.kind === input.kind && e.workload === input.workload && e.outcome));
-      return {
-        ...entry, id: ledger.indexOf(entry) + 1, at: '2030-01-01T00:00:00.000Z', tier: null, fromReplicas: entry.fromReplicas ?? null, toReplicas: entry.toReplicas ?? null,
-        reason: entry.reason ?? null, inputs: entry.inputs ?? {}, planId: entry.planId ?? null, workflowId: entry.workflowId ?? null, runId: entry.runId ?? null,
-        outcome: entry.outcome ?? null, evidence: entry.evidence ?? null,
-      } as Awaited<ReturnType<Activities['awaitLedgerRow']>>;
+      return rowOf(entry);
+    },
+    async findLedgerRow(input) {
+      call('findLedgerRow');
+      const entry = ledger.find((e) => e.kind === input.kind && e.workload === input.workload && e.outcome);
+      return entry ? rowOf(entry) : null;
     },
     async stopStreamJob() {
       call('stopStreamJob');
@@ -718,6 +725,29 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'completed');
       assert.equal(status.checkpoint, 42);
       assert.deepEqual(ledgerOutcomes(fakes), ['rescale:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A replan of the job (a recovery's: the host of a new subtask was lost) ends while the window
+    // waits for barrier C; the abort that follows takes that replan, at the requested parallelism,
+    // as its compensation (patch rescale-joins-ended-replan): one replan, not two.
+    name: 'rescale-operator-joins-ended-replan',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `rescale:${workload}`;
+      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
+      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      await client.workflow.execute(stopTheWorldReplan, {
+        taskQueue, workflowId: `replan:${workload}`, args: [{ workload, parallelism: { agg: 4 }, reason: 'runtime rt-9 lost', cause: 'recover:rt-9' }],
+      });
+      await handle.signal(rescaleAbortSignal, { reason: 'stop: its subtask\'s host was lost' });
+      const status = (await handle.result()) as RescaleStatus;
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.compensation?.joined, `replan:${workload}`);
+      assert.deepEqual(status.compensation?.outcome?.parallelism?.to, { src: 1, agg: 4, out: 1 });
+      assert.equal(fakes.count('findLedgerRow'), 1);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:compensated']);
       return { workflowId };
     },
   },
