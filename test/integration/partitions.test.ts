@@ -1,20 +1,32 @@
 // Nodes on hosts of their own, partitioned (issue 35 acceptance): three agents, each in its own
-// network namespace on a bridge (test/support/host-stack.ts), a consumer under load on all three.
-// The host of one replica is cut from the control plane, both ways, past two leases, while its
-// task keeps running and keeps reaching PostgreSQL: the control plane declares it LOST and moves
-// its partitions under a higher owner fence, the stranded task's late batches are refused by that
-// fence (counted), and once the link heals the node stops exactly the task recovery moved; the
-// sink then holds every source record exactly once, and no partition was ever written by two live
-// owners. Two of the hosts run with their agents' clocks 30 s ahead and behind all along: they are
-// never declared LOST, and no lease reaches past the control plane's clock. Then the same partition with a deliberately broken node (SCALEGATE_TEST_BREAK=
-// owner-fence-unchecked: its batches skip the owner fence check): the sink check finds the two
-// live owners. Real namespaces, veth, bridge and iptables; real API, worker, agents, Temporal and PostgreSQL.
+// network namespace on a bridge (test/support/host-stack.ts).
+// 1. A consumer under load on all three. The host of one replica is cut from the control plane,
+//    both ways, past two leases, while its task keeps running and keeps reaching PostgreSQL: the
+//    control plane declares it LOST and moves its partitions under a higher owner fence, the
+//    stranded task's late batches are refused by that fence (counted), and once the link heals the
+//    node stops exactly the task recovery moved; the sink then holds every source record exactly
+//    once, and no partition was ever written by two live owners. Two of the hosts run with their
+//    agents' clocks 30 s ahead and behind all along: they are never declared LOST, and no lease
+//    reaches past the control plane's clock.
+// 2. A hot rescale of a stream job whose new subtask's host is cut from the control plane
+//    mid-window: the job is replanned once, off that host, the rescale compensated by that replan,
+//    the stranded subtasks stopped once healed, every key exactly once.
+// 3. A consumer reading Kafka on the hosts (a forwarder on each host's loopback carries its reads
+//    across the link to the shared broker): its host isolated past two leases, the sink holds every
+//    acknowledged record exactly once.
+// The broken build (SCALEGATE_TEST_BREAK=owner-fence-unchecked) is caught by the chaos checker under
+// the same partitions: `npm run chaos -- --network --break owner-fence-unchecked --seeds 1-20`.
+// Real namespaces, veth, bridge and iptables; real API, worker, agents, Temporal and PostgreSQL.
 import { execFileSync } from 'node:child_process';
 import { OFFSETS_TABLE } from '../../protocol/consumer-tables';
-import { runLoad } from '../../store/source-feed';
-import { ownershipOverlaps, sinkWriterInterleavings, verifyExactlyOnce } from '../../store/sink-audit';
+import { kafkaClient } from '../../lib/kafka';
+import { ensureTopic, runKafkaLoad } from '../../store/kafka-feed';
+import { createSourceFeed, runLoad } from '../../store/source-feed';
+import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, sinkWriterInterleavings, verifyAgainstAcked, verifyExactlyOnce } from '../../store/sink-audit';
 import type { RecoveryStatus } from '../../workflows/recover-runtime';
+import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { startHostStack, type HostStack } from '../support/host-stack';
+import { testEnv } from '../support/env';
 import { hostNetworkSupportMissing } from '../support/hosts';
 import { defineWorkload, tasksOf } from '../support/workloads';
 
@@ -40,7 +52,10 @@ afterAll(async () => {
   await hs?.stop();
 });
 /** Stops the load once the operation under test is over; a test that fails first has it stopped here. */
-const stopLoad = new AbortController();
+let stopLoad: AbortController;
+beforeEach(() => {
+  stopLoad = new AbortController();
+});
 afterEach(() => stopLoad.abort());
 
 /** The recovery of `runtime` that started at or after `since`, once it ended. */
@@ -51,6 +66,19 @@ async function recoveryAfter(runtime: string, since: number): Promise<RecoverySt
     return d !== null && d.startTime.getTime() >= since && d.status.name !== 'RUNNING';
   }, 120_000);
   return (await handle.result()) as RecoveryStatus;
+}
+
+/** Retires `name` once no operation of it runs (a recovery may still be ending), and waits for its tasks to be gone: its slots go to the next case. */
+async function retireOnceIdle(name: string): Promise<void> {
+  const { stack } = hs;
+  const retiring = await stack.waitFor(`${name} retiring (once no operation of it runs)`, async () => {
+    const response = await stack.api('DELETE', `/v1/workloads/${name}`);
+    if (response.status === 409) return null;
+    expect(response).toMatchObject({ status: 202 });
+    return response.body;
+  });
+  await stack.temporal.workflow.getHandle(retiring.workflowId, retiring.runId).result();
+  await stack.waitFor(`${name} retired`, async () => (await tasksOf(stack, name)).length === 0);
 }
 
 /** The JSON events agent `id` logged (its output reaches the test over a pipe, not the network). */
@@ -155,4 +183,131 @@ test('a consumer host cut from the control plane past two leases: its partitions
   // No partition written by two live owners: in offset order, every run of sink rows follows its
   // writer's acquisition, so nothing the stranded task wrote after the takeover reached the sink.
   expect(await sinkWriterInterleavings(stack.db, { workload: 'orders', sink: 'orders_out' })).toEqual([]);
+});
+
+test('a hot rescale whose new subtask\'s host is cut from the control plane mid-window ends in the replan, once, off that host; healed, the host stops its stranded subtasks; every key exactly once', async () => {
+  const { stack, network } = hs;
+  // The slots the consumer above held go to the job: 12 on three hosts, 8 on the two that stay reachable.
+  await retireOnceIdle('orders');
+  const JOB = 'stream';
+  const tables = { source: 'stream_in', sink: 'stream_out' };
+  await createSourceFeed(stack.db).ensureTables(tables.source);
+  await defineWorkload(stack, JOB, {
+    kind: 'stream', selector: { zone: 'h' },
+    contract: { ownership: 'partitioned', partitions: 4, state: 'checkpointed', ordering: 'per-key', delivery: 'exactly-once', recovery: 'replay-from-checkpoint', downstream: 'none' },
+    spec: {
+      ...tables, partitions: 4, checkpointIntervalMs: 300, maxParallelism: 64,
+      operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 2 }, { id: 'out', kind: 'sink', parallelism: 1 }],
+    },
+  }, 5);
+  const load = runLoad({ databaseUrl: stack.databaseUrl, source: tables.source, partitions: 4, ratePerSec: 500, keySpace: 200, signal: stopLoad.signal });
+  await stack.waitFor('a completed checkpoint with records', async () => (await auditStreamCheckpoint(stack.db, { job: JOB, ...tables })).coveredSourceRows > 100);
+
+  const handle = await stack.temporal.workflow.start(rescaleOperator, {
+    taskQueue: stack.taskQueue, workflowId: `rescale:${JOB}`, args: [{ job: JOB, operator: 'agg', parallelism: 4, reason: 'test: host cut mid-window', stepTimeoutMs: 10_000 }],
+  });
+  // The window is open once a new subtask is deployed: cut its host from the control plane (its
+  // data plane, the database and the other hosts' subtasks, stays reachable: its tasks run on).
+  const { victim, added } = await stack.waitFor('a new subtask deployed', async () => {
+    const status = await handle.query(rescaleStatusQuery).catch(() => null);
+    if (!status?.added.length) return null;
+    const deployed = (await tasksOf(stack, JOB)).find((t) => status.added.includes(t.taskId));
+    return deployed ? { victim: deployed.runtimeId as string, added: status.added } : null;
+  }, { timeoutMs: 30_000, intervalMs: 5 });
+  const host = hs.hosts[victim]!;
+  const stranded = (await tasksOf(stack, JOB)).filter((t) => t.runtimeId === victim).map((t) => t.taskId as string);
+  const cutAt = Date.now();
+  network.cut(host, { kind: 'control-plane', apiPort: hs.apiPort, agentPort: hs.agentPort(victim) });
+  let status: RescaleStatus;
+  try {
+    status = (await handle.result()) as RescaleStatus;
+    await stack.waitFor('two leases since the cut', async () => Date.now() - cutAt > 2 * LEASE);
+  } finally {
+    network.heal(host);
+  }
+  const endedAt = Date.now();
+  expect(added.length).toBeGreaterThan(0);
+  console.log(JSON.stringify({
+    partition: 'hot rescale: a new subtask\'s host cut from the control plane mid-window', victim, stranded,
+    cutToRescaleEndMs: endedAt - cutAt, compensation: status.compensation,
+  }));
+  expect(status).toMatchObject({ outcome: 'compensated', hot: true, phase: 'aborted' });
+  expect(status.compensation?.reason).toMatch(/the cutover failed/);
+  expect(status.compensation?.outcome?.parallelism?.to).toMatchObject({ agg: 4 });
+  // The recovery of the lost host replanned the job (at agg = 4: the layout was written): the rescale took that replan as its compensation.
+  expect(status.compensation?.joined).toBe(`replan:${JOB}`);
+  // The replan, once: one replan row in the ledger since the rescale began, and the rescale's own row says compensated.
+  const replans = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=replan&limit=100`, { role: 'viewer' })).body.events as any[];
+  expect(replans.filter((r) => Date.parse(r.at) >= cutAt - 60_000)).toHaveLength(1);
+  const rescale = (await stack.api('GET', `/v1/ledger?workload=${JOB}&kind=rescale`, { role: 'viewer' })).body.events[0];
+  expect(rescale).toMatchObject({ outcome: 'compensated', toReplicas: 4 });
+
+  // Healed: the host stops what the replan took from it, and the job runs on one generation, off nothing stale.
+  await stack.waitFor(`${victim} stopped its stranded subtasks`, async () => {
+    const tasks = await tasksOf(stack, JOB);
+    return !tasks.some((t) => stranded.includes(t.taskId) && t.state !== 'stopped');
+  }, 60_000);
+  const running = await stack.waitFor('the job running again at agg = 4', async () => {
+    const tasks = (await tasksOf(stack, JOB)).filter((t) => t.state !== 'stopped');
+    return tasks.length === 2 + 4 + 1 && tasks.every((t) => t.state === 'ready') ? tasks : null;
+  }, 90_000);
+  expect(new Set(running.map((t) => t.generation)).size).toBe(1);
+
+  stopLoad.abort();
+  const { written } = await load;
+  await stack.waitFor(`a completed checkpoint covering all ${written} records`, async () => (await auditStreamCheckpoint(stack.db, { job: JOB, ...tables })).coveredSourceRows === written, 90_000);
+  expect(await auditStreamSink(stack.db, tables)).toMatchObject({ sourceRows: written, sinkTotal: written, mismatchedKeys: 0, extraKeys: 0, exact: true });
+});
+
+test('a consumer reading Kafka on the hosts (its reads cross their links to the broker): a host isolated past two leases loses its partitions to the others, and once healed the sink holds every acknowledged record exactly once', async () => {
+  const { stack, network } = hs;
+  const brokers = testEnv().kafkaBrokers;
+  if (!brokers) throw new Error(`the shared Kafka broker is not running: ${testEnv().kafkaOff}`);
+  await retireOnceIdle('stream');
+  const topic = 'partitions-orders';
+  const admin = kafkaClient(brokers).admin();
+  await admin.connect();
+  try {
+    await ensureTopic(admin, topic, PARTITIONS);
+  } finally {
+    await admin.disconnect();
+  }
+  await defineWorkload(stack, 'korders', {
+    ...consumer('korders', 3, { zone: 'h' }),
+    spec: { partitions: PARTITIONS, source: { kafka: { topic } }, sink: 'korders_out', workMs: 1 },
+  }, 3);
+  const load = runKafkaLoad({ brokers, topic, partitions: PARTITIONS, ratePerSec: 200, signal: stopLoad.signal });
+  const sunk = async () => (await stack.db.query<{ n: number }>('select count(*)::int as n from korders_out')).rows[0]!.n;
+  // The tasks on the hosts read the topic: records reach the sink only across the links.
+  await stack.waitFor('records read from Kafka by the hosts\' tasks', async () => (await sunk().catch(() => 0)) > 100);
+
+  const tasks = await tasksOf(stack, 'korders');
+  const victim = tasks[0].runtimeId as string;
+  const lost = tasks.find((t) => t.runtimeId === victim)!;
+  const host = hs.hosts[victim]!;
+  const cutAt = Date.now();
+  // Cut off from everything: the control plane, PostgreSQL, the broker and the other hosts.
+  network.cut(host, { kind: 'isolate' });
+  let recovery: RecoveryStatus;
+  try {
+    recovery = await recoveryAfter(victim, cutAt);
+    const decided = recovery.decisions.find((d) => d.workload === 'korders')!;
+    expect(decided.decisions).toEqual([expect.objectContaining({ action: 'handed-over', partitions: lost.partitions })]);
+    // The survivors read its partitions from the broker meanwhile.
+    const before = await sunk();
+    await stack.waitFor('the survivors reading on', async () => (await sunk()) > before + 50);
+    await stack.waitFor('two leases since the cut', async () => Date.now() - cutAt > 2 * LEASE);
+  } finally {
+    network.heal(host);
+  }
+  await stack.waitFor(`${victim} stopped ${lost.taskId}`, async () => !(await tasksOf(stack, 'korders')).some((t) => t.incarnation === lost.incarnation && t.state !== 'stopped'));
+
+  stopLoad.abort();
+  const { acked } = await load;
+  await stack.waitFor('every acknowledged record in the sink', async () =>
+    (await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: 'korders_out', acked })).missing === 0, 60_000);
+  expect(await verifyAgainstAcked({ databaseUrl: stack.databaseUrl, sink: 'korders_out', acked }))
+    .toEqual({ acked: acked.length, sinkCount: acked.length, missing: 0, duplicates: 0, extra: 0, keyMismatches: 0 });
+  expect(await ownershipOverlaps({ databaseUrl: stack.databaseUrl, workload: 'korders' })).toEqual([]);
+  console.log(JSON.stringify({ partition: 'Kafka consumer host isolated', acked: acked.length, cutToLostMs: Date.parse(recovery.timings.lostAt!) - cutAt, cutToConvergedMs: Date.parse(recovery.timings.convergedAt!) - cutAt }));
 });

@@ -3,7 +3,9 @@
 // children), bound to and advertising its node's address. The API listens on the bridge address,
 // the worker and the shared Temporal, PostgreSQL and Kafka stay on the host side; the agents reach
 // PostgreSQL through a relay on the bridge. stop() removes everything, and so does a failed start.
-// (Kafka sources are not reachable from the nodes: the shared broker advertises 127.0.0.1.)
+// Kafka crosses the links too: the shared broker advertises 127.0.0.1:<port>, so each node has a
+// forwarder on its own loopback at that port (test/fixtures/tcp-forward.js) to a relay on the bridge.
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { testEnv } from './env';
@@ -51,11 +53,20 @@ export async function startHostStack(options: {
   const clockDir = fs.mkdtempSync(path.join(env.tmpDir, 'clocks-'));
   const network = createHostNetwork({ nodes: options.nodes, clockDir });
   const relays: Relay[] = [];
+  const forwarders: ChildProcess[] = [];
+  const stopForwarders = () => {
+    for (const forwarder of forwarders) forwarder.kill('SIGKILL');
+  };
   try {
     const postgres = new URL(env.postgresAdminUrl);
     const postgresTarget = { host: postgres.hostname, port: Number(postgres.port) };
     const relay = await startRelay({ listenHost: network.hostAddress, target: postgresTarget });
     relays.push(relay);
+    if (env.kafkaBrokers) {
+      const port = Number(env.kafkaBrokers.split(':').pop());
+      relays.push(await startRelay({ listenHost: network.hostAddress, listenPort: port, target: { host: '127.0.0.1', port } }));
+      for (const node of network.nodes) forwarders.push(await startForwarder(node, port, network.hostAddress));
+    }
     let controlPlane: HostStack['controlPlane'] = null;
     if (options.controlPlaneRelays) {
       const [host, port] = env.temporalAddress.split(':');
@@ -96,6 +107,7 @@ export async function startHostStack(options: {
         try {
           await stack.stop();
         } finally {
+          stopForwarders();
           await Promise.all(relays.map((r) => r.close()));
           network.stop();
           fs.rmSync(clockDir, { recursive: true, force: true });
@@ -103,9 +115,37 @@ export async function startHostStack(options: {
       },
     };
   } catch (error) {
+    stopForwarders();
     await Promise.all(relays.map((r) => r.close()));
     network.stop();
     fs.rmSync(clockDir, { recursive: true, force: true });
     throw error;
   }
+}
+
+const FORWARDER = path.resolve(__dirname, '../fixtures/tcp-forward.js');
+
+/** A forwarder on `node`'s own loopback at `port` to the bridge side's `hostAddress`:`port`, once it listens. */
+async function startForwarder(node: HostNode, port: number, hostAddress: string): Promise<ChildProcess> {
+  const child = spawn(node.wrap[0]!, [...node.wrap.slice(1), process.execPath, FORWARDER, '127.0.0.1', String(port), hostAddress, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let said = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the Kafka forwarder on ${node.ns} did not listen within 10 s: ${said}`)), 10_000);
+    const hear = (chunk: Buffer) => {
+      said += chunk.toString();
+      if (said.includes('listening')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', hear);
+    child.stderr!.on('data', hear);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the Kafka forwarder on ${node.ns} exited with ${code}: ${said}`));
+    });
+  });
+  child.stdout!.resume();
+  child.stderr!.resume();
+  return child;
 }

@@ -16,7 +16,7 @@ export interface Relay {
   close(): Promise<void>;
 }
 
-export async function startRelay(options: { listenHost: string; target: { host: string; port: number } }): Promise<Relay> {
+export async function startRelay(options: { listenHost: string; listenPort?: number; target: { host: string; port: number } }): Promise<Relay> {
   const sockets = new Set<net.Socket>();
   let cut = false;
   let waiting: (() => void)[] = [];
@@ -57,7 +57,7 @@ export async function startRelay(options: { listenHost: string; target: { host: 
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, options.listenHost, resolve);
+    server.listen(options.listenPort ?? 0, options.listenHost, resolve);
   });
   const { port } = server.address() as net.AddressInfo;
   return {

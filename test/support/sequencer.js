@@ -7,7 +7,7 @@ const Sequencer = require('@jest/test-sequencer').default;
 const LONGEST_FIRST = [
   'integration/chaos.test.ts', 'integration/hot-rescale.test.ts', 'integration/compose.test.ts', 'integration/recovery.test.ts', 'integration/kafka.test.ts',
   'integration/cli.test.ts', 'integration/evidence.test.ts', 'integration/evidence-judged.test.ts', 'integration/tour.test.ts', 'component/kafka-outage.test.ts',
-  'integration/stream.test.ts', 'integration/scale-out.test.ts', 'integration/rollout.test.ts', 'integration/autoscaler.test.ts', 'integration/scale-in.test.ts',
+  'integration/stream.test.ts', 'integration/partitions.test.ts', 'integration/scale-out.test.ts', 'integration/rollout.test.ts', 'integration/autoscaler.test.ts', 'integration/scale-in.test.ts',
   'e2e/web-ui.test.ts', 'workflow/record-histories.test.ts', 'integration/operation-sequences.test.ts', 'integration/kubernetes.test.ts', 'integration/start.test.ts',
   'workflow/replay.test.ts', 'integration/supervision.test.ts', 'integration/placement.test.ts', 'integration/demo.test.ts', 'integration/containers.test.ts',
   'integration/observability.test.ts', 'integration/fuzz.test.ts',
