@@ -8,6 +8,8 @@ import { stopChild } from '../../embedded/processes';
 import { CLUSTER, PROXIED, startApiProxy, startKubernetes, type ApiProxy, type KubernetesControlPlane } from '../support/kubernetes';
 import { openBrowser } from '../support/browser';
 import { runCli } from '../support/cli';
+import { ensureTopic } from '../../store/kafka-feed';
+import { kafkaClient, readConsumerGroup } from '../../lib/kafka';
 import { testEnv } from '../support/env';
 import { startStack, type Stack } from '../support/stack';
 import { failedGates, scaleAndWait } from '../support/workloads';
@@ -58,19 +60,20 @@ const waitForPods = (app: string, count: number) => stack.waitFor(`${count} Read
 });
 const names = (pods: any[]) => pods.map((p) => p.metadata.name as string).sort();
 
-/** The fixture app for the pods of `app`: acknowledges drains after `delayMs`, or never. */
-function startFixture(app: string, ack: { delayMs: number } | 'never'): ChildProcess {
+/** The fixture app for the pods of `app`: acknowledges drains after `delayMs`, or never; with `kafka`, as each pod's consumer group member leaving the group. */
+function startFixture(app: string, ack: { delayMs: number } | 'never', kafka?: { brokers: string; topic: string; group: string }): ChildProcess {
   const child = spawn(process.execPath, [
     path.join(__dirname, '../fixtures/kube-drain.js'), '--server', kube.server, '--token', 'scalegate-test-admin-token',
     '--namespace', 'default', '--selector', `app=${app}`, ...(ack === 'never' ? ['--never'] : ['--delay-ms', String(ack.delayMs)]),
+    ...(kafka ? ['--kafka', kafka.brokers, '--topic', kafka.topic, '--group', kafka.group] : []),
   ], { stdio: 'ignore' });
   fixtures.push(child);
   return child;
 }
 
-async function defineKubernetesWorkload(name: string, replicas: number, kind: 'Deployment' | 'StatefulSet' = 'Deployment', cluster = CLUSTER): Promise<void> {
+async function defineKubernetesWorkload(name: string, replicas: number, kind: 'Deployment' | 'StatefulSet' = 'Deployment', cluster = CLUSTER, spec?: Record<string, unknown>): Promise<void> {
   const response = await stack.api('PUT', `/v1/workloads/${name}`, {
-    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster, namespace: 'default', kind, name } } },
+    body: { kind: 'service', replicas, contract: CONTRACT, runtime: { kubernetes: { cluster, namespace: 'default', kind, name } }, ...(spec ? { spec } : {}) },
   });
   expect(response.status).toBe(201);
 }
@@ -145,6 +148,43 @@ describe('a Deployment through the gates', () => {
       ], 'web-ui-kubernetes-history.png');
     } finally {
       await ui.close();
+    }
+  });
+
+  it('a Deployment whose pods are a Kafka consumer group: each victim\'s drain is acknowledged by its member leaving the group (read from the broker), then exactly the victims are deleted', async () => {
+    const brokers = testEnv().kafkaBrokers;
+    if (!brokers) throw new Error(`the shared Kafka broker is not running: ${testEnv().kafkaOff}`);
+    const kafka = { brokers, topic: 'k8s-payments', group: 'k8s-payments' };
+    const admin = kafkaClient(brokers).admin();
+    await admin.connect();
+    try {
+      await ensureTopic(admin, kafka.topic, 4);
+      await createDeployment('payments', 3, '100m');
+      await defineKubernetesWorkload('payments', 3, 'Deployment', CLUSTER, { kafka: { topic: kafka.topic, group: kafka.group } });
+      startFixture('payments', { delayMs: 300 }, kafka);
+      const before = names(await podsOf('payments'));
+      // every pod's member in the group, the group settled
+      await stack.waitFor('3 members of k8s-payments, stable', async () => {
+        const group = await readConsumerGroup(admin, kafka.group, kafka.topic);
+        return group.state === 'Stable' && group.members.length === 3 && group.unassigned.length === 0;
+      }, 60_000);
+
+      const back = await scaleAndWait(stack, 'payments', { replicas: 1, drainTimeoutMs: 30_000 }, 'scaleIn');
+      expect(back).toMatchObject({ status: 'completed' });
+      const victims = [...back.kubernetes.victims].sort();
+      expect(victims).toHaveLength(2);
+      expect([...back.kubernetes.acknowledged].sort()).toEqual(victims);
+      expect(back.kubernetes.deleted).toEqual(victims);
+      const after = await podsOf('payments');
+      expect(names(after)).toEqual(before.filter((name) => !victims.includes(name)));
+      // No pod said it drained: the acknowledgements were the members leaving, read from the broker,
+      // and the survivor owns every partition.
+      for (const pod of after) expect(pod.metadata.annotations?.['scalegate.dev/drained']).toBeUndefined();
+      const group = await readConsumerGroup(admin, kafka.group, kafka.topic);
+      expect(group.members.map((m) => m.clientId)).toEqual(names(after));
+      expect(group.members[0]!.partitions.length).toBe(4);
+    } finally {
+      await admin.disconnect();
     }
   });
 
