@@ -28,6 +28,13 @@ export function kubernetesActivities(deps: ActivityDeps) {
     }
     return { ref, port: deps.kubernetes };
   };
+  /** The declared consumer group's verdict for `members` replicas (domain/consumer-group.ts), or null where the workload declares none. */
+  const groupVerdict = async (workload: string, members: number, removed: readonly string[] = []): Promise<{ converged: boolean; detail: string } | null> => {
+    const declared = declaredGroup(await requireWorkload(workload));
+    if (!declared) return null;
+    const facts = await groups.read(declared);
+    return 'error' in facts ? { converged: false, detail: `consumer group ${declared.group}: ${facts.error}` } : groupConvergence(facts, members, removed);
+  };
   /** Polls `probe` until it answers, heartbeating; null at the deadline. */
   const until = async <T>(deadlineMs: number, probe: () => Promise<T | null>): Promise<T | null> => {
     for (;;) {
@@ -40,11 +47,16 @@ export function kubernetesActivities(deps: ActivityDeps) {
   };
 
   return {
-    /** The object's size, resourceVersion, selectors and requests, and its pods. */
+    /**
+     * The object's size, resourceVersion, selectors and requests, and its pods; for a workload that
+     * declares its Kafka consumer group, the group's verdict over the live pods (one member each,
+     * every partition owned), read from the broker.
+     */
     async kubernetesObject(input: { workload: string }) {
       const { ref, port } = await target(input.workload);
       const object = await port.readObject(ref);
-      return { ref, object, pods: await port.readPods(ref, object.podSelector) };
+      const pods = await port.readPods(ref, object.podSelector);
+      return { ref, object, pods, group: await groupVerdict(input.workload, pods.filter((p) => !p.terminating).length) };
     },
 
     /** What the gates judge: the nodes with their allocatable and requested resources, and the PodDisruptionBudgets over the pods. */
@@ -111,16 +123,21 @@ export function kubernetesActivities(deps: ActivityDeps) {
       const { ref, port } = await target(input.workload);
       const deadline = Date.now() + input.timeoutMs;
       let seen: PodFacts[] = [];
+      let group: { converged: boolean; detail: string } | null = null;
       const converged = await until(deadline, async () => {
         seen = await port.readPods(ref);
         const live = seen.filter((p) => !p.terminating);
         const left = seen.filter((p) => input.gone?.includes(p.name));
-        return live.length === input.replicas && seen.length === input.replicas && live.every((p) => p.ready) && left.length === 0 ? seen : null;
+        if (!(live.length === input.replicas && seen.length === input.replicas && live.every((p) => p.ready) && left.length === 0)) return null;
+        // a declared consumer group has converged too: one member per pod, the removed ones gone, every partition owned
+        group = await groupVerdict(input.workload, input.replicas, input.gone);
+        return group === null || group.converged ? seen : null;
       });
       if (converged) return converged;
+      const pods = seen.map((p) => `${p.name} ${p.terminating ? 'terminating' : p.ready ? 'Ready' : 'not Ready'}`).join(', ') || 'no pod';
       throw ApplicationFailure.create({
         type: 'converge-timeout', nonRetryable: true,
-        message: `${ref.kind} ${ref.namespace}/${ref.name} did not converge to ${input.replicas} Ready pod(s) in ${input.timeoutMs} ms: ${seen.map((p) => `${p.name} ${p.terminating ? 'terminating' : p.ready ? 'Ready' : 'not Ready'}`).join(', ') || 'no pod'}`,
+        message: `${ref.kind} ${ref.namespace}/${ref.name} did not converge to ${input.replicas} Ready pod(s) in ${input.timeoutMs} ms: ${pods}${group ? `; ${(group as { detail: string }).detail}` : ''}`,
       });
     },
 

@@ -210,10 +210,14 @@ export function podSnapshot(pods: PodEvidence[], atMs: number): EvidenceSnapshot
 
 /**
  * The comparison after a change of a Kubernetes object's size: every pod it should have is Ready,
- * and no pod that was there before restarted since (a restart count that grew). Throughput,
- * latency and errors are the app's: not judged here unless the contract names a source of them.
+ * no pod that was there before restarted since (a restart count that grew), and, for a workload
+ * that declares its Kafka consumer group, the group after the change (`group`: one member per pod,
+ * every partition owned; null where none is declared). Throughput, latency and errors are the
+ * app's: not judged here.
  */
-export function compareKubernetesPods(baseline: EvidenceSnapshot, after: EvidenceSnapshot, expected: number): EvidenceComparison {
+export function compareKubernetesPods(
+  baseline: EvidenceSnapshot, after: EvidenceSnapshot, expected: number, group: { converged: boolean; detail: string } | null = null,
+): EvidenceComparison {
   const restartsBefore = Object.fromEntries(baseline.tasks.map((t) => [t.taskId, t.restarts ?? 0]));
   const restarted = after.tasks.filter((t) => t.taskId in restartsBefore && (t.restarts ?? 0) > restartsBefore[t.taskId]);
   const sum = (snapshot: EvidenceSnapshot) => snapshot.tasks.reduce((total, t) => total + (t.restarts ?? 0), 0);
@@ -226,6 +230,7 @@ export function compareKubernetesPods(baseline: EvidenceSnapshot, after: Evidenc
       check: 'restarts', verdict: restarted.length ? 'regression' : 'pass', baseline: sum(baseline), after: sum(after),
       detail: restarted.length ? `restarted since the baseline: ${restarted.map((t) => `${t.taskId} (${restartsBefore[t.taskId]} → ${t.restarts})`).join(', ')}` : 'no pod restarted since the baseline',
     },
+    ...(group ? [{ check: 'consumer group', verdict: group.converged ? 'pass' as const : 'regression' as const, baseline: null, after: null, detail: group.detail }] : []),
     { check: 'throughput, latency, errors', verdict: 'not judged', baseline: null, after: null, detail: 'a Kubernetes workload reports no app metrics to scalegate' },
   ];
   const failed = rows.filter((row) => row.verdict === 'regression');

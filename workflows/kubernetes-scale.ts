@@ -180,7 +180,8 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     enter('comparing');
     const after = await cluster.kubernetesObject.executeWithOptions({ summary: summary('after: the pods') }, [{ workload: input.workload }]);
     status.after = snapshot(after.pods);
-    status.comparison = compareKubernetesPods(status.baseline, status.after, input.replicas);
+    // (histories recorded before kubernetesObject read the group have none: not judged, as then)
+    status.comparison = compareKubernetesPods(status.baseline, status.after, input.replicas, after.group ?? null);
     if (status.comparison.verdict === 'regression') return scaleBack(`regression after scale-out: ${status.comparison.reasons.join('; ')}`, from);
     return complete('');
   }

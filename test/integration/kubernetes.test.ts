@@ -151,7 +151,7 @@ describe('a Deployment through the gates', () => {
     }
   });
 
-  it('a Deployment whose pods are a Kafka consumer group: each victim\'s drain is acknowledged by its member leaving the group (read from the broker), then exactly the victims are deleted', async () => {
+  it('a Deployment whose pods are a Kafka consumer group: each victim\'s drain is acknowledged by its member leaving the group (read from the broker), then exactly the victims are deleted; a scale-out converges with the group and judges it', async () => {
     const brokers = testEnv().kafkaBrokers;
     if (!brokers) throw new Error(`the shared Kafka broker is not running: ${testEnv().kafkaOff}`);
     const kafka = { brokers, topic: 'k8s-payments', group: 'k8s-payments' };
@@ -183,6 +183,13 @@ describe('a Deployment through the gates', () => {
       const group = await readConsumerGroup(admin, kafka.group, kafka.topic);
       expect(group.members.map((m) => m.clientId)).toEqual(names(after));
       expect(group.members[0]!.partitions.length).toBe(4);
+
+      // Out again: converged once the new pod's member joined, and the comparison judges the group.
+      const out = await scaleAndWait(stack, 'payments', { replicas: 2, soakMs: 0 }, 'scaleOut');
+      expect(out).toMatchObject({ status: 'completed' });
+      const row = out.evidence.comparison.rows.find((r: { check: string }) => r.check === 'consumer group');
+      expect(row).toMatchObject({ verdict: 'pass', detail: expect.stringMatching(/^consumer group k8s-payments on topic k8s-payments: 2 member\(s\), 2 owning partitions, all 4 assigned/) });
+      expect((await readConsumerGroup(admin, kafka.group, kafka.topic)).members).toHaveLength(2);
     } finally {
       await admin.disconnect();
     }

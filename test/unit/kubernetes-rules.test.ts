@@ -85,6 +85,18 @@ describe('the comparison', () => {
     const bad = compareKubernetesPods(baseline, podSnapshot([pod('a', true, 2), pod('b', true, 1), pod('c', false, 0)], 1), 3);
     expect(bad.reasons).toEqual(['pods ready: 2 of 3 pod(s) Ready', 'restarts: restarted since the baseline: a (0 → 2)']);
   });
+  it('judges a declared consumer group after the change: a row that passes once it converged and fails naming why', () => {
+    const pod = (name: string) => ({ name, node: 'n-a', uid: name, ready: true, restarts: 0, load: 0 });
+    const baseline = podSnapshot([pod('a')], 0);
+    const after = podSnapshot([pod('a'), pod('b')], 1);
+    expect(compareKubernetesPods(baseline, after, 2).rows?.map((r) => r.check)).not.toContain('consumer group');
+    const good = compareKubernetesPods(baseline, after, 2, { converged: true, detail: 'consumer group g on topic t: 2 member(s), 2 owning partitions, all 4 assigned; lag 0' });
+    expect(good.rows?.find((r) => r.check === 'consumer group')).toMatchObject({ verdict: 'pass' });
+    expect(good.verdict).toBe('pass');
+    const bad = compareKubernetesPods(baseline, after, 2, { converged: false, detail: 'consumer group g on topic t: 1 member(s) for 2 replica(s) (state Stable)' });
+    expect(bad.verdict).toBe('regression');
+    expect(bad.reasons).toEqual(['consumer group: consumer group g on topic t: 1 member(s) for 2 replica(s) (state Stable)']);
+  });
 });
 
 describe('a Kubernetes workload definition', () => {

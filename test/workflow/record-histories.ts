@@ -473,7 +473,7 @@ function kubernetesFakes(definition: Extract<Workload, { kind: 'service' }>, rep
   return {
     async kubernetesObject() {
       call('kubernetesObject');
-      return { ref, object: object(), pods };
+      return { ref, object: object(), pods, group: null };
     },
     async kubernetesGateFacts() {
       call('kubernetesGateFacts');
