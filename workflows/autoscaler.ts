@@ -12,7 +12,7 @@
 // continues as new after `decisionsPerRun` decisions or `maxHistoryEvents` events, once every
 // handler has finished.
 import {
-  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, isCancellation, log, ParentClosePolicy, proxyActivities,
+  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, defineUpdate, isCancellation, log, ParentClosePolicy, proxyActivities,
   setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { z } from 'zod';
@@ -147,6 +147,25 @@ export interface PolicyUpdate {
 
 export const observeSignal = defineSignal<[unknown]>('observe');
 export const policySignal = defineSignal<[PolicyUpdate]>('policy');
+/**
+ * The same two as Updates, for a sender that wants to know: a validator refuses a bad observation
+ * or policy to its sender (the signals can only count and log it), and an accepted one answers
+ * what the autoscaler now holds. Signals stay for fire-and-forget pushes (the API's, an agent's):
+ * they need no worker to be up to be taken.
+ */
+export const observeUpdate = defineUpdate<ObserveAnswer, [unknown]>('observe');
+export const policyUpdate = defineUpdate<PolicyAnswer, [PolicyUpdate]>('policy');
+export interface ObserveAnswer {
+  /** the observation's sequence number in this autoscaler */
+  seq: number;
+  /** observations in the window after it */
+  window: number;
+}
+export interface PolicyAnswer {
+  /** the revision now in force (an older one than held changes nothing) */
+  revision: number;
+  applied: boolean;
+}
 export const autoscalerStatusQuery = defineQuery<AutoscalerStatus>('status');
 
 /** The tier policy (DESIGN.md §6 shape) as the domain's policy. */
@@ -185,6 +204,15 @@ const LABEL_OF_CODE: Record<DecisionCode, string> = {
 };
 
 const newer = (a: Observation, b: Observation) => a.atMs - b.atMs || a.seq - b.seq;
+
+/** An Update validator's check: `raw` parsed by `schema`, or an error naming the first problem (the sender sees it; nothing is recorded). */
+function validated(schema: z.ZodType, raw: unknown, what: string): void {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`invalid ${what}: ${issue ? `${issue.path.join('.') || '(body)'}: ${issue.message}` : 'does not match its schema'}`);
+  }
+}
 
 export async function autoscaler(rawInput: unknown): Promise<never> {
   const input = parseInput(AutoscalerInputSchema, rawInput, 'autoscaler');
@@ -227,14 +255,19 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     const { at, ...figures } = parsed.data;
     addObservation(figures, at);
   });
-  setHandler(policySignal, (update: PolicyUpdate) => {
+  setHandler(observeUpdate, (raw: unknown): ObserveAnswer => {
+    const { at, ...figures } = TierSignalSchema.parse(raw);
+    addObservation(figures, at);
+    return { seq: carried.seq, window: carried.observations.length };
+  }, { validator: (raw: unknown) => validated(TierSignalSchema, raw, 'observation') });
+  const applyPolicy = (update: PolicyUpdate): boolean => {
     const parsed = TierPolicySchema.safeParse(update?.policy);
     if (!parsed.success || typeof update.revision !== 'number') {
       carried.rejectedSignals += 1;
       log.warn('autoscaler: ignoring an invalid policy', { tier });
-      return;
+      return false;
     }
-    if (update.revision <= revision) return; // an older revision arriving late
+    if (update.revision <= revision) return false; // an older revision arriving late
     policy = parsed.data;
     revision = update.revision;
     carried.windowCache = null;
@@ -242,6 +275,16 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
     for (const workload of Object.keys(carried.workloads)) if (!policy.workloads.includes(workload)) delete carried.workloads[workload];
     for (const ws of Object.values(carried.workloads)) ws.backoff = null; // new inputs: a refused change may be tried again
     dirty = true;
+    return true;
+  };
+  setHandler(policySignal, (update: PolicyUpdate) => {
+    applyPolicy(update);
+  });
+  setHandler(policyUpdate, (update: PolicyUpdate): PolicyAnswer => ({ applied: applyPolicy(update), revision }), {
+    validator: (update: PolicyUpdate) => {
+      validated(TierPolicySchema, update?.policy, 'policy');
+      if (!Number.isInteger(update?.revision) || update.revision < 1) throw new Error('invalid policy: revision must be a positive integer');
+    },
   });
   setHandler(autoscalerStatusQuery, (): AutoscalerStatus => {
     const decisions = Object.fromEntries(policy.workloads.map((w) => [w, carried.workloads[w]?.lastDecision ?? null]));

@@ -8,6 +8,7 @@ import { verifyExactlyOnce } from '../../store/sink-audit';
 import { run as cli } from '../../cli/main';
 import { startStack, Stack } from '../support/stack';
 import { defineWorkload } from '../support/workloads';
+import { autoscalerStatusQuery, observeUpdate, policyUpdate } from '../../workflows/autoscaler';
 
 let stack: Stack;
 const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
@@ -98,6 +99,21 @@ describe('policy', () => {
     });
     expect(status).toMatchObject({ revision: 2, policy: { maxReplicas: 7 } });
     expect(await tierView('pol')).toMatchObject({ source: 'workflow', revision: 2, autoscaler: { status: 'running' }, lastDecision: null });
+
+    // The same as Updates, for a sender that wants to know (`temporal workflow update execute --name observe`):
+    // a bad observation or policy is refused to its sender, naming the field, and leaves no trace; a good one is answered.
+    const handle = stack.temporal.workflow.getHandle('autoscale:pol');
+    const counts = async () => (await handle.query(autoscalerStatusQuery)).counts;
+    const before = await counts();
+    await expect(handle.executeUpdate(observeUpdate, { args: [{ qps: -1 }] })).rejects.toMatchObject({ cause: { message: expect.stringMatching(/^invalid observation: qps: /) } });
+    await expect(handle.executeUpdate(observeUpdate, { args: [{}] })).rejects.toMatchObject({ cause: { message: expect.stringMatching(/^invalid observation: \(body\): a signal carries at least one of/) } });
+    await expect(handle.executeUpdate(policyUpdate, { args: [{ policy: { ...policy(['pol-web']), minReplicas: 4 }, revision: 3 }] }))
+      .rejects.toMatchObject({ cause: { message: expect.stringMatching(/^invalid policy: maxReplicas: /) } });
+    expect(await counts()).toEqual(before);
+    expect(await handle.executeUpdate(observeUpdate, { args: [{ qps: 5 }] })).toEqual({ seq: before.signals + 1, window: expect.any(Number) });
+    expect(await counts()).toMatchObject({ signals: before.signals + 1, rejectedSignals: before.rejectedSignals });
+    // an older revision changes nothing, and says so
+    expect(await handle.executeUpdate(policyUpdate, { args: [{ policy: policy(['pol-web']), revision: 1 }] })).toEqual({ applied: false, revision: 2 });
   });
 });
 
