@@ -5,6 +5,7 @@
 // The operation chosen checks its own start again (a scaleOut/scaleIn whose placement moved meanwhile
 // refuses, naming what it found), so a read that raced another change never changes the wrong way.
 import type { WorkloadKind } from '../protocol';
+import { SCALE_OPTIONS_TAKEN } from '../protocol/scale-inputs';
 
 export type ScaleDoor = 'request' | 'plan' | 'autoscaler';
 
@@ -63,11 +64,7 @@ export function chooseScale(ask: ScaleAsk): ScaleChoice | ScaleRefusal {
 export const isRefusal = (choice: ScaleChoice | ScaleRefusal): choice is ScaleRefusal => 'refused' in choice;
 
 /** The options of a scale request (POST /v1/workloads/:name/scale) each operation takes; the others it would drop. */
-const OPTIONS_TAKEN = {
-  scaleOut: ['soakMs', 'convergeTimeoutMs', 'steps', 'accept'],
-  scaleIn: ['soakMs', 'convergeTimeoutMs', 'drainTimeoutMs', 'perInstanceLimit', 'override', 'force'],
-  stopTheWorldReplan: ['convergeTimeoutMs'],
-} as const;
+const OPTIONS_TAKEN = SCALE_OPTIONS_TAKEN;
 export const SCALE_REQUEST_OPTIONS = ['soakMs', 'convergeTimeoutMs', 'steps', 'accept', 'drainTimeoutMs', 'perInstanceLimit', 'override', 'force'] as const;
 export type ScaleRequestOption = (typeof SCALE_REQUEST_OPTIONS)[number];
 

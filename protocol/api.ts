@@ -4,8 +4,7 @@ import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { OPERATION_STATUSES } from './ledger';
-import { ScaleReplicas } from './names';
-import { ACCEPTABLE_UNKNOWNS, AssignmentSchema, LIMITS, Replicas, RolloutPolicySchema, RuntimeId, StepsSchema, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
+import { AssignmentSchema, Replicas, RolloutPolicySchema, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -64,27 +63,7 @@ export const OperationListSchema = z.object({ operations: z.array(OperationSumma
 export const PlanRequestSchema = z.strictObject({ replicas: Replicas });
 export type PlanRequest = z.infer<typeof PlanRequestSchema>;
 
-/** POST /v1/workloads/:name/scale */
-export const ScaleRequestSchema = z.strictObject({
-  replicas: ScaleReplicas,
-  approval: z.enum(['auto', 'manual']).default('auto'),
-  reason: z.string().max(500).optional(),
-  soakMs: z.int().min(0).max(3_600_000).optional(),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).optional(),
-  /** scale-in: how long each removed replica may take to drain (a duration) */
-  drainTimeoutMs: z.int().min(100).max(3_600_000).optional(),
-  /** scale-in: most partitions one replica may own after consolidation */
-  perInstanceLimit: z.int().min(1).max(LIMITS.partitions).optional(),
-  /** scale-in: go past a tier's minReplicas or an open change window, saying why (the ledger records it) */
-  override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
-  /** scale-in of a Kubernetes workload: lower the replicas even if a victim did not acknowledge its drain by the deadline (the ledger records it) */
-  force: z.boolean().optional(),
-  /** scale-out: the sizes to grow through, smallest first (domain/steps.ts), each compared before the next */
-  steps: StepsSchema.optional(),
-  /** scale-out: gate rows whose unknowns this request accepts (the gate row and the ledger say so) */
-  accept: z.array(z.enum(ACCEPTABLE_UNKNOWNS)).max(ACCEPTABLE_UNKNOWNS.length).optional(),
-});
-export type ScaleRequest = z.input<typeof ScaleRequestSchema>;
+// POST /v1/workloads/:name/scale: ScaleRequestSchema, in ./scale-inputs.ts with the workflows' inputs it shares its fields with
 
 /** GET /v1/ledger */
 export const LedgerQuerySchema = z.object({

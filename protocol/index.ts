@@ -7,6 +7,7 @@ export * from './issues';
 export * from './ledger';
 export * from './operation-status';
 export * from './runtime';
+export * from './scale-inputs';
 export * from './search-attributes';
 export * from './stream';
 export * from './stream-wire';

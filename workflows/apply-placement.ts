@@ -14,7 +14,7 @@ import { SPEC_OF_THE_BASIS, askPatch } from './patches';
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
 
-export const DEFAULT_CONVERGE_TIMEOUT_MS = 60_000;
+export { DEFAULT_CONVERGE_TIMEOUT_MS } from '../protocol/scale-inputs';
 
 export type DrainReceipts = Awaited<ReturnType<Activities['stopTasks']>>;
 

@@ -6,15 +6,14 @@
 // deadline, an agent failing mid-drain, an abort after the drain began, or a comparison with a
 // failed row ends in the replan.
 import { proxyActivities, sleep } from '@temporalio/workflow';
-import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE } from '../domain/evidence';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
 import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload } from '../protocol';
-import { WorkloadName } from '../protocol/names';
+import { ScaleInInputSchema } from '../protocol/scale-inputs';
 import { failureMessage, formatDuration, judgedSincePatch, regressionDiffers, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
+import { applyPlacement } from './apply-placement';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 import { kubernetesScale } from './kubernetes-scale';
 import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, SCALE_IN_STALE_REFUSED, THROUGHPUT_TESTED, TIER_RULES, askPatch } from './patches';
@@ -22,29 +21,7 @@ import { ERROR_RATE_TESTED, EVIDENCE_JUDGED, SCALE_IN_STALE_REFUSED, THROUGHPUT_
 const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
-export const ScaleInInputSchema = z.object({
-  workload: WorkloadName,
-  replicas: z.int().min(1, { message: 'replicas must be an integer ≥ 1 (0 is a retire: DELETE the workload)' }),
-  reason: z.string().max(500).default('requested'),
-  /** how long each victim may take to finish in-flight work, commit and release */
-  drainTimeoutMs: z.int().min(100).max(3_600_000).default(60_000),
-  /** how long the reduced placement runs before the after evidence is taken (0: at once); throughput and latency are tested over it */
-  soakMs: z.int().min(0).max(3_600_000).default(0),
-  /** most partitions one replica may own after consolidation; default ceil(partitions / replicas) */
-  perInstanceLimit: z.int().min(1).optional(),
-  minReplicas: z.int().min(1).default(1),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
-  /**
-   * A stored plan that lowers replicas (POST /v1/plans/:id/apply): its stops are the victims, drained
-   * like any scale-in, and the plan applied is that one; a moved basis refuses it as stale.
-   */
-  planId: z.string().min(1).max(200).optional(),
-  /** a Kubernetes workload: lower the replicas even if a victim did not acknowledge its drain by the deadline (the ledger records it) */
-  force: z.boolean().default(false),
-  /** scale in despite a tier's minReplicas or an open change window; the reason goes to the ledger */
-  override: z.strictObject({ reason: z.string().min(1).max(500) }).optional(),
-});
-export type ScaleInInput = z.input<typeof ScaleInInputSchema>;
+export { ScaleInInputSchema, type ScaleInInput } from '../protocol/scale-inputs';
 
 /** A process task's grace period is honoured: the drain deadline is never shorter than it (plus time to report). */
 export function drainDeadlineMs(requestedMs: number, workload: Workload): number {

@@ -2,16 +2,15 @@
 // manual approval → apply → converge → soak → compare → ledger. A failed gate stops before any
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
 import { condition, defineUpdate, proxyActivities, setCurrentDetails, setHandler, sleep } from '@temporalio/workflow';
-import { z } from 'zod';
 import type { Activities } from '../activities';
 import {
   baselineHealth, compareEvidence, CPU_JUDGED_AFTER_SOAK_MS, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, expectedRateAt, type ComparisonOptions,
 } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
-import { ACCEPTABLE_UNKNOWNS, LIMITS, StepsSchema, WorkloadName } from '../protocol/names';
+import { ScaleOutInputSchema } from '../protocol/scale-inputs';
 import { failureMessage, isStalePlan, formatDuration, judgedSinceEvidencePatch, judgedSincePatch, parseInput, profiles, regressionDiffers, reportingOutcome, runtimesOf } from './operation';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
+import { applyPlacement } from './apply-placement';
 import { stepSizes } from '../domain/steps';
 import { beginScaleOperation, planView, requirePlanFor, ScaleStatus } from './scale-operation';
 import { kubernetesScale } from './kubernetes-scale';
@@ -23,29 +22,7 @@ export type { ScaleStatus } from './scale-operation';
 const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
-export const ScaleOutInputSchema = z.object({
-  workload: WorkloadName,
-  replicas: z.int().min(1, { message: 'replicas must be an integer ≥ 1' }).max(LIMITS.replicas),
-  approval: z.enum(['auto', 'manual']).default('auto'),
-  reason: z.string().max(500).default('requested'),
-  /** how long to watch the new size before comparing with the baseline */
-  soakMs: z.int().min(0).max(3_600_000).default(5_000),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
-  /** a manual approval not given in time rejects the change */
-  approvalTimeoutMs: z.int().min(1000).max(7 * 24 * 3_600_000).default(24 * 3_600_000),
-  /**
-   * A stored plan to apply (POST /v1/plans/:id/apply of a plan that raises replicas): the same gates
-   * and comparison, and the plan applied is that one; a moved basis refuses it as stale.
-   */
-  planId: z.string().min(1).max(200).optional(),
-  /** the sizes to grow through, smallest first (domain/steps.ts); one step without them */
-  steps: StepsSchema.optional(),
-  /** gate rows whose unknowns this request accepts (the row says so, and the ledger keeps the rows) */
-  accept: z.array(z.enum(ACCEPTABLE_UNKNOWNS)).max(ACCEPTABLE_UNKNOWNS.length).optional(),
-}).refine((input) => input.planId === undefined || input.steps === undefined, {
-  message: 'steps plan each size afresh: they do not apply a reviewed plan (planId); give one or the other', path: ['steps'],
-});
-export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
+export { ScaleOutInputSchema, type ScaleOutInput } from '../protocol/scale-inputs';
 
 export interface DecisionArgs {
   by?: string;

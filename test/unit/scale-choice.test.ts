@@ -1,6 +1,7 @@
 // The one choice of the operation that changes a workload's size, for every door (domain/scale-choice.ts).
 import { chooseScale, optionsNotTaken, SCALE_REQUEST_OPTIONS, type ScaleAsk } from '../../domain/scale-choice';
-import { ScaleRequestSchema } from '../../protocol';
+import { z } from 'zod';
+import { SCALE_OPTIONS_TAKEN, ScaleInInputSchema, ScaleOutInputSchema, ScaleRequestSchema } from '../../protocol';
 
 const ask = (overrides: Partial<ScaleAsk>): ScaleAsk => ({ door: 'request', workload: 'web', kind: 'service', current: 2, target: 4, ...overrides });
 
@@ -65,5 +66,26 @@ describe('a scale request means one thing (optionsNotTaken)', () => {
 
   it('knows every option of the request schema (a new one must be placed)', () => {
     expect([...SCALE_REQUEST_OPTIONS].sort()).toEqual(Object.keys(ScaleRequestSchema.shape).filter((key) => !['replicas', 'approval', 'reason'].includes(key)).sort());
+  });
+
+  it('one schema per request: each option a workflow takes has the same type and bounds in the request and in that workflow\'s input', () => {
+    // the field itself, without the request's optional or the workflow's default around it
+    const core = (field: z.ZodType): unknown => {
+      const inner = (field as unknown as { unwrap?: () => z.ZodType }).unwrap?.() ?? (field as unknown as { def: { innerType?: z.ZodType } }).def.innerType;
+      return inner && inner !== field ? core(inner) : z.toJSONSchema(field);
+    };
+    const inputs = { scaleOut: ScaleOutInputSchema.shape, scaleIn: ScaleInInputSchema.shape } as Record<string, Record<string, z.ZodType>>;
+    const request = ScaleRequestSchema.shape as Record<string, z.ZodType>;
+    let compared = 0;
+    for (const [operation, options] of Object.entries(SCALE_OPTIONS_TAKEN)) {
+      if (!(operation in inputs)) continue;
+      for (const option of [...options, 'reason']) {
+        expect({ operation, option, field: core(inputs[operation]![option]!) }).toEqual({ operation, option, field: core(request[option]!) });
+        compared += 1;
+      }
+    }
+    expect(compared).toBe(SCALE_OPTIONS_TAKEN.scaleOut.length + SCALE_OPTIONS_TAKEN.scaleIn.length + 2);
+    // a bound that differed before (perInstanceLimit had no maximum in the scale-in input)
+    expect(ScaleInInputSchema.safeParse({ workload: 'w', replicas: 1, perInstanceLimit: 10_000_000 }).success).toBe(false);
   });
 });
