@@ -8,7 +8,7 @@ import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
-import { PortPairSchema, type PortPair } from '../protocol';
+import { PortPairSchema, type PortPair, type TaskStart } from '../protocol';
 import { DriverError } from './drivers/driver';
 import { writePrivateFile } from './state-files';
 
@@ -64,6 +64,11 @@ const PortRecordsSchema = z.object({
 type PortRecords = z.infer<typeof PortRecordsSchema>;
 
 const emptyRecords = (): PortRecords => ({ version: 1, pairs: {}, quarantine: [] });
+
+/** The pair belongs to the replica on this node, not to one task id, so restarts keep it. */
+export function portKeyFor(task: Pick<TaskStart, 'workload' | 'index'>): string {
+  return `${task.workload}/${task.index}`;
+}
 
 /** Binds the port on `host` (loopback by default) and releases it again; true if nothing else holds it. */
 export function isPortBindable(port: number, host = BIND_HOST): Promise<boolean> {

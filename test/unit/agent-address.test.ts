@@ -2,7 +2,8 @@
 // SCALEGATE_AGENT_BIND) and the address it advertises (--advertise, SCALEGATE_AGENT_ADVERTISE)
 // parsed once, and every address built from them. Pure: nothing is bound.
 import { advertisedHost, agentEndpoint, parseAgentConfig } from '../../agent/config';
-import { probeHostOf, taskEnvironment } from '../../agent/drivers/process';
+import { probeHostOf } from '../../agent/drivers/process-probes';
+import { taskEnvironment } from '../../agent/drivers/process-spawn';
 
 const env = { SCALEGATE_AGENT_TOKEN: 'agent-token-0123456789abcdef', SCALEGATE_AGENT_ID: 'n1', SCALEGATE_AGENT_PORT: '7401' };
 

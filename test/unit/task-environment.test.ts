@@ -1,4 +1,4 @@
-import { taskEnvironment } from '../../agent/drivers/process';
+import { taskEnvironment } from '../../agent/drivers/process-spawn';
 
 const ports = { public: 9001, internal: 9002 };
 const identity = { taskId: 'pay-1', incarnation: 'i-1' };

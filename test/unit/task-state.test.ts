@@ -1,6 +1,6 @@
 // The process driver's task state machine, as a pure function (the driver with real processes and
 // ports is test/component/process-driver.test.ts).
-import { nextTaskState } from '../../agent/drivers/process';
+import { nextTaskState } from '../../agent/drivers/process-lifecycle';
 
 describe('nextTaskState', () => {
   test('an exit is a failure unless a drain asked for it', () => {
