@@ -3,8 +3,9 @@
 // a start or stop decided under a placement fence older than the newest this agent has seen for
 // the workload is refused with stale-fence, also after a restart, since the newest fence per
 // workload is kept in the state folder. What the host reads back from that folder (recorded starts,
-// fences) never takes the agent down: a record that cannot be used is logged, and a recorded task
-// that cannot be started again is hosted as failed, with the reason, for the control plane to see.
+// fences, receipts: state-files.ts reads and writes them) never takes the agent down: a record that
+// cannot be used is logged, and a recorded task that cannot be started again is hosted as failed,
+// with the reason, for the control plane to see.
 //
 // Static stability (DESIGN.md §3): the host stops a task only when told to: a drain (remove), a
 // start of a newer generation (ensure), a revocation from a heartbeat answer (revoke), or the
@@ -12,23 +13,11 @@
 // driver starts it, so an agent killed in between still knows the task when it restarts; restore()
 // then lets the driver find what the previous agent left (a process driver adopts its process).
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { z } from 'zod';
-import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type CheckpointClockAnswer, type CheckpointClockCommand, type CutoverAnswer, type CutoverCommand, type DrainOptions, type ProbeAnswer, type Requirement, type WorkloadKind } from '../protocol';
+import type { CheckpointClockAnswer, CheckpointClockCommand, CutoverAnswer, CutoverCommand, DrainOptions, ProbeAnswer, Requirement, WorkloadKind } from '../protocol';
 import { DrainReceipt, DriverError, TaskDriver, TaskHandle, TaskStart, TaskStatus } from './drivers/driver';
-import { writePrivateFileSync } from './state-files';
+import { HostRecords, RECEIPTS_KEPT } from './state-files';
 import { probeRequirements } from './requirements';
 import { messageOf } from '../lib/errors';
-
-/** The starts of the tasks hosted here, so a restarted agent starts them again. */
-export const TASK_RECORDS_FILE = 'tasks.json';
-/** The newest placement fence seen per workload. */
-export const FENCE_RECORDS_FILE = 'fences.json';
-/** The drain receipts of the last stopped tasks, so a retried stop answers the same receipt. */
-export const RECEIPT_RECORDS_FILE = 'receipts.json';
-/** How many receipts are kept: enough for any retry, bounded so the file cannot grow forever. */
-const RECEIPTS_KEPT = 1000;
 
 export type HostLog = (event: string, fields?: Record<string, unknown>) => void;
 
@@ -46,13 +35,6 @@ interface Hosted {
 }
 
 export type StartOutcome = { created: boolean; status: TaskStatus };
-
-const RecordedStartSchema = TaskStartBodySchema.extend({ taskId: TaskIdSchema });
-const ReceiptRecordsSchema = z.object({ version: z.literal(1), receipts: z.array(DrainReceiptSchema).max(RECEIPTS_KEPT) });
-const FenceRecordsSchema = z.object({
-  version: z.literal(1),
-  fences: z.record(z.string(), z.int().min(0)),
-});
 
 /**
  * Stands in for a recorded task its driver could not start again (e.g. a spec an older agent
@@ -95,11 +77,10 @@ export class TaskHost {
   private readonly pending = new Map<string, Promise<unknown>>();
   /** The newest placement fence seen per workload. */
   private readonly fences = new Map<string, number>();
-  private readonly recordFile: string | undefined;
-  private readonly fenceFile: string | undefined;
   /** Receipts of drained tasks by task id, oldest first (a Map keeps insertion order). */
   private readonly receipts = new Map<string, DrainReceipt>();
-  private readonly receiptFile: string | undefined;
+  /** the starts, fences and receipts in the state folder */
+  private readonly records: HostRecords;
   private readonly log: HostLog;
   private readonly runtimeId: string | undefined;
   /** The starts read from the state folder, until restore() starts them. */
@@ -113,12 +94,10 @@ export class TaskHost {
   ) {
     this.log = options.log ?? (() => {});
     this.runtimeId = options.runtimeId;
-    this.recordFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, TASK_RECORDS_FILE);
-    this.fenceFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, FENCE_RECORDS_FILE);
-    this.receiptFile = options.stateDir === undefined ? undefined : path.join(options.stateDir, RECEIPT_RECORDS_FILE);
-    this.loadFences();
-    this.loadReceipts();
-    this.recorded = this.loadRecordedStarts();
+    this.records = new HostRecords(options.stateDir, this.log);
+    for (const [workload, fence] of this.records.readFences()) this.fences.set(workload, fence);
+    for (const receipt of this.records.readReceipts()) this.receipts.set(receipt.taskId, receipt);
+    this.recorded = this.records.readStarts();
     // A recorded start was accepted under its fence: the newest fence is at least that.
     for (const start of this.recorded) {
       if (start.placementFence > (this.fences.get(start.workload) ?? -1)) this.fences.set(start.workload, start.placementFence);
@@ -130,93 +109,19 @@ export class TaskHost {
     return this.fences.get(workload);
   }
 
-  /** Reads a JSON record of the state folder; undefined when absent or unusable (set aside and logged). */
-  private readRecord(file: string | undefined, what: string): unknown {
-    if (!file) return undefined;
-    let text: string;
-    try {
-      text = fs.readFileSync(file, 'utf8');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.log('state-record-unreadable', { file, what, error: messageOf(error) });
-      return undefined;
-    }
-    try {
-      return JSON.parse(text) as unknown;
-    } catch (error) {
-      this.setAside(file, what, `not JSON: ${messageOf(error)}`);
-      return undefined;
-    }
-  }
-
-  /** Keeps an unusable record for the operator under another name, so the next write does not erase it. */
-  private setAside(file: string, what: string, reason: string): void {
-    const aside = `${file}.unusable-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-    try {
-      fs.renameSync(file, aside);
-    } catch (error) {
-      this.log('state-record-unusable', { file, what, reason, error: `could not set it aside: ${messageOf(error)}` });
-      return;
-    }
-    this.log('state-record-unusable', { file, what, reason, setAsideAs: aside });
-  }
-
-  private loadFences(): void {
-    const raw = this.readRecord(this.fenceFile, 'placement fences');
-    if (raw === undefined) return;
-    const parsed = FenceRecordsSchema.safeParse(raw);
-    if (!parsed.success) {
-      this.setAside(this.fenceFile!, 'placement fences', describeIssues(parsed.error));
-      return;
-    }
-    for (const [workload, fence] of Object.entries(parsed.data.fences)) this.fences.set(workload, fence);
-  }
-
-  private loadReceipts(): void {
-    const raw = this.readRecord(this.receiptFile, 'drain receipts');
-    if (raw === undefined) return;
-    const parsed = ReceiptRecordsSchema.safeParse(raw);
-    if (!parsed.success) {
-      this.setAside(this.receiptFile!, 'drain receipts', describeIssues(parsed.error));
-      return;
-    }
-    for (const receipt of parsed.data.receipts) this.receipts.set(receipt.taskId, receipt);
-  }
-
   /** Keeps a drain's receipt (on disk too): the control plane may ask again after a lost reply. */
   private rememberReceipt(receipt: DrainReceipt): void {
     this.receipts.delete(receipt.taskId);
     this.receipts.set(receipt.taskId, receipt);
     while (this.receipts.size > RECEIPTS_KEPT) this.receipts.delete(this.receipts.keys().next().value as string);
-    if (this.receiptFile) writePrivateFileSync(this.receiptFile, JSON.stringify({ version: 1, receipts: [...this.receipts.values()] }));
+    this.records.writeReceipts(this.receipts.values());
   }
 
-  private loadRecordedStarts(): TaskStart[] {
-    const raw = this.readRecord(this.recordFile, 'recorded task starts');
-    if (raw === undefined) return [];
-    if (!Array.isArray(raw)) {
-      this.setAside(this.recordFile!, 'recorded task starts', 'not a list of task starts');
-      return [];
-    }
-    const starts: TaskStart[] = [];
-    const seen = new Set<string>();
-    raw.forEach((entry: unknown, index) => {
-      const parsed = RecordedStartSchema.safeParse(entry);
-      if (!parsed.success) {
-        this.log('task-record-invalid', { file: this.recordFile, index, error: describeIssues(parsed.error) });
-        return;
-      }
-      if (seen.has(parsed.data.taskId)) return;
-      seen.add(parsed.data.taskId);
-      starts.push(parsed.data);
-    });
-    return starts;
-  }
-
+  /** Records the starts of the tasks hosted here, and of those being started. */
   private persist(): void {
-    if (!this.recordFile) return;
     const starts = [...this.tasks.values()].map((t) => t.start);
     for (const [taskId, start] of this.starting) if (!this.tasks.has(taskId)) starts.push(start);
-    writePrivateFileSync(this.recordFile, JSON.stringify(starts));
+    this.records.writeStarts(starts);
   }
 
   /**
@@ -264,7 +169,7 @@ export class TaskHost {
     try {
       this.persist();
     } catch (error) {
-      this.log('task-records-unwritable', { file: this.recordFile, error: messageOf(error) });
+      this.log('task-records-unwritable', { file: this.records.taskFile, error: messageOf(error) });
     }
   }
 
@@ -280,7 +185,7 @@ export class TaskHost {
     }
     if (newest === fence) return;
     const next = new Map(this.fences).set(workload, fence);
-    if (this.fenceFile) writePrivateFileSync(this.fenceFile, JSON.stringify({ version: 1, fences: Object.fromEntries(next) }));
+    this.records.writeFences(next);
     this.fences.set(workload, fence);
   }
 

@@ -2,10 +2,10 @@
 import { PORT_RECORDS_FILE } from './ports';
 import { agentEndpoint, parseAgentConfig } from './config';
 import { buildDrivers } from './drivers';
-import { FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, TaskHost, TASK_RECORDS_FILE } from './host';
+import { TaskHost } from './host';
 import { CREDENTIAL_FILE, LeaseKeeper } from './lease';
 import { buildAgentServer } from './server';
-import { tightenStateDir, untilStateDirWritable } from './state-files';
+import { FENCE_RECORDS_FILE, RECEIPT_RECORDS_FILE, TASK_RECORDS_FILE, tightenStateDir, untilStateDirWritable } from './state-files';
 
 /** One JSON line per event; a field that cannot be serialised never loses the line. */
 function makeLog(runtime: string) {

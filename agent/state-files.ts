@@ -3,9 +3,14 @@
 // agent's user. The
 // folder is mode 700 and every record in it is written atomically (temp file, fsync, rename) with
 // mode 600, so a crash leaves either the old record or the new one and nobody else can read either.
+// The task host's records (tasks.json, fences.json, receipts.json) are read and written here too
+// (HostRecords); a record that cannot be used is set aside and logged, never fatal.
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { z } from 'zod';
+import { describeIssues, DrainReceiptSchema, TaskIdSchema, TaskStartBodySchema, type DrainReceipt, type TaskStart } from '../protocol';
+import { messageOf } from '../lib/errors';
 import { DriverError } from './drivers/driver';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -113,5 +118,129 @@ export async function untilStateDirWritable(
       if (attempt % 10 === 0) log('state-folder-unwritable', { error: (error as Error).message, attempt, retrying: true });
       await wait(Math.min(5_000, 250 * 2 ** Math.min(attempt, 5)));
     }
+  }
+}
+
+/** The starts of the tasks hosted here, so a restarted agent starts them again. */
+export const TASK_RECORDS_FILE = 'tasks.json';
+/** The newest placement fence seen per workload. */
+export const FENCE_RECORDS_FILE = 'fences.json';
+/** The drain receipts of the last stopped tasks, so a retried stop answers the same receipt. */
+export const RECEIPT_RECORDS_FILE = 'receipts.json';
+/** How many receipts are kept: enough for any retry, bounded so the file cannot grow forever. */
+export const RECEIPTS_KEPT = 1000;
+
+const RecordedStartSchema = TaskStartBodySchema.extend({ taskId: TaskIdSchema });
+const ReceiptRecordsSchema = z.object({ version: z.literal(1), receipts: z.array(DrainReceiptSchema).max(RECEIPTS_KEPT) });
+const FenceRecordsSchema = z.object({
+  version: z.literal(1),
+  fences: z.record(z.string(), z.int().min(0)),
+});
+
+export type StateLog = (event: string, fields?: Record<string, unknown>) => void;
+
+/**
+ * The task host's records in the state folder: its recorded starts, the newest placement fence per
+ * workload and its drain receipts. Without a state folder nothing is read and nothing is written.
+ */
+export class HostRecords {
+  readonly taskFile: string | undefined;
+  private readonly fenceFile: string | undefined;
+  private readonly receiptFile: string | undefined;
+
+  constructor(
+    stateDir: string | undefined,
+    private readonly log: StateLog,
+  ) {
+    this.taskFile = stateDir === undefined ? undefined : path.join(stateDir, TASK_RECORDS_FILE);
+    this.fenceFile = stateDir === undefined ? undefined : path.join(stateDir, FENCE_RECORDS_FILE);
+    this.receiptFile = stateDir === undefined ? undefined : path.join(stateDir, RECEIPT_RECORDS_FILE);
+  }
+
+  /** Reads a JSON record of the state folder; undefined when absent or unusable (set aside and logged). */
+  private readRecord(file: string | undefined, what: string): unknown {
+    if (!file) return undefined;
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.log('state-record-unreadable', { file, what, error: messageOf(error) });
+      return undefined;
+    }
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (error) {
+      this.setAside(file, what, `not JSON: ${messageOf(error)}`);
+      return undefined;
+    }
+  }
+
+  /** Keeps an unusable record for the operator under another name, so the next write does not erase it. */
+  private setAside(file: string, what: string, reason: string): void {
+    const aside = `${file}.unusable-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    try {
+      fs.renameSync(file, aside);
+    } catch (error) {
+      this.log('state-record-unusable', { file, what, reason, error: `could not set it aside: ${messageOf(error)}` });
+      return;
+    }
+    this.log('state-record-unusable', { file, what, reason, setAsideAs: aside });
+  }
+
+  /** A record of the state folder as `schema` reads it; undefined when absent or unusable (set aside and logged). */
+  private readValid<T>(file: string | undefined, what: string, schema: z.ZodType<T>): T | undefined {
+    const raw = this.readRecord(file, what);
+    if (raw === undefined) return undefined;
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) {
+      this.setAside(file!, what, describeIssues(parsed.error));
+      return undefined;
+    }
+    return parsed.data;
+  }
+
+  /** The newest placement fence per workload, as recorded. */
+  readFences(): [workload: string, fence: number][] {
+    return Object.entries(this.readValid(this.fenceFile, 'placement fences', FenceRecordsSchema)?.fences ?? {});
+  }
+
+  writeFences(fences: Map<string, number>): void {
+    if (this.fenceFile) writePrivateFileSync(this.fenceFile, JSON.stringify({ version: 1, fences: Object.fromEntries(fences) }));
+  }
+
+  /** The recorded drain receipts, oldest first. */
+  readReceipts(): DrainReceipt[] {
+    return this.readValid(this.receiptFile, 'drain receipts', ReceiptRecordsSchema)?.receipts ?? [];
+  }
+
+  writeReceipts(receipts: Iterable<DrainReceipt>): void {
+    if (this.receiptFile) writePrivateFileSync(this.receiptFile, JSON.stringify({ version: 1, receipts: [...receipts] }));
+  }
+
+  /** The recorded task starts, one per task id; an entry that is no valid start is logged and skipped. */
+  readStarts(): TaskStart[] {
+    const raw = this.readRecord(this.taskFile, 'recorded task starts');
+    if (raw === undefined) return [];
+    if (!Array.isArray(raw)) {
+      this.setAside(this.taskFile!, 'recorded task starts', 'not a list of task starts');
+      return [];
+    }
+    const starts: TaskStart[] = [];
+    const seen = new Set<string>();
+    raw.forEach((entry: unknown, index) => {
+      const parsed = RecordedStartSchema.safeParse(entry);
+      if (!parsed.success) {
+        this.log('task-record-invalid', { file: this.taskFile, index, error: describeIssues(parsed.error) });
+        return;
+      }
+      if (seen.has(parsed.data.taskId)) return;
+      seen.add(parsed.data.taskId);
+      starts.push(parsed.data);
+    });
+    return starts;
+  }
+
+  writeStarts(starts: TaskStart[]): void {
+    if (this.taskFile) writePrivateFileSync(this.taskFile, JSON.stringify(starts));
   }
 }
