@@ -1,6 +1,6 @@
 // stopTheWorldReplan (DESIGN.md §4.5): the one compensation. Every abort path ends here as a child.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, executeChild, isCancellation, log, proxyActivities, sleep, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, isCancellation, log, proxyActivities, sleep, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
@@ -8,7 +8,7 @@ import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
-import { COMPENSATE_WAITS_FOR_RUNNING_REPLAN, REPLAN_PLACES_AGAIN, STREAM_REPLAN, STREAM_REPLAN_STOPS_AGAIN, STREAM_REPLAN_WAITS_FOR_ROOM, STREAM_RESIZE_WAITS_FOR_ROOM, askPatch } from './patches';
+import { COMPENSATE_WAITS_FOR_RUNNING_REPLAN, REPLAN_FINISHES_ONCE_BEGUN, REPLAN_PLACES_AGAIN, STREAM_REPLAN, STREAM_REPLAN_STOPS_AGAIN, STREAM_REPLAN_WAITS_FOR_ROOM, STREAM_RESIZE_WAITS_FOR_ROOM, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
@@ -66,25 +66,27 @@ async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcom
     // The replan is the one compensation: an agent that died while it started the new generation
     // (chaos seed 6) is no end of it. The world is stopped again and placed anew, a few times;
     // runs recorded before this patch failed at the first error.
-    let done: Awaited<ReturnType<typeof attempt>>;
-    for (let tried = 1; ; tried++) {
-      try {
-        done = await attempt();
-        break;
-      } catch (error) {
-        if (isCancellation(error) || tried >= REPLAN_ATTEMPTS || !askPatch(REPLAN_PLACES_AGAIN)) throw error;
-        log.warn('replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
-        await sleep(2_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
+    const attempts = async () => {
+      for (let tried = 1; ; tried++) {
+        try {
+          return await attempt();
+        } catch (error) {
+          if (isCancellation(error) || tried >= REPLAN_ATTEMPTS || !askPatch(REPLAN_PLACES_AGAIN)) throw error;
+          log.warn('replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
+          await sleep(2_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
+        }
       }
-    }
-    const { stopped, plan, outcome } = done;
-    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
-      kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: plan.target.length,
-      reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stopped.length, generation: outcome.generation },
-      planId: plan.id, workflowId, runId, outcome: plan.unplaced ? 'degraded' : 'completed',
-    }]);
-    op.enter('done');
-    return { ...outcome, stopped: stopped.map((t) => t.taskId) };
+    };
+    return await onceBegun(async () => {
+      const { stopped, plan, outcome } = await attempts();
+      await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
+        kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: plan.target.length,
+        reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stopped.length, generation: outcome.generation, ...cancellationNote() },
+        planId: plan.id, workflowId, runId, outcome: plan.unplaced ? 'degraded' : 'completed',
+      }]);
+      op.enter('done');
+      return { ...outcome, stopped: stopped.map((t) => t.taskId) };
+    });
   } catch (error) {
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: null,
@@ -140,6 +142,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       throw error;
     });
     parallelism = { from: resized.from, to: resized.to };
+    const resizedParallelism = parallelism;
     const baseline = await agentCalls.captureEvidence.executeWithOptions({ summary: `baseline: evidence of ${input.workload}` }, [{ workload: input.workload }]);
     // One attempt: stop the world, restore, place, converge. A subtask that fails while the new
     // generation converges (its peer's agent died meanwhile) is no end of the replan: the world is
@@ -164,39 +167,41 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       const outcome = await applyPlacement(withoutRemovalsOn(plan, stop.unreachable), { convergeTimeoutMs: input.convergeTimeoutMs, onPhase: (p) => op.enter(p) });
       return { stop, restorePoint, plan, outcome };
     };
-    let done: Awaited<ReturnType<typeof attempt>>;
-    for (let tried = 1, waitedForRoom = 0; ; tried++) {
-      try {
-        done = await attempt();
-        break;
-      } catch (error) {
-        const placementShort = isPlacementShort(error);
-        const noPlacement = error instanceof ApplicationFailure && error.type === 'placement-unavailable';
-        // The fleet is short now (agents away, chaos seed 7): the world is stopped either way, so the
-        // replan waits for runtimes to come back, about two minutes, before it gives up.
-        if (noPlacement && !isCancellation(error) && waitedForRoom < STREAM_REPLAN_ROOM_WAITS && askPatch(STREAM_REPLAN_WAITS_FOR_ROOM)) {
-          waitedForRoom++;
-          tried--; // waiting for room is not a failed attempt
-          await waitForRoom(input.workload, waitedForRoom, '', error);
-          continue;
+    const attempts = async () => {
+      for (let tried = 1, waitedForRoom = 0; ; tried++) {
+        try {
+          return await attempt();
+        } catch (error) {
+          const placementShort = isPlacementShort(error);
+          const noPlacement = error instanceof ApplicationFailure && error.type === 'placement-unavailable';
+          // The fleet is short now (agents away, chaos seed 7): the world is stopped either way, so the
+          // replan waits for runtimes to come back, about two minutes, before it gives up.
+          if (noPlacement && !isCancellation(error) && waitedForRoom < STREAM_REPLAN_ROOM_WAITS && askPatch(STREAM_REPLAN_WAITS_FOR_ROOM)) {
+            waitedForRoom++;
+            tried--; // waiting for room is not a failed attempt
+            await waitForRoom(input.workload, waitedForRoom, '', error);
+            continue;
+          }
+          if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !askPatch(STREAM_REPLAN_STOPS_AGAIN)) throw error;
+          log.warn('stream replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
+          await sleep(1_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
         }
-        if (isCancellation(error) || tried >= STREAM_REPLAN_ATTEMPTS || placementShort || noPlacement || !askPatch(STREAM_REPLAN_STOPS_AGAIN)) throw error;
-        log.warn('stream replan attempt failed; stopping the world again', { workload: input.workload, attempt: tried, error: failureMessage(error) });
-        await sleep(1_000 * tried, { summary: `replan ${input.workload}: attempt ${tried + 1} after ${failureMessage(error).slice(0, 120)}` });
       }
-    }
-    const { stop, restorePoint, plan, outcome } = done;
-    const restoredFrom = restorePoint?.id ?? null;
-    const recordsReadBeforeStop = stop.stopped.reduce((sum, t) => sum + (t.counts?.recordsRead ?? 0), 0);
-    const after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
-    const comparison = compareEvidence(baseline, after, { expectedTasks: plan.target.length });
-    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} from checkpoint ${restoredFrom ?? 'none'}` }, [{
-      kind: 'replan', workload: input.workload, fromReplicas: subtotal(resized.from), toReplicas: plan.target.length,
-      reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism, recordsReadBeforeStop },
-      planId: plan.id, workflowId, runId, outcome: 'completed', evidence: { verdict: comparison.verdict, reasons: comparison.reasons, conservation: comparison.conservation },
-    }]);
-    op.enter('done');
-    return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism, unreachable: stop.unreachable, comparison, recordsReadBeforeStop };
+    };
+    return await onceBegun(async () => {
+      const { stop, restorePoint, plan, outcome } = await attempts();
+      const restoredFrom = restorePoint?.id ?? null;
+      const recordsReadBeforeStop = stop.stopped.reduce((sum, t) => sum + (t.counts?.recordsRead ?? 0), 0);
+      const after = await agentCalls.captureEvidence.executeWithOptions({ summary: `after: evidence of ${input.workload}` }, [{ workload: input.workload }]);
+      const comparison = compareEvidence(baseline, after, { expectedTasks: plan.target.length });
+      await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} from checkpoint ${restoredFrom ?? 'none'}` }, [{
+        kind: 'replan', workload: input.workload, fromReplicas: subtotal(resized.from), toReplicas: plan.target.length,
+        reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism, recordsReadBeforeStop, ...cancellationNote() },
+        planId: plan.id, workflowId, runId, outcome: 'completed', evidence: { verdict: comparison.verdict, reasons: comparison.reasons, conservation: comparison.conservation },
+      }]);
+      op.enter('done');
+      return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism: resizedParallelism, unreachable: stop.unreachable, comparison, recordsReadBeforeStop };
+    });
   } catch (error) {
     await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
       kind: 'replan', workload: input.workload, fromReplicas: parallelism ? subtotal(parallelism.from) : 0, toReplicas: null,
@@ -206,6 +211,32 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
     throw error;
   }
 }
+
+/**
+ * From its first stop on, a replan is not cut short (patch replan-finishes-once-begun): a
+ * cancellation then (the Web UI's Request Cancellation, `temporal workflow cancel replan:<w>`) would
+ * leave the world stopped, every task of the workload down with the placement still naming them
+ * (network chaos seed 42). So the stop, the new placement, the convergence and the ledger run to
+ * their end, and the ledger row says the cancellation came too late. A cancellation before the
+ * first stop still ends the replan with nothing changed. Runs recorded before the patch replay as
+ * they ran.
+ */
+async function onceBegun<T>(fn: () => Promise<T>): Promise<T> {
+  return askPatch(REPLAN_FINISHES_ONCE_BEGUN) ? CancellationScope.nonCancellable(fn) : fn();
+}
+
+/** What the ledger row says of a cancellation that came after the world began to stop. */
+function cancellationNote(): { cancellationIgnored?: string } {
+  return CancellationScope.current().consideredCancelled || rootCancelled()
+    ? { cancellationIgnored: 'a cancellation came after the world began to stop: the replan finished, as a half-done replan leaves the workload stopped' }
+    : {};
+}
+/** The workflow's own cancellation (the root scope), seen from inside a non-cancellable scope. */
+const rootCancelled = () => {
+  let scope: CancellationScope | undefined = CancellationScope.current();
+  while (scope?.parent) scope = scope.parent;
+  return scope?.consideredCancelled ?? false;
+};
 
 /** An activity refused for want of room (placement-unavailable). */
 const isPlacementShort = (error: unknown) =>

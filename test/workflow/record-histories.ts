@@ -77,6 +77,8 @@ interface Faults {
   planRescaleUnreachable?: boolean;
   /** a stream replan's stop-the-world does not return for a while (long enough to cancel the replan) */
   stopTheWorldStuck?: boolean;
+  /** the first evidence capture (a replan's baseline, before anything stops) takes a while: long enough to cancel there */
+  baselineSlow?: boolean;
   /** preparing a hot rescale takes a while (a checkpoint in flight when the clock paused): long enough to cancel it */
   prepareSlow?: boolean;
   /** the placed replicas run this revision (a rollout's old one): plans take a decided target as it is, and restoreRevision answers it */
@@ -352,7 +354,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       };
     },
     async captureEvidence(): Promise<Evidence> {
-      call('captureEvidence');
+      if (call('captureEvidence') === 1 && faults.baselineSlow) await sleep(5_000);
       const errors = changed && faults.errorsAfterChange ? 10 : 0;
       const worked = changed && faults.transientErrorAfterWork;
       const tasks: Evidence['tasks'] = current.map((a, i) => ({
@@ -1355,19 +1357,40 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     // The job's replan, started by the recovery, is cancelled by hand (the Web UI, `temporal workflow
-    // cancel replan:<job>`; chaos seed 33): the recovery ends cancelled, naming the replan to start again.
+    // cancel replan:<job>`; chaos seed 33) while it takes its baseline, before anything stopped: the
+    // recovery ends cancelled, naming the replan to start again.
     name: 'recover-runtime-replan-cancelled-by-hand',
-    fakes: (name) => fakeActivities(streamWorkload(name), 3, { stopTheWorldStuck: true }),
+    fakes: (name) => fakeActivities(streamWorkload(name), 3, { baselineSlow: true }),
     async run({ client, taskQueue, workload, fakes }) {
       const workflowId = 'recover:rt-2';
       const handle = await client.workflow.start(recoverRuntime, { taskQueue, workflowId, args: [{ runtime: 'rt-2', reason: 'recorded', convergeTimeoutMs: 5000 }] });
-      await waitFor('the recovery\'s replan stopping the world', () => fakes.count('stopStreamJob') === 1);
+      await waitFor('the recovery\'s replan taking its baseline', () => fakes.count('captureEvidence') === 1);
       await client.workflow.getHandle(`replan:${workload}`).cancel();
       const status = await handle.result();
       assert.equal(status.outcome, 'cancelled');
       assert.deepEqual(status.decisions.map((d) => [d.workload, d.applied]), [[workload, 'cancelled']]);
       assert.match(fakes.ledger[0].reason ?? '', new RegExp(`replan:${workload} cancelled before it finished: .*start that replan again`));
       assert.deepEqual(ledgerOutcomes(fakes), ['recover:cancelled']);
+      assert.equal(fakes.count('stopStreamJob'), 0);
+      return { workflowId };
+    },
+  },
+  {
+    // A stream job's replan cancelled by hand once it began to stop the world (network chaos seed 42
+    // left the world stopped that way): since patch replan-finishes-once-begun it finishes, placed,
+    // converged and ledgered, the row noting the cancellation that came too late.
+    name: 'stop-the-world-replan-cancelled-once-begun',
+    fakes: (name) => fakeActivities(streamWorkload(name), 3, { stopTheWorldStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `replan:${workload}`;
+      const handle = await client.workflow.start(stopTheWorldReplan, { taskQueue, workflowId, args: [{ workload, parallelism: { agg: 2 }, reason: 'recorded' }] });
+      await waitFor(`${workflowId} stopping the world`, () => fakes.count('stopStreamJob') === 1);
+      await handle.cancel();
+      const outcome = (await handle.result()) as StreamReplanOutcome;
+      assert.deepEqual(outcome.parallelism?.to, { src: 1, agg: 2, out: 1 });
+      assert.equal(fakes.count('startTasks'), 1);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed']);
+      assert.match(String((fakes.ledger[0].inputs as { cancellationIgnored?: string }).cancellationIgnored), /came after the world began to stop/);
       return { workflowId };
     },
   },
