@@ -12,7 +12,7 @@
 // continues as new after `decisionsPerRun` decisions or `maxHistoryEvents` events, once every
 // handler has finished.
 import {
-  allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, defineUpdate, isCancellation, log, ParentClosePolicy, proxyActivities,
+  allHandlersFinished, ApplicationFailure, condition, continueAsNew, defineQuery, defineSignal, defineUpdate, isCancellation, log, ParentClosePolicy, proxyActivities,
   setHandler, startChild, workflowInfo, WorkflowIdReusePolicy, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { z } from 'zod';
@@ -210,7 +210,7 @@ function validated(schema: z.ZodType, raw: unknown, what: string): void {
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`invalid ${what}: ${issue ? `${issue.path.join('.') || '(body)'}: ${issue.message}` : 'does not match its schema'}`);
+    throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `invalid ${what}: ${issue ? `${issue.path.join('.') || '(body)'}: ${issue.message}` : 'does not match its schema'}` });
   }
 }
 
@@ -283,7 +283,7 @@ export async function autoscaler(rawInput: unknown): Promise<never> {
   setHandler(policyUpdate, (update: PolicyUpdate): PolicyAnswer => ({ applied: applyPolicy(update), revision }), {
     validator: (update: PolicyUpdate) => {
       validated(TierPolicySchema, update?.policy, 'policy');
-      if (!Number.isInteger(update?.revision) || update.revision < 1) throw new Error('invalid policy: revision must be a positive integer');
+      if (!Number.isInteger(update?.revision) || update.revision < 1) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: 'invalid policy: revision must be a positive integer' });
     },
   });
   setHandler(autoscalerStatusQuery, (): AutoscalerStatus => {
