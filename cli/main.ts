@@ -10,9 +10,15 @@ import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
-import type { z } from 'zod';
-import { describeIssues, LedgerQuerySchema, OperationListQuerySchema, OperationReadQuerySchema, PlanRequestSchema, RescaleRequestSchema, RolloutRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema, WorkloadName } from '../protocol';
-import { TierPolicySchema, TierSignalSchema } from '../protocol/tiers';
+import { z } from 'zod';
+import {
+  AbortAnswerSchema, describeIssues, LedgerPageSchema, LedgerQuerySchema, OperationListQuerySchema, OperationListSchema, OperationReadQuerySchema, OperationViewSchema,
+  PlanRequestSchema, PlanSchema, PutWorkloadAnswerSchema, RescaleRequestSchema, RolloutRequestSchema, RuntimeViewSchema, ScaleRequestSchema, ScaleStatusSchema,
+  StartedOperationSchema, StateSchema, StreamJobListSchema, StreamJobViewSchema, WorkloadDefinitionSchema, WorkloadName, WorkloadViewSchema,
+  type Assignment, type LedgerEvent, type StartedOperation, type StreamJobView,
+} from '../protocol';
+import { TierListSchema, TierPolicyAnswerSchema, TierPolicySchema, TierSignalAnswerSchema, TierSignalSchema } from '../protocol/tiers';
+import { OperationAnswerSchema, statusOf, TierAnswerSchema, UnreadableAnswer, type Observation, type OperationAnswer, type TierAnswer } from './answers';
 import { fields, labels, relative, runtimesOf, section, table, type Cell } from './format';
 import { exitCodeOf, followOperation } from './watch';
 import { readStackFile } from '../embedded/stack-file';
@@ -124,9 +130,32 @@ export function unreachableMessage(api: string, error: unknown, timeoutMs: numbe
   return `cannot reach the scalegate API at ${api}: ${cause?.message ?? (error as Error).message} ${hint}`;
 }
 
+/** An answer as it came (`json`, what --json prints) and parsed with the schema of its route's answer (`value`, what is rendered). */
+interface Answer<T> {
+  value: T;
+  json: unknown;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * `parsed` with the fields of each object in the order of `raw`, the answer it was parsed from
+ * (parsing orders them as the schema does): a renderer that lists an object's fields (a workload's
+ * contract, a tier's targets) lists them as the API answered. Fields the schema added (defaults) follow.
+ */
+function inAnswerOrder<T>(parsed: T, raw: unknown): T {
+  if (Array.isArray(parsed)) return (Array.isArray(raw) ? parsed.map((item, i) => inAnswerOrder(item, raw[i])) : parsed) as T;
+  if (!isRecord(parsed) || !isRecord(raw)) return parsed;
+  const ordered: Record<string, unknown> = {};
+  for (const key of Object.keys(raw)) if (Object.hasOwn(parsed, key)) ordered[key] = inAnswerOrder(parsed[key], raw[key]);
+  for (const key of Object.keys(parsed)) if (!Object.hasOwn(ordered, key)) ordered[key] = parsed[key];
+  return ordered as T;
+}
+
 function client(api: string, say: (line: string) => void) {
   const timeoutMs = Number(process.env.SCALEGATE_CLI_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS;
-  return async (method: string, urlPath: string, role: Role, body?: unknown): Promise<any> => {
+  /** Calls the API and parses its answer with `schema`, the one its route declares (protocol/). */
+  return async <S extends z.ZodType>(method: string, urlPath: string, role: Role, schema: S, body?: unknown): Promise<Answer<z.output<S>>> => {
     let response: Response;
     // A call that gets no answer (an API stopped with SIGSTOP, a host that drops packets) says so
     // within seconds, and gives up after timeoutMs with a message: never a silent hang.
@@ -151,7 +180,9 @@ function client(api: string, say: (line: string) => void) {
       // not JSON: keep the text
     }
     if (!response.ok) throw new ApiRefusal(response.status, parsed);
-    return parsed;
+    const read = schema.safeParse(parsed);
+    if (!read.success) throw new UnreadableAnswer(`${method} ${urlPath}`, api, read.error);
+    return { value: inAnswerOrder(read.data, parsed), json: parsed };
   };
 }
 
@@ -217,48 +248,50 @@ export function readDefinitions(file: string): { name: string; definition: unkno
  * A workload's counts as /v1/state reports them (desired, placed, ready), and its status with the
  * tasks that are placed but not ready named by number, so a failed task never reads as `placed`.
  */
-export function workloadCounts(w: any): [Cell, Cell, Cell, Cell] {
+type StateAnswer = z.output<typeof StateSchema>;
+
+export function workloadCounts(w: StateAnswer['workloads'][number]): [Cell, Cell, Cell, Cell] {
   const placed = w.placed ?? w.placement?.assignments.length ?? 0;
   const unready = typeof w.ready === 'number' ? placed - w.ready : 0;
   const desired = w.replicas === 'all' ? `all (${w.desired ?? '?'})` : w.desired ?? w.replicas;
   return [desired, placed, w.ready, unready > 0 && w.status !== 'retired' ? `${w.status}, ${unready} not ready` : w.status];
 }
 
-export function renderState(state: any): string {
+export function renderState(state: StateAnswer): string {
   const parts = [
     section('RUNTIMES', table(['id', 'status', 'labels', 'slots', 'tasks', 'lease', 'fence'],
-      state.runtimes.map((r: any) => [r.id, r.status, labels(r.labels), r.slots, r.tasks, relative(r.leaseExpiresAt), r.fence]))),
+      state.runtimes.map((r) => [r.id, r.status, labels(r.labels), r.slots, r.tasks, relative(r.leaseExpiresAt), r.fence]))),
     section('WORKLOADS', table(['name', 'kind', 'desired', 'placed', 'ready', 'status', 'runtimes', 'fence'],
-      state.workloads.map((w: any) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments), w.placement?.fence]))),
+      state.workloads.map((w) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments), w.placement?.fence]))),
   ];
-  if (state.unplaced.length) parts.push(section('UNPLACED', table(['workload', 'reason', 'missing'], state.unplaced.map((u: any) => [u.workload, u.reason, u.missing]))));
+  if (state.unplaced.length) parts.push(section('UNPLACED', table(['workload', 'reason', 'missing'], state.unplaced.map((u) => [u.workload, u.reason, u.missing]))));
   parts.push(section('OPERATIONS', state.operationsAvailable === false
     ? '(Temporal unreachable: running operations unknown)'
-    : table(['workflow', 'kind', 'target', 'phase', 'started'], state.operations.map((o: any) => [o.workflowId, o.kind, o.target, o.phase, relative(o.startedAt)]))));
+    : table(['workflow', 'kind', 'target', 'phase', 'started'], state.operations.map((o) => [o.workflowId, o.kind, o.target, o.phase, relative(o.startedAt)]))));
   parts.push(...renderSupervision(state));
   parts.push(`reconcile: last pass ${relative(state.reconcile?.at)}${state.reconcile?.skipped ? ' (skipped: nothing changed)' : ''}, ${state.reconcile?.passes ?? 0} pass(es), ${state.reconcile?.skips ?? 0} skip(s)`);
   return parts.join('\n\n');
 }
 
 /** Each placed task as its runtime reports it, with its restarts; then the crash-looping ones and the decision (DESIGN.md §3 "Supervision"). */
-function renderSupervision(state: any): string[] {
-  const tasks = state.workloads.flatMap((w: any) => (w.tasks ?? []).map((t: any) =>
+function renderSupervision(state: StateAnswer): string[] {
+  const tasks = state.workloads.flatMap((w) => (w.tasks ?? []).map((t) =>
     [w.name, t.taskId, t.runtimeId, t.state ?? '(not reported)', t.restarts ?? '-', t.crashLooping ? 'yes' : 'no',
       // the revision it runs; marked where it is not the workload's current one (mid-rollout)
       t.revision ? `${t.revision}${w.runs && t.revision !== w.runs ? ' (old)' : ''}` : '-']));
   const parts = tasks.length ? [section('TASKS', table(['workload', 'task', 'runtime', 'state', 'restarts', 'crash-looping', 'revision'], tasks))] : [];
-  if (state.crashLooping?.length) parts.push(section('CRASH-LOOPING', state.crashLooping.map((c: any) => c.reason).join('\n')));
+  if (state.crashLooping?.length) parts.push(section('CRASH-LOOPING', state.crashLooping.map((c) => c.reason).join('\n')));
   return parts;
 }
 
-function renderWorkloadList(state: any): string {
+function renderWorkloadList(state: StateAnswer): string {
   return table(['name', 'kind', 'desired', 'placed', 'ready', 'status', 'runtimes'],
-    state.workloads.map((w: any) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments)]));
+    state.workloads.map((w) => [w.name, w.kind, ...workloadCounts(w), runtimesOf(w.placement?.assignments)]));
 }
 
-const assignmentRows = (assignments: any[]) => assignments.map((a: any) => [a.index, a.taskId, a.runtimeId, a.ports ? `${a.ports.public}/${a.ports.internal}` : null, a.partitions?.join(',')]);
+const assignmentRows = (assignments: Assignment[]) => assignments.map((a) => [a.index, a.taskId, a.runtimeId, a.ports ? `${a.ports.public}/${a.ports.internal}` : null, a.partitions?.join(',')]);
 
-function renderWorkload(w: any): string {
+function renderWorkload(w: z.output<typeof WorkloadViewSchema>): string {
   const head = fields([
     ['name', w.name], ['kind', w.kind], ['replicas', w.replicas], ['selector', labels(w.selector)], ['colocate', w.colocate],
     ['retired', w.retired], ['revision', w.revision],
@@ -269,19 +302,19 @@ function renderWorkload(w: any): string {
   return `${head}\n\n${section('ASSIGNMENTS', table(['index', 'task', 'runtime', 'ports', 'partitions'], assignmentRows(w.placement.assignments)))}`;
 }
 
-function renderPlan(p: any): string {
+function renderPlan(p: z.output<typeof PlanSchema>): string {
   const changes = [
-    ...p.starts.map((a: any) => ['start', a.taskId, null, a.runtimeId]),
-    ...p.stops.map((a: any) => ['stop', a.taskId, a.runtimeId, null]),
-    ...p.moves.map((m: any) => ['move', m.to.taskId, m.from.runtimeId, m.to.runtimeId]),
+    ...p.starts.map((a) => ['start', a.taskId, null, a.runtimeId]),
+    ...p.stops.map((a) => ['stop', a.taskId, a.runtimeId, null]),
+    ...p.moves.map((m) => ['move', m.to.taskId, m.from.runtimeId, m.to.runtimeId]),
   ];
   return [
     fields([['plan', p.id], ['workload', p.workload], ['replicas', `${p.fromReplicas} → ${p.replicas === 'all' ? `all (${p.target.length})` : p.replicas}`],
       ['basis', `registry revision ${p.basis.registryRevision}, placement fence ${p.basis.placementFence}`],
       ['unplaced', p.unplaced ? `${p.unplaced.missing} replica(s): ${p.unplaced.reason}` : undefined]]),
     section('CHANGES', changes.length ? table(['change', 'task', 'from', 'to'], changes) : '(none: already at this size)'),
-    ...(p.warnings.length ? [section('WARNINGS', p.warnings.map((w: string) => `- ${w}`).join('\n'))] : []),
-    ...(p.evidenceRequired?.length ? [section('EVIDENCE REQUIRED', p.evidenceRequired.map((e: string) => `- ${e}`).join('\n'))] : []),
+    ...(p.warnings.length ? [section('WARNINGS', p.warnings.map((w) => `- ${w}`).join('\n'))] : []),
+    ...(p.evidenceRequired?.length ? [section('EVIDENCE REQUIRED', p.evidenceRequired.map((e) => `- ${e}`).join('\n'))] : []),
     `apply it with: scalegate apply ${p.id}`,
   ].join('\n\n');
 }
@@ -290,19 +323,19 @@ function renderPlan(p: any): string {
 export const reportUrl = (api: string, workflowId: string, runId: string): string =>
   `${api}/v1/operations/${encodeURIComponent(workflowId)}/report?runId=${encodeURIComponent(runId)}`;
 
-function renderStarted(what: string, s: any, api: string): string {
+function renderStarted(what: string, s: StartedOperation, api: string): string {
   return fields([[what, `${s.kind} ${s.workflowId}`], ['run', s.runId], ['web ui', s.uiUrl], ['report', reportUrl(api, s.workflowId, s.runId)]]) +
     `\nfollow it with: scalegate operations watch ${s.workflowId}`;
 }
 
-export function renderOperation(o: any, api?: string): string {
+export function renderOperation(o: OperationAnswer, api?: string): string {
   const parts = [fields([
     ['workflow', o.workflowId], ['run', o.runId], ['kind', o.kind], ['status', o.status], ['phase', o.phase],
     ['started', o.startedAt], ['closed', o.closedAt], ['report', api ? reportUrl(api, o.workflowId, o.runId) : undefined],
     ['approval', o.approval ? `${o.approval.mode}${o.approval.decision ? ` (${o.approval.decision} by ${o.approval.by})` : ''}` : undefined],
     ['failure', o.failure ?? undefined],
   ])];
-  if (o.gates) parts.push(section('GATES', table(['gate', 'passed', 'detail'], o.gates.rows.map((r: any) => [r.gate, r.passed ? 'yes' : 'NO', r.detail]))));
+  if (o.gates) parts.push(section('GATES', table(['gate', 'passed', 'detail'], o.gates.rows.map((r) => [r.gate, r.passed ? 'yes' : 'NO', r.detail]))));
   if (o.evidenceGap) parts.push(section('EVIDENCE GAP', o.evidenceGap));
   if (o.plan) {
     parts.push(section('PLAN', fields([['id', o.plan.id], ['starts', o.plan.starts.length], ['stops', o.plan.stops.length], ['moves', o.plan.moves.length],
@@ -313,11 +346,12 @@ export function renderOperation(o: any, api?: string): string {
     const list = (names: string[] | undefined) => (names?.length ? names.join(', ') : undefined);
     parts.push(section('KUBERNETES', fields([
       ['object', k.object], ['resourceVersion', k.resourceVersion], ['conflicts', k.conflicts || undefined],
-      ['victims', list(k.victims?.map((v: string) => `${v} (${k.reasons?.[v] ?? '?'})`))], ['marked', list(k.marked)], ['acknowledged', list(k.acknowledged)],
+      ['victims', list(k.victims?.map((v) => `${v} (${k.reasons?.[v] ?? '?'})`))], ['marked', list(k.marked)], ['acknowledged', list(k.acknowledged)],
       ['not acknowledged', list(k.missing)], ['forced', list(k.forced)], ['marks removed', list(k.unmarked)], ['deleted', list(k.deleted)],
     ])));
   }
-  if (o.scaleIn?.victims?.length && !o.kubernetes) parts.push(section('VICTIMS', table(['task', 'runtime', 'why'], o.scaleIn.victims.map((v: any) => [v.taskId, v.runtimeId, o.scaleIn.reasons?.[v.taskId]]))));
+  const scaleIn = o.scaleIn;
+  if (scaleIn?.victims?.length && !o.kubernetes) parts.push(section('VICTIMS', table(['task', 'runtime', 'why'], scaleIn.victims.map((v) => [v.taskId, v.runtimeId, scaleIn.reasons?.[v.taskId]]))));
   if (o.evidence?.comparison) {
     parts.push(section('EVIDENCE', fields([['verdict', o.evidence.comparison.verdict], ['reasons', (o.evidence.comparison.reasons ?? []).join('; ') || undefined]])));
   }
@@ -325,7 +359,7 @@ export function renderOperation(o: any, api?: string): string {
     parts.push(section('COMPENSATION', fields([['reason', o.compensation.reason], ['replicas', o.compensation.replicas],
       ['outcome', o.compensation.outcome ? `fence ${o.compensation.outcome.fence}, generation ${o.compensation.outcome.generation}` : o.kubernetes ? `${o.status}: ${o.kubernetes.object} at ${o.compensation.replicas}` : 'running']])));
   }
-  if (o.result !== undefined && o.result !== null && !o.gates) parts.push(...resultSections(o.kind, o.result));
+  if (o.result !== undefined && o.result !== null && !o.gates) parts.push(...resultSections(o));
   return parts.join('\n\n');
 }
 
@@ -334,8 +368,10 @@ const list = (items: unknown[] | null | undefined, max = 6): string | undefined 
 const ratio = (record: Record<string, number> | null | undefined) => (record ? Object.entries(record).map(([k, v]) => `${k} ${v}`).join(', ') : undefined);
 
 /** The sections of an operation's own status or result, by its kind; a kind without its own shows its fields. */
-function resultSections(kind: string, r: any): string[] {
-  if (kind === 'rescaleOperator') {
+function resultSections(o: Pick<OperationAnswer, 'kind' | 'result'>): string[] {
+  const rescale = statusOf(o, 'rescaleOperator');
+  if (rescale) {
+    const r = rescale;
     const sections = [section('RESCALE', fields([
       ['operator', r.operator], ['parallelism', `${r.from ?? '?'} → ${r.to}`], ['outcome', r.outcome],
       ['hot', r.hot === null ? undefined : r.hot ? 'yes: cut over at a checkpoint barrier' : 'no: the stop-the-world replan'],
@@ -349,8 +385,10 @@ function resultSections(kind: string, r: any): string[] {
     }
     return sections;
   }
-  if (kind === 'recoverRuntime') {
-    const t = r.timings ?? {};
+  const recovery = statusOf(o, 'recoverRuntime');
+  if (recovery) {
+    const r = recovery;
+    const t = r.timings;
     const sections = [section('RECOVERY', fields([
       ['runtime', r.runtime], ['by', r.by], ['reason', r.reason], ['outcome', r.outcome],
       ['lost', r.lost ? `${r.lost.outcome} (fence ${r.lost.fence}${r.lost.lostAt ? `, at ${r.lost.lostAt}` : ''})` : undefined],
@@ -359,12 +397,14 @@ function resultSections(kind: string, r: any): string[] {
     ]))];
     if (r.decisions?.length) {
       sections.push(section('DECISIONS', table(['workload', 'kind', 'from→to', 'phase', 'applied', 'attempts', 'error'],
-        r.decisions.map((d: any) => [d.workload, d.kind, `${d.fromReplicas}→${d.toReplicas}`, d.phase, d.applied, d.attempts, d.error]))));
+        r.decisions.map((d) => [d.workload, d.kind, `${d.fromReplicas}→${d.toReplicas}`, d.phase, d.applied, d.attempts, d.error]))));
     }
-    if (r.compensation) sections.push(section('COMPENSATION', fields([['reason', r.compensation.reason], ['workloads', list(r.compensation.workloads.map((w: any) => w.workload))]])));
+    if (r.compensation) sections.push(section('COMPENSATION', fields([['reason', r.compensation.reason], ['workloads', list(r.compensation.workloads.map((w) => w.workload))]])));
     return sections;
   }
   // applyPlan, stopTheWorldReplan, retireWorkload and the loops: their fields, one per line.
+  const r = o.result;
+  if (r === null || r === undefined) return [];
   return [section('RESULT', fields(Object.entries(r).map(([key, value]): [string, Cell] => [key, summarize(value)])))];
 }
 
@@ -377,50 +417,50 @@ function summarize(value: unknown): Cell {
 }
 
 /** `operations list`: one row per run, newest first. */
-export function renderOperationList(operations: any[]): string {
+export function renderOperationList(operations: z.output<typeof OperationListSchema>['operations']): string {
   if (!operations.length) return '(no operations)';
   // the run id whole (a long workflow id is cut first): it is what `operations show --run` takes
-  return table(['workflow', 'run', 'kind', 'status', 'started'], operations.map((o: any) => [o.workflowId, o.runId, o.kind, o.status, o.startedAt]));
+  return table(['workflow', 'run', 'kind', 'status', 'started'], operations.map((o) => [o.workflowId, o.runId, o.kind, o.status, o.startedAt]));
 }
 
-function renderLedger(events: any[]): string {
+function renderLedger(events: LedgerEvent[]): string {
   return table(['id', 'at', 'kind', 'workload', 'from→to', 'outcome', 'reason', 'workflow'],
-    events.map((e: any) => [e.id, e.at, e.kind, e.workload ?? e.tier, `${e.fromReplicas ?? '-'}→${e.toReplicas ?? '-'}`, e.outcome, e.reason, e.workflowId]));
+    events.map((e) => [e.id, e.at, e.kind, e.workload ?? e.tier, `${e.fromReplicas ?? '-'}→${e.toReplicas ?? '-'}`, e.outcome, e.reason, e.workflowId]));
 }
 
 /** "kafka lag of orders every 15000 ms; last 1200 (3 s ago)", or the last reading's error. */
-function pullText(kafkaLag: { workload: string; intervalMs: number }, pull: any): string {
+function pullText(kafkaLag: { workload: string; intervalMs: number }, pull: TierAnswer['pull']): string {
   const last = !pull ? 'not read yet' : pull.error ? `last reading failed: ${pull.error}` : pull.lastAt ? `last ${pull.lastLag} (${relative(pull.lastAt)})` : 'not read yet';
   return `kafka lag of ${kafkaLag.workload} every ${kafkaLag.intervalMs} ms; ${last}`;
 }
 
-function renderTier(t: any): string {
+function renderTier(t: TierAnswer): string {
   const p = t.policy;
   const targets = Object.entries(p.targets).map(([k, v]) => `${k} ${v}`).join(', ');
   const parts = [fields([
     ['tier', t.tier], ['revision', t.revision], ['workloads', p.workloads.join(', ')], ['replicas', `${p.minReplicas}–${p.maxReplicas} (max step ${p.maxStep})`],
     ['targets', targets], ['tolerance', p.tolerance], ['stabilization', `up ${p.scaleUpStabilizationMs} ms, down ${p.scaleDownStabilizationMs} ms`],
-    ['cooldown', `${p.cooldownMs} ms`], ['change windows', p.changeWindows.map((w: any) => `${w.cron} for ${w.durationMs} ms`).join('; ') || '(none)'],
+    ['cooldown', `${p.cooldownMs} ms`], ['change windows', p.changeWindows.map((w) => `${w.cron} for ${w.durationMs} ms`).join('; ') || '(none)'],
     ['autoscaler', `${t.autoscaler.workflowId} ${t.autoscaler.status}${t.autoscaler.phase ? ` (${t.autoscaler.phase})` : ''}`],
     ...(p.observe ? [['pulls', pullText(p.observe.kafkaLag, t.pull)] as [string, string]] : []),
   ])];
-  const figures = (o: any) => ['qps', 'activeUsers', 'cpuUtilization', 'queueDepth'].filter((k) => o?.[k] !== undefined).map((k) => `${k} ${o[k]}`).join(', ') + (o?.pulled ? ` (pulled: ${o.pulled})` : '');
+  const figures = (o: Observation) => (['qps', 'activeUsers', 'cpuUtilization', 'queueDepth'] as const).filter((k) => o[k] !== undefined).map((k) => `${k} ${o[k]}`).join(', ') + (o.pulled ? ` (pulled: ${o.pulled})` : '');
   if (t.observations?.length) {
-    parts.push(section('OBSERVATIONS', table(['seq', 'at', 'figures'], t.observations.slice(-5).map((o: any) => [o.seq, new Date(o.atMs).toISOString(), figures(o)]))));
+    parts.push(section('OBSERVATIONS', table(['seq', 'at', 'figures'], t.observations.slice(-5).map((o) => [o.seq, new Date(o.atMs).toISOString(), figures(o)]))));
   }
   const d = t.lastDecision;
   parts.push(section('LAST DECISION', d ? fields([
     ['at', `${d.at} (${relative(d.at)})`], ['workload', d.workload], ['from→to', `${d.from}→${d.to}`], ['decision', d.decision], ['reason', d.reason],
-    ['desired per signal', (d.desiredPerSignal ?? []).map((e: any) => `${e.signal} ${e.observed} → ${e.desired}`).join(', ')],
+    ['desired per signal', (d.desiredPerSignal ?? []).map((e) => `${e.signal} ${e.observed} → ${e.desired}`).join(', ')],
   ]) : '(none yet)'));
   parts.push(section('RUNNING OPERATIONS', t.runningOperations.length
-    ? table(['workflow', 'kind', 'by', 'from→to', 'started'], t.runningOperations.map((o: any) => [o.workflowId, o.kind, o.by, o.from !== undefined ? `${o.from}→${o.to}` : '', relative(o.startedAt)]))
+    ? table(['workflow', 'kind', 'by', 'from→to', 'started'], t.runningOperations.map((o) => [o.workflowId, o.kind, o.by, o.from !== undefined ? `${o.from}→${o.to}` : '', relative(o.startedAt)]))
     : '(none)'));
-  if (t.waiting?.length) parts.push(section('WAITING', table(['workload', 'reason'], t.waiting.map((w: any) => [w.workload, w.reason]))));
+  if (t.waiting?.length) parts.push(section('WAITING', table(['workload', 'reason'], t.waiting.map((w) => [w.workload, w.reason]))));
   return parts.join('\n\n');
 }
 
-const checkpointText = (c: any, when: 'completedAt' | 'triggeredAt') => (c ? `${c.id} (generation ${c.generation}, ${when === 'completedAt' ? 'completed' : 'triggered'} ${relative(c[when])})` : undefined);
+const checkpointText = (c: StreamJobView['lastCompletedCheckpoint'], when: 'completedAt' | 'triggeredAt') => (c ? `${c.id} (generation ${c.generation}, ${when === 'completedAt' ? 'completed' : 'triggered'} ${relative(c[when])})` : undefined);
 
 /** How old a job's counters are: the agents report them with their heartbeats, the oldest report bounds them all. */
 function countersAge(subtasks: { reportedAt?: string | null }[]): string {
@@ -429,8 +469,8 @@ function countersAge(subtasks: { reportedAt?: string | null }[]): string {
   return `as of ${relative(times[0])} (the oldest agent report; each agent reports with its heartbeat)`;
 }
 
-function renderJob(j: any): string {
-  const operators = j.operators.map((o: any) => `${o.id} (${o.kind}, ${o.parallelism})`).join(' → ');
+function renderJob(j: StreamJobView): string {
+  const operators = j.operators.map((o) => `${o.id} (${o.kind}, ${o.parallelism})`).join(' → ');
   const operation = j.runningOperation ? `${j.runningOperation.workflowId} ${j.runningOperation.kind}${j.runningOperation.phase ? ` (${j.runningOperation.phase})` : ''}` : '(none)';
   return [
     fields([
@@ -440,24 +480,24 @@ function renderJob(j: any): string {
       ['counters', countersAge(j.subtasks)],
     ]),
     section('SUBTASKS', table(['operator', 'index', 'runtime', 'incarnation', 'state', 'in', 'out', 'read', 'checkpoint', 'reported'],
-      j.subtasks.map((t: any) => [t.operator, t.index, t.runtimeId, t.incarnation?.slice(0, 8), t.state, t.recordsIn, t.recordsOut, t.recordsRead, t.lastCheckpoint, relative(t.reportedAt)]))),
+      j.subtasks.map((t) => [t.operator, t.index, t.runtimeId, t.incarnation?.slice(0, 8), t.state, t.recordsIn, t.recordsOut, t.recordsRead, t.lastCheckpoint, relative(t.reportedAt)]))),
   ].join('\n\n');
 }
 
-export function renderJobList(answer: any): string {
-  return table(['job', 'operators', 'generation', 'desired', 'placed', 'ready'], answer.jobs.map((j: any) => [
-    j.job, j.operators.map((o: any) => `${o.id} ${o.parallelism}`).join(' → '), j.generation, j.desired, j.placed, j.ready,
+export function renderJobList(answer: z.output<typeof StreamJobListSchema>): string {
+  return table(['job', 'operators', 'generation', 'desired', 'placed', 'ready'], answer.jobs.map((j) => [
+    j.job, j.operators.map((o) => `${o.id} ${o.parallelism}`).join(' → '), j.generation, j.desired, j.placed, j.ready,
   ]));
 }
 
-export function renderTierList(answer: any): string {
-  return table(['tier', 'workloads', 'replicas', 'targets', 'revision', 'updated'], answer.tiers.map((t: any) => [
+export function renderTierList(answer: z.output<typeof TierListSchema>): string {
+  return table(['tier', 'workloads', 'replicas', 'targets', 'revision', 'updated'], answer.tiers.map((t) => [
     t.tier, t.policy.workloads.join(', '), `${t.policy.minReplicas}–${t.policy.maxReplicas}`,
     Object.entries(t.policy.targets).map(([k, v]) => `${k} ${v}`).join(', '), t.revision, relative(t.updatedAt),
   ]));
 }
 
-function renderRuntime(r: any): string {
+function renderRuntime(r: z.output<typeof RuntimeViewSchema>): string {
   return fields([['runtime', r.id], ['status', r.status], ['labels', labels(r.labels)], ['fence', r.fence], ['lease', relative(r.leaseExpiresAt)]]);
 }
 
@@ -505,25 +545,33 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
   }
   const api = (values.api ?? process.env.SCALEGATE_API_URL ?? readStackFile(stateHome())?.apiUrl ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
   const call = client(api, (line) => process.stderr.write(`${line}\n`));
-  const show = <T>(answer: T, render: (answer: T) => string) => out(values.json ? JSON.stringify(answer, null, 2) : render(answer));
+  // --json prints the answer as it came (parsing orders its fields by the schema and drops those it does not name).
+  const show = <T>(answer: Answer<T>, render: (value: T) => string) => out(values.json ? JSON.stringify(answer.json, null, 2) : render(answer.value));
   // A start is followed to its end with --wait, and by default on a terminal (not with --json).
   const wait = values['no-wait'] ? false : values.wait ?? (Boolean(process.stdout.isTTY) && !values.json);
   const follow = async (workflowId: string, runId?: string) => {
+    let endedJson: unknown = null;
     const ended = await followOperation(workflowId, {
       runId,
-      get: (urlPath) => call('GET', urlPath, 'viewer'),
+      get: async (urlPath, schema) => {
+        const answer = await call('GET', urlPath, 'viewer', schema);
+        // the operation's view as it came: the last one read is the final view --json prints
+        if ((schema as z.ZodType) === OperationAnswerSchema) endedJson = answer.json;
+        return answer.value;
+      },
       // With --json only the final view is printed.
       write: values.json ? () => {} : (text) => process.stdout.isTTY ? process.stdout.write(text) : out(text.replace(/\n$/, '')),
       tty: Boolean(process.stdout.isTTY) && !values.json,
     });
-    if (values.json) out(JSON.stringify(ended, null, 2));
+    if (values.json) out(JSON.stringify(endedJson, null, 2));
     process.exitCode = exitCodeOf(ended.status);
   };
-  const started = async (what: string, answer: any) => {
-    if (!answer?.workflowId) return show(answer, (s) => JSON.stringify(s, null, 2));
-    if (!wait) return show(answer, (s) => renderStarted(what, s, api));
-    if (!values.json) out(`${what} ${answer.kind} ${answer.workflowId} (web ui: ${answer.uiUrl})`);
-    return follow(answer.workflowId, answer.runId);
+  const started = async (what: string, answer: Answer<StartedOperation>) => {
+    const s = answer.value;
+    if (!s.workflowId) return show(answer, () => JSON.stringify(answer.json, null, 2));
+    if (!wait) return show(answer, (value) => renderStarted(what, value, api));
+    if (!values.json) out(`${what} ${s.kind} ${s.workflowId} (web ui: ${s.uiUrl})`);
+    return follow(s.workflowId, s.runId);
   };
   /** --workload, --kind and --limit, checked by a list route's query schema, as a query string */
   const filterQuery = (schema: z.ZodType<Record<string, unknown>>) => {
@@ -541,44 +589,46 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
 
   switch (command) {
     case 'state':
-      return show(await call('GET', '/v1/state', 'viewer'), renderState);
+      return show(await call('GET', '/v1/state', 'viewer', StateSchema), renderState);
     case 'ledger':
-      return show(await call('GET', `/v1/ledger?${filterQuery(LedgerQuerySchema)}`, 'viewer'), (answer: any) => renderLedger(answer.events));
+      return show(await call('GET', `/v1/ledger?${filterQuery(LedgerQuerySchema)}`, 'viewer', LedgerPageSchema), (page) => renderLedger(page.events));
     case 'workloads':
       switch (sub) {
         case 'list':
-          return show(await call('GET', '/v1/state', 'viewer'), renderWorkloadList);
+          return show(await call('GET', '/v1/state', 'viewer', StateSchema), renderWorkloadList);
         case 'apply': {
           const file = need(values.file, 'the file: workloads apply -f FILE');
           // `workload put <name> --file F` names the workload on the command line, not in the file.
           const definitions = legacyPut ? [{ name: need(a, 'the workload name'), definition: readDefinition(file) }] : readDefinitions(file);
-          const answers = [];
+          const answers: unknown[] = [];
           for (const { name, definition } of definitions) {
-            const answer = await call('PUT', `/v1/workloads/${enc(name)}`, 'operator', definition);
-            answers.push(answer);
+            const answer = await call('PUT', `/v1/workloads/${enc(name)}`, 'operator', PutWorkloadAnswerSchema, definition);
+            answers.push(answer.json);
+            const put = answer.value;
             // What a replica runs changed: the PUT started a rollout (202), followed like any start.
-            if (answer?.workflowId && !values.json) {
-              out(`workload ${name}: what a replica runs changed (${answer.revision.from} → ${answer.revision.to}); rollout ${answer.workflowId} started (web ui: ${answer.uiUrl})`);
-              if (wait) await follow(answer.workflowId, answer.runId);
+            if ('workflowId' in put) {
+              if (values.json) continue;
+              out(`workload ${name}: what a replica runs changed (${put.revision.from} → ${put.revision.to}); rollout ${put.workflowId} started (web ui: ${put.uiUrl})`);
+              if (wait) await follow(put.workflowId, put.runId);
               continue;
             }
-            if (!values.json) out(`workload ${name} ${answer.revision !== undefined ? `saved at revision ${answer.revision}` : 'saved'} (${answer.kind}, replicas ${answer.replicas})`);
+            if (!values.json) out(`workload ${name} ${put.revision !== undefined ? `saved at revision ${put.revision}` : 'saved'} (${put.kind}, replicas ${put.replicas})`);
           }
           if (values.json) out(JSON.stringify(answers.length === 1 ? answers[0] : answers, null, 2));
           return;
         }
         case 'get':
-          return show(await call('GET', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'viewer'), renderWorkload);
+          return show(await call('GET', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'viewer', WorkloadViewSchema), renderWorkload);
         case 'retire':
-          return show(await call('DELETE', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'operator'), (s) => renderStarted('retiring', s, api));
+          return show(await call('DELETE', `/v1/workloads/${enc(need(a, 'the workload name'))}`, 'operator', StartedOperationSchema), (s) => renderStarted('retiring', s, api));
       }
       break;
     case 'plan': {
       const request = body(PlanRequestSchema, { replicas: replicasArg(need(a, 'the replicas: plan <workload> <replicas>')) });
-      return show(await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/plan`, 'operator', request), renderPlan);
+      return show(await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/plan`, 'operator', PlanSchema, request), renderPlan);
     }
     case 'apply':
-      return started('applying', await call('POST', `/v1/plans/${enc(need(sub, 'the plan id'))}/apply`, 'operator', {}));
+      return started('applying', await call('POST', `/v1/plans/${enc(need(sub, 'the plan id'))}/apply`, 'operator', StartedOperationSchema, {}));
     case 'scale': {
       const request = body(ScaleRequestSchema, {
         replicas: replicasArg(need(a, 'the replicas: scale <workload> <replicas>')), approval: values.approval, reason: values.reason,
@@ -586,68 +636,68 @@ export async function run(argv: string[], out: (text: string) => void = (t) => p
         drainTimeoutMs: numberArg(values['drain-timeout-ms']), perInstanceLimit: numberArg(values['per-instance-limit']), accept: values.accept, force: values.force,
         steps: values.steps?.split(',').map((step) => (/^\d+$/.test(step.trim()) ? Number(step) : step.trim())),
       });
-      return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', request));
+      return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/scale`, 'operator', StartedOperationSchema, request));
     }
     case 'rollout': {
       const request = body(RolloutRequestSchema, {
         batchSize: numberArg(values['batch-size']), soakMs: numberArg(values['soak-ms']), convergeTimeoutMs: numberArg(values['converge-timeout-ms']), reason: values.reason,
       });
-      return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/rollout`, 'operator', request));
+      return started('started', await call('POST', `/v1/workloads/${enc(need(sub, 'the workload name'))}/rollout`, 'operator', StartedOperationSchema, request));
     }
     case 'operations': {
-      if (sub === 'list') return show(await call('GET', `/v1/operations?${filterQuery(OperationListQuerySchema)}`, 'viewer'), (answer: any) => renderOperationList(answer.operations));
+      if (sub === 'list') return show(await call('GET', `/v1/operations?${filterQuery(OperationListQuerySchema)}`, 'viewer', OperationListSchema), (list) => renderOperationList(list.operations));
       const id = enc(need(a, 'the workflow id, e.g. scale:orders'));
       // --run: that run of the id (checked as the API checks it), else the newest
       const runId = values.run === undefined ? undefined : body(OperationReadQuerySchema, { runId: values.run }).runId;
       const run = runId ? `?runId=${encodeURIComponent(runId)}` : '';
-      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}${run}`, 'viewer'), (o) => renderOperation(o, api));
+      if (sub === 'show') return show(await call('GET', `/v1/operations/${id}${run}`, 'viewer', OperationAnswerSchema), (o) => renderOperation(o, api));
       if (sub === 'report') {
         // the run is named (the newest when --run is not given), and so is the link printed
-        const shown = (await call('GET', `/v1/operations/${id}${run}`, 'viewer')).runId as string;
-        const html = String(await call('GET', `/v1/operations/${id}/report?runId=${encodeURIComponent(shown)}`, 'viewer'));
+        const shown = (await call('GET', `/v1/operations/${id}${run}`, 'viewer', OperationViewSchema)).value.runId;
+        const html = (await call('GET', `/v1/operations/${id}/report?runId=${encodeURIComponent(shown)}`, 'viewer', z.string())).value;
         const file = values.out ?? `scalegate-report-${need(a, 'the workflow id').replace(/[^A-Za-z0-9._-]+/g, '_')}.html`;
         fs.writeFileSync(file, html);
         return out(`report of ${a} (run ${shown}) written to ${file} (${Buffer.byteLength(html)} bytes); served at ${reportUrl(api, need(a, 'the workflow id'), shown)}`);
       }
       if (sub === 'watch') return follow(need(a, 'the workflow id'), runId);
       if (sub === 'approve') {
-        return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', {}), (s: any) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
+        return show(await call('POST', `/v1/operations/${id}/approve`, 'operator', ScaleStatusSchema, {}), (s) => `approved ${a}: phase ${s.phase}, approval ${s.approval?.decision} by ${s.approval?.by}`);
       }
-      if (sub === 'abort') return show(await call('POST', `/v1/operations/${id}/abort`, 'operator', {}), () => `abort requested for ${a}: it stops, and a change already made is compensated by the replan`);
+      if (sub === 'abort') return show(await call('POST', `/v1/operations/${id}/abort`, 'operator', AbortAnswerSchema, {}), () => `abort requested for ${a}: it stops, and a change already made is compensated by the replan`);
       break;
     }
     case 'rescale': {
       const [operator, parallelism] = [a, positionals[3]];
       const request = body(RescaleRequestSchema, { parallelism: numberArg(need(parallelism, 'the parallelism: rescale <job> <operator> <parallelism>')), reason: values.reason });
       const path = `/v1/jobs/${enc(need(sub, 'the job: rescale <job> <operator> <parallelism>'))}/operators/${enc(need(operator, 'the operator'))}/rescale`;
-      return started('rescaling', await call('POST', path, 'operator', request));
+      return started('rescaling', await call('POST', path, 'operator', StartedOperationSchema, request));
     }
     case 'jobs':
-      if (sub === undefined) return show(await call('GET', '/v1/jobs', 'viewer'), renderJobList);
-      return show(await call('GET', `/v1/jobs/${enc(sub)}`, 'viewer'), renderJob);
+      if (sub === undefined) return show(await call('GET', '/v1/jobs', 'viewer', StreamJobListSchema), renderJobList);
+      return show(await call('GET', `/v1/jobs/${enc(sub)}`, 'viewer', StreamJobViewSchema), renderJob);
     case 'tiers': {
-      if (sub === undefined || sub === 'list') return show(await call('GET', '/v1/tiers', 'viewer'), renderTierList);
+      if (sub === undefined || sub === 'list') return show(await call('GET', '/v1/tiers', 'viewer', TierListSchema), renderTierList);
       const tier = enc(need(a, `the tier: tiers ${sub} <tier>`));
-      if (sub === 'show') return show(await call('GET', `/v1/tiers/${tier}`, 'viewer'), renderTier);
+      if (sub === 'show') return show(await call('GET', `/v1/tiers/${tier}`, 'viewer', TierAnswerSchema), renderTier);
       if (sub === 'policy') {
         const file = need(values.file, 'the file: tiers policy <tier> -f FILE');
         const policy = body(TierPolicySchema, parseFile(file)[0], `policy in ${file}`);
-        return show(await call('PUT', `/v1/tiers/${tier}/policy`, 'operator', policy), (p: any) => `tier ${p.tier}: policy saved at revision ${p.revision} (workloads ${p.policy.workloads.join(', ')}; ${p.workflowId} signalled)`);
+        return show(await call('PUT', `/v1/tiers/${tier}/policy`, 'operator', TierPolicyAnswerSchema, policy), (p) => `tier ${p.tier}: policy saved at revision ${p.revision} (workloads ${p.policy.workloads.join(', ')}; ${p.workflowId} signalled)`);
       }
       if (sub === 'signal') {
         const observation = body(TierSignalSchema, {
           qps: numberArg(values.qps), activeUsers: numberArg(values['active-users']), cpuUtilization: numberArg(values['cpu-utilization']),
           queueDepth: numberArg(values['queue-depth']), at: values.at,
         });
-        return show(await call('POST', `/v1/tiers/${tier}/signals`, 'operator', observation), (s: any) => `observation sent to ${s.workflowId}`);
+        return show(await call('POST', `/v1/tiers/${tier}/signals`, 'operator', TierSignalAnswerSchema, observation), (s) => `observation sent to ${s.workflowId}`);
       }
       break;
     }
     case 'cordon':
     case 'uncordon':
-      return show(await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/${command}`, 'operator'), renderRuntime);
+      return show(await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/${command}`, 'operator', RuntimeViewSchema), renderRuntime);
     case 'recover':
-      return started('recovering', await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/recover`, 'operator'));
+      return started('recovering', await call('POST', `/v1/runtimes/${enc(need(sub, 'the runtime id'))}/recover`, 'operator', StartedOperationSchema));
   }
   throw new UsageError(`unknown command: ${positionals.join(' ')}`);
 }

@@ -6,6 +6,9 @@
 /** How `--wait` exits: by the operation's status (GET /v1/operations/:id). */
 export const EXIT_CODES = { completed: 0, failed: 1, refused: 3, compensated: 4, cancelled: 5 } as const;
 import { setTimeout as wait } from 'node:timers/promises';
+import type { z } from 'zod';
+import { StateSchema } from '../protocol';
+import { OperationAnswerSchema, statusOf, UnreadableAnswer, type OperationAnswer } from './answers';
 export type EndedStatus = keyof typeof EXIT_CODES;
 
 /** The workload an operation's id names (scale:, replan:, rescale:), whose replicas it changes. */
@@ -24,11 +27,11 @@ export interface ReplicaFigures {
  * One operation's progress as a line: `key` is what changes it (a new key is a new line), `text`
  * is the line, whose countdown and ready count may change under the same key.
  */
-export function progressLine(op: any, replicas: ReplicaFigures | null, nowMs: number): { key: string; text: string } {
+export function progressLine(op: OperationAnswer, replicas: ReplicaFigures | null, nowMs: number): { key: string; text: string } {
   const parts: string[] = [];
   const keyParts: string[] = [op.phase ?? 'starting'];
   if (op.gates?.rows?.length) {
-    const rows: any[] = op.gates.rows;
+    const rows = op.gates.rows;
     const failed = rows.filter((r) => !r.passed).map((r) => r.gate);
     parts.push(`gates ${rows.length - failed.length}/${rows.length} passed${failed.length ? ` (failed: ${failed.join(', ')})` : ''}`);
     keyParts.push('gates');
@@ -37,17 +40,17 @@ export function progressLine(op: any, replicas: ReplicaFigures | null, nowMs: nu
     parts.push(`plan +${op.plan.starts?.length ?? 0} −${op.plan.stops?.length ?? 0}${op.plan.moves?.length ? ` ↔${op.plan.moves.length}` : ''}`);
     keyParts.push('plan');
   }
-  const rescale = op.kind === 'rescaleOperator' ? op.result : null;
+  const rescale = statusOf(op, 'rescaleOperator');
   if (rescale && rescale.to !== undefined) {
     parts.push(`${rescale.operator} ${rescale.from === null || rescale.from === undefined ? '' : `${rescale.from} `}→ ${rescale.to}${rescale.hot === false ? ' (stop-the-world)' : ''}${rescale.checkpoint ? ` at checkpoint ${rescale.checkpoint}` : ''}`);
   }
-  const rollout = op.kind === 'rollout' ? op.result : null;
+  const rollout = statusOf(op, 'rollout');
   if (rollout?.steps?.length) {
-    const judged = rollout.steps.filter((step: any) => step.outcome !== 'pending').length;
-    parts.push(`${rollout.fromRevision ?? '?'} → ${rollout.toRevision}: step ${Math.min(judged + 1, rollout.steps.length)}/${rollout.steps.length}${judged ? ` (${rollout.steps.slice(0, judged).map((step: any) => `${step.role} ${step.outcome}`).join(', ')})` : ''}`);
+    const judged = rollout.steps.filter((step) => step.outcome !== 'pending').length;
+    parts.push(`${rollout.fromRevision ?? '?'} → ${rollout.toRevision}: step ${Math.min(judged + 1, rollout.steps.length)}/${rollout.steps.length}${judged ? ` (${rollout.steps.slice(0, judged).map((step) => `${step.role} ${step.outcome}`).join(', ')})` : ''}`);
     keyParts.push(`steps ${judged}`);
   }
-  const recovery = op.kind === 'recoverRuntime' ? op.result : null;
+  const recovery = statusOf(op, 'recoverRuntime');
   if (recovery?.decisions?.length) parts.push(`${recovery.decisions.length} workload(s) decided`);
   if (replicas && replicas.placed !== undefined && replicas.ready !== undefined && op.status === 'running') {
     parts.push(`tasks ready ${replicas.ready}/${replicas.placed}`);
@@ -64,19 +67,22 @@ export function progressLine(op: any, replicas: ReplicaFigures | null, nowMs: nu
   return { key: keyParts.join('|'), text: `${op.phase ?? 'starting'}${parts.length ? `: ${parts.join(' · ')}` : ''}` };
 }
 
+/** A field of a value of no declared shape (an operation's result of any kind), or undefined. */
+const fieldOf = (value: unknown, key: string): unknown => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined);
+
 /** Why an operation ended as it did, in one line (null: nothing more to say than its status). */
-export function outcomeReason(op: any): string | null {
-  const result = op.result ?? {};
+export function outcomeReason(op: OperationAnswer): string | null {
+  const result = op.result;
   const candidates = [
-    op.failure, op.evidenceGap, op.compensation?.reason, result.error, result.compensation?.reason, result.reason,
+    op.failure, op.evidenceGap, op.compensation?.reason, fieldOf(result, 'error'), fieldOf(fieldOf(result, 'compensation'), 'reason'), fieldOf(result, 'reason'),
     op.evidence?.comparison?.reasons?.length ? op.evidence.comparison.reasons.join('; ') : null,
   ];
-  return candidates.find((c) => typeof c === 'string' && c.length > 0) ?? null;
+  return candidates.find((c): c is string => typeof c === 'string' && c.length > 0) ?? null;
 }
 
 export interface FollowOptions {
-  /** GET an API path as the viewer */
-  get(path: string): Promise<any>;
+  /** GET an API path as the viewer, its answer parsed with `schema` */
+  get<S extends z.ZodType>(path: string, schema: S): Promise<z.output<S>>;
   /** write text as it is (no newline added) */
   write(text: string): void;
   /** a terminal: update the current line in place */
@@ -89,7 +95,7 @@ export interface FollowOptions {
 }
 
 /** Follows `workflowId` to its end: prints its progress and its outcome, answers the final view. */
-export async function followOperation(workflowId: string, options: FollowOptions): Promise<any> {
+export async function followOperation(workflowId: string, options: FollowOptions): Promise<OperationAnswer> {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? ((ms: number) => wait(ms));
   const startedAt = now();
@@ -116,20 +122,24 @@ export async function followOperation(workflowId: string, options: FollowOptions
   for (;;) {
     // The state is read before the operation: a ready count then never runs ahead of the steps the
     // operation shows (the placements an operation writes follow its gates and its plan).
-    const state = workload ? await options.get('/v1/state').catch(() => null) : null;
-    let op: any;
+    const state = workload ? await options.get('/v1/state', StateSchema).catch((error: unknown) => {
+      if (error instanceof UnreadableAnswer) throw error;
+      return null;
+    }) : null;
+    let op: OperationAnswer;
     try {
-      op = await options.get(`/v1/operations/${encodeURIComponent(workflowId)}${options.runId ? `?runId=${encodeURIComponent(options.runId)}` : ''}`);
+      op = await options.get(`/v1/operations/${encodeURIComponent(workflowId)}${options.runId ? `?runId=${encodeURIComponent(options.runId)}` : ''}`, OperationAnswerSchema);
       unreachable = false;
     } catch (error) {
       // An API restart or a Temporal hiccup is not the operation's end: say so once, keep following.
+      if (error instanceof UnreadableAnswer) throw error;
       if ((error as { status?: number }).status === 404 || (error as { status?: number }).status === 401 || (error as { status?: number }).status === 403) throw error;
       if (!unreachable) print({ key: 'unreachable', text: `cannot read ${workflowId} (${(error as Error).message}); still trying` });
       unreachable = true;
       await sleep(options.intervalMs ?? 500);
       continue;
     }
-    const replicas: ReplicaFigures | null = op.status === 'running' ? (state?.workloads?.find((w: any) => w.name === workload) ?? null) : null;
+    const replicas: ReplicaFigures | null = op.status === 'running' ? (state?.workloads?.find((w) => w.name === workload) ?? null) : null;
     print(progressLine(op, replicas, now()));
     if (op.status !== 'running') {
       const reason = outcomeReason(op);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
 import { OPERATION_STATUSES } from './ledger';
-import { AssignmentSchema, Replicas, RolloutPolicySchema, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName } from './workload';
+import { AssignmentSchema, Replicas, RolloutPolicySchema, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName, WorkloadSchema } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
 export const RuntimeParamsSchema = z.object({ id: RuntimeId });
@@ -94,6 +94,9 @@ export type StartedOperation = z.infer<typeof StartedOperationSchema>;
 export const RolloutStartedSchema = StartedOperationSchema.extend({
   revision: z.object({ from: z.string(), to: z.string() }),
 }).meta({ title: 'RolloutStarted' });
+
+/** PUT /v1/workloads/:name: the workload as saved (201, 200), or the rollout its change of what a replica runs started (202). */
+export const PutWorkloadAnswerSchema = z.union([WorkloadSchema, RolloutStartedSchema]);
 
 /** POST /v1/workloads/:name/rollout: how a rollout is run (every field optional; the workload's `rollout` policy else). */
 export const RolloutRequestSchema = RolloutPolicySchema.extend({

@@ -4,6 +4,7 @@
 // checked against these at compile time; what the domain computes inside (gates, plans, evidence,
 // decisions' details) stays open here (unknown), its top level is typed.
 import { z } from 'zod';
+import { WORKLOAD_KINDS } from './workload';
 
 const instant = z.string();
 
@@ -61,7 +62,8 @@ export const RecoveryStatusSchema = z.object({
   outcome: z.enum(['running', 'completed', 'degraded', 'not-needed', 'compensated', 'rejected', 'cancelled', 'failed']),
   lost: z.object({ outcome: z.enum(['declared', 'already-lost', 'came-back']), fence: z.int(), lostAt: instant.nullable() }).nullable(),
   decisions: z.array(z.object({
-    workload: z.string(), phase: z.string(), planId: z.string().nullable(), committed: z.boolean(), attempts: z.int(), error: z.string().nullable(),
+    /** the workload's kind, and its assignments before and after the recovery */
+    workload: z.string(), kind: z.enum(WORKLOAD_KINDS), fromReplicas: z.int(), toReplicas: z.int(), phase: z.string(), planId: z.string().nullable(), committed: z.boolean(), attempts: z.int(), error: z.string().nullable(),
     applied: z.enum(['pending', 'converged', 'skipped', 'failed', 'cancelled', 'compensated', 'replanned']),
   })),
   compensation: z.object({ reason: z.string(), workloads: z.array(z.object({ workload: z.string(), replicas: z.unknown(), outcome: z.unknown() })) }).nullable(),

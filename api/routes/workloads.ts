@@ -1,6 +1,6 @@
 import { basisMoved } from '../../domain/plan';
 import { sourceTopicOf } from '../../protocol';
-import { kubernetesOf, PlanParamsSchema, PlanRequestSchema, PlanSchema, redactEnvValues, RolloutRequestSchema, RolloutStartedSchema, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadSchema, WorkloadViewSchema } from '../../protocol';
+import { kubernetesOf, PlanParamsSchema, PlanRequestSchema, PlanSchema, PutWorkloadAnswerSchema, redactEnvValues, RolloutRequestSchema, StartedOperationSchema, WorkloadDefinitionSchema, WorkloadParamsSchema, WorkloadViewSchema } from '../../protocol';
 import { applyPlan } from '../../workflows/apply-plan';
 import { scaleOut } from '../../workflows/scale-out';
 import { scaleIn } from '../../workflows/scale-in';
@@ -8,7 +8,6 @@ import { chooseScale, isRefusal } from '../../domain/scale-choice';
 import { retireWorkload } from '../../workflows/retire-workload';
 import { rollout } from '../../workflows/rollout';
 import { runsRevisionOf } from '../../lib/revision';
-import { z } from 'zod';
 import type { ApiDeps } from '../deps';
 import { checkReplicaLimit } from '../limits';
 import { ImageResolveError, isLoopback, parseImageName, pinImage } from '../../lib/image-registry';
@@ -66,7 +65,7 @@ export function workloadRoutes(deps: ApiDeps) {
       summary: 'define or replace a workload; a change of what a replica runs (image digest, command, env, limits) starts a rollout under scale:<name> (202); a live workload\'s kind cannot change (409 kind-change: retire it first)', operationId: 'putWorkload',
       params: WorkloadParamsSchema, body: WorkloadDefinitionSchema, bodyName: 'workload',
       response: {
-        schema: z.union([WorkloadSchema, RolloutStartedSchema]),
+        schema: PutWorkloadAnswerSchema,
         status: { 201: 'defined', 200: 'replaced (a new revision; what a replica runs is unchanged)', 202: 'what a replica runs changed: the rollout started under scale:<name>, running replicas untouched until it replaces them' },
       }, errors: [409],
       handler: async ({ params, body, request }) => {

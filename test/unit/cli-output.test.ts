@@ -1,9 +1,12 @@
 // cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
+import type { OperationAnswer } from '../../cli/answers';
 import { table, TABLE_WIDTH } from '../../cli/format';
 import { renderJobList, renderOperation, renderOperationList, renderState, renderTierList } from '../../cli/main';
 import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
 
-const running = (fields: Record<string, unknown>) => ({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
+/** The fields a test needs of an answer, typed as the answer (cli/answers.ts) the renderer takes. */
+const answer = <T>(fields: unknown): T => fields as T;
+const running = (fields: Record<string, unknown>) => answer<OperationAnswer>({ workflowId: 'scale:web', kind: 'scaleOut', status: 'running', phase: 'starting', ...fields });
 
 describe('progressLine', () => {
   test('gates, plan, tasks ready and the soak countdown, as far as the operation got', () => {
@@ -27,9 +30,9 @@ describe('progressLine', () => {
 });
 
 test('outcomeReason and exit codes', () => {
-  expect(outcomeReason({ status: 'refused', evidenceGap: 'declare the contract' })).toBe('declare the contract');
-  expect(outcomeReason({ status: 'failed', failure: 'boom' })).toBe('boom');
-  expect(outcomeReason({ status: 'completed', result: {} })).toBeNull();
+  expect(outcomeReason(answer({ status: 'refused', evidenceGap: 'declare the contract' }))).toBe('declare the contract');
+  expect(outcomeReason(answer({ status: 'failed', failure: 'boom' }))).toBe('boom');
+  expect(outcomeReason(answer({ status: 'completed', result: {} }))).toBeNull();
   expect(['completed', 'failed', 'refused', 'compensated', 'cancelled', 'something'].map(exitCodeOf)).toEqual([0, 1, 3, 4, 5, 1]);
   expect([workloadOf('scale:web'), workloadOf('rescale:clicks'), workloadOf('recover:agent-a')]).toEqual(['web', 'clicks', null]);
 });
@@ -47,7 +50,7 @@ describe('followOperation', () => {
     let written = '';
     let clock = 0;
     const ended = await followOperation('scale:web', {
-      get: async (path) => (path === '/v1/state' ? { workloads: [{ name: 'web', placed: 2, ready: ready[Math.min(readyCall++, ready.length - 1)] }] } : views[Math.min(call++, views.length - 1)]),
+      get: async (path) => answer(path === '/v1/state' ? { workloads: [{ name: 'web', placed: 2, ready: ready[Math.min(readyCall++, ready.length - 1)] }] } : views[Math.min(call++, views.length - 1)]),
       write: (text) => { written += text; },
       tty, now: () => clock, sleep: async (ms) => { clock += ms; },
     });
@@ -84,8 +87,8 @@ describe('followOperation', () => {
       get: async (path) => {
         reads++;
         const moved = reads >= 2;
-        if (path === '/v1/state') return { workloads: [{ name: 'web', placed: moved ? 2 : 1, ready: 1 }] };
-        return reads >= 6 ? { ...running({ phase: 'done', gates, plan }), status: 'completed' } : running(moved ? { phase: 'converging', gates, plan } : { phase: 'gating' });
+        if (path === '/v1/state') return answer({ workloads: [{ name: 'web', placed: moved ? 2 : 1, ready: 1 }] });
+        return answer(reads >= 6 ? { ...running({ phase: 'done', gates, plan }), status: 'completed' } : running(moved ? { phase: 'converging', gates, plan } : { phase: 'gating' }));
       },
       write: (text) => { written += text; }, tty: false, now: () => 0, sleep: async () => {},
     });
@@ -102,7 +105,7 @@ describe('followOperation', () => {
       get: async () => {
         call++;
         if (call <= 2) throw new Error('fetch failed');
-        return { workflowId: 'recover:agent-a', kind: 'recoverRuntime', status: 'completed', phase: 'done', result: {} };
+        return answer({ workflowId: 'recover:agent-a', kind: 'recoverRuntime', status: 'completed', phase: 'done', result: {} });
       },
       write: (text) => { written += text; }, tty: false, now: () => 0, sleep: async () => {},
     });
@@ -125,25 +128,25 @@ describe('table', () => {
 describe('operations show renders every kind', () => {
   const base = { runId: 'r1', status: 'completed', phase: 'done', startedAt: '2030-01-01T00:00:00.000Z', closedAt: '2030-01-01T00:00:09.000Z', failure: null };
   test('a rescale: operator, parallelism, hot, checkpoint, added and retired subtasks', () => {
-    const printed = renderOperation({ ...base, workflowId: 'rescale:clicks', kind: 'rescaleOperator', result: {
+    const printed = renderOperation(answer({ ...base, workflowId: 'rescale:clicks', kind: 'rescaleOperator', result: {
       kind: 'rescaleOperator', job: 'clicks', operator: 'agg', from: 2, to: 4, phase: 'done', outcome: 'completed', hot: true, reason: null,
       checkpoint: 42, added: ['clicks-5-g1', 'clicks-6-g1'], retired: [], retiredCounts: {}, compensation: null, error: null,
-    } });
+    } }));
     expect(printed).toMatch(/^RESCALE\noperator:\s+agg\nparallelism:\s+2 → 4\noutcome:\s+completed\nhot:\s+yes: cut over at a checkpoint barrier\ncheckpoint:\s+42\nadded:\s+clicks-5-g1, clicks-6-g1$/m);
     expect(printed).not.toMatch(/[{}]/);
   });
   test('a recovery: the loss, the timings and one row per workload decided', () => {
-    const printed = renderOperation({ ...base, workflowId: 'recover:agent-b', kind: 'recoverRuntime', result: {
+    const printed = renderOperation(answer({ ...base, workflowId: 'recover:agent-b', kind: 'recoverRuntime', result: {
       kind: 'recoverRuntime', runtime: 'agent-b', by: 'lease-sweeper', reason: 'lease expired', phase: 'done', outcome: 'completed',
       lost: { outcome: 'declared', fence: 4, lostAt: '2030-01-01T00:00:01.000Z' },
       decisions: [{ workload: 'web', kind: 'service', fromReplicas: 3, toReplicas: 3, phase: 'converged', applied: 'converged', attempts: 1, error: null }],
       compensation: null, error: null, timings: { startedAt: '2030-01-01T00:00:00.000Z', lostAt: null, decidedAt: '2030-01-01T00:00:02.000Z', convergedAt: null, endedAt: null },
-    } });
+    } }));
     expect(printed).toMatch(/^lost:\s+declared \(fence 4, at 2030-01-01T00:00:01.000Z\)$/m);
     expect(printed).toMatch(/^DECISIONS\nWORKLOAD\s+KIND\s+FROM→TO\s+PHASE\s+APPLIED\s+ATTEMPTS\s+ERROR\nweb\s+service\s+3→3\s+converged\s+converged\s+1\s+-$/m);
   });
   test('a Kubernetes scale-in: the object, the victims and why, acknowledgements, the marks removed', () => {
-    const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'scaleIn', status: 'compensated', phase: 'compensated',
+    const printed = renderOperation(answer({ ...base, workflowId: 'scale:web', kind: 'scaleIn', status: 'compensated', phase: 'compensated',
       gates: { passed: true, rows: [{ gate: 'disruption-budget', passed: true, detail: 'no PodDisruptionBudget covers the pods' }] },
       scaleIn: { victims: [], reasons: {} },
       compensation: { reason: 'no drain acknowledgement by the deadline from web-7d-x', replicas: 3, outcome: null },
@@ -151,13 +154,13 @@ describe('operations show renders every kind', () => {
         object: 'Deployment shop/web on prod', resourceVersion: '812', conflicts: 0, victims: ['web-7d-x'], reasons: { 'web-7d-x': 'idle: nothing in flight' },
         marked: ['web-7d-x'], acknowledged: [], missing: ['web-7d-x'], forced: [], unmarked: ['web-7d-x'], deleted: [],
       },
-    });
+    }));
     expect(printed).toMatch(/^KUBERNETES\nobject:\s+Deployment shop\/web on prod\nresourceVersion:\s+812\nvictims:\s+web-7d-x \(idle: nothing in flight\)\nmarked:\s+web-7d-x\nnot acknowledged:\s+web-7d-x\nmarks removed:\s+web-7d-x$/m);
     expect(printed).toMatch(/^outcome:\s+compensated: Deployment shop\/web on prod at 3$/m);
     expect(printed).not.toMatch(/VICTIMS/);
   });
   test('any other kind: its fields, one per line, lists joined', () => {
-    const printed = renderOperation({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } });
+    const printed = renderOperation(answer({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } }));
     expect(printed).toMatch(/^RESULT\nstopped:\s+web-0-g1, web-1-g1\nunreachable:\s+\(none\)$/m);
   });
 });
@@ -167,7 +170,7 @@ describe('followOperation of a started run', () => {
     const asked: string[] = [];
     const ended = await followOperation('scale:web', {
       runId: 'r-1', tty: false, write: () => {}, sleep: async () => {},
-      get: async (path) => { asked.push(path); return { ...running({ phase: 'done' }), status: 'completed' }; },
+      get: async (path) => { asked.push(path); return answer({ ...running({ phase: 'done' }), status: 'completed' }); },
     });
     expect(ended.status).toBe('completed');
     expect(asked.filter((path) => path.startsWith('/v1/operations'))).toEqual(['/v1/operations/scale%3Aweb?runId=r-1']);
@@ -176,7 +179,7 @@ describe('followOperation of a started run', () => {
 
 describe('a rollout followed', () => {
   it('says the revisions, the step it is at and how the steps before were judged', () => {
-    const rollout = (steps: { role: string; outcome: string }[]) => ({
+    const rollout = (steps: { role: string; outcome: string }[]) => answer<OperationAnswer>({
       kind: 'rollout', status: 'running', phase: 'soaking', result: { fromRevision: 'r-old', toRevision: 'r-new', steps, soakEndsAt: new Date(Date.now() + 2_000).toISOString() },
     });
     expect(progressLine(rollout([{ role: 'canary', outcome: 'pending' }, { role: 'batch', outcome: 'pending' }]), null, Date.now()).text)
@@ -191,7 +194,7 @@ describe('operations list', () => {
   it('prints one row per run, its run id whole however long the workflow id', () => {
     const runId = '0a1b2c3d-0000-4000-8000-000000000003';
     const workflowId = `scale:${'w'.repeat(63)}`;
-    const printed = renderOperationList([{ workflowId, runId, kind: 'stopTheWorldReplan', status: 'compensated', startedAt: '2026-12-01T10:00:00.000Z' }]).split('\n');
+    const printed = renderOperationList(answer([{ workflowId, runId, kind: 'stopTheWorldReplan', status: 'compensated', startedAt: '2026-12-01T10:00:00.000Z' }])).split('\n');
     expect(printed[0]).toMatch(/^WORKFLOW\s+RUN\s+KIND\s+STATUS\s+STARTED$/);
     expect(printed[1]).toContain(` ${runId} `);
     expect(printed[1]).toMatch(/stopTheWorldReplan\s+compensated\s+2026-12-01T10:00:00.000Z$/);
@@ -205,7 +208,7 @@ describe('state shows desired, placed and ready per workload', () => {
     placement: { fence: 3, generation: 1, assignments: [{ runtimeId: 'agent-a', index: 0, taskId: `${name}-0-g1` }, { runtimeId: 'agent-b', index: 1, taskId: `${name}-1-g1` }] },
     ...fields,
   });
-  const state = (workloads: unknown[]) => ({ runtimes: [], workloads, unplaced: [], operations: [], operationsAvailable: true, reconcile: { at: null, skipped: false, passes: 0, skips: 0 } });
+  const state = (workloads: unknown[]) => answer<Parameters<typeof renderState>[0]>({ runtimes: [], workloads, unplaced: [], operations: [], operationsAvailable: true, reconcile: { at: null, skipped: false, passes: 0, skips: 0 } });
 
   test('a workload whose task failed reads as not ready, with its counts', () => {
     const printed = renderState(state([workload('web', {}), workload('api', { ready: 1 }), workload('all', { replicas: 'all', desired: 3, placed: 2, ready: 0, status: 'degraded' })]));
@@ -236,6 +239,6 @@ test('jobs and tiers with no argument list them all', () => {
   const jobs = renderJobList({ jobs: [{ job: 'clicks', generation: 2, operators: [{ id: 'src', kind: 'source', parallelism: 2 }, { id: 'agg', kind: 'keyed-aggregate', parallelism: 4 }, { id: 'out', kind: 'sink', parallelism: 1 }], desired: 7, placed: 7, ready: 6 }] });
   expect(jobs).toMatch(/^JOB\s+OPERATORS\s+GENERATION\s+DESIRED\s+PLACED\s+READY\nclicks\s+src 2 → agg 4 → out 1\s+2\s+7\s+7\s+6$/m);
   expect(renderJobList({ jobs: [] })).toBe('(none)');
-  const tiers = renderTierList({ tiers: [{ tier: 'demo', revision: 3, updatedAt: new Date().toISOString(), workflowId: 'autoscale:demo', policy: { workloads: ['demo-web'], minReplicas: 1, maxReplicas: 6, targets: { qpsPerInstance: 100 } } }] });
+  const tiers = renderTierList(answer({ tiers: [{ tier: 'demo', revision: 3, updatedAt: new Date().toISOString(), workflowId: 'autoscale:demo', policy: { workloads: ['demo-web'], minReplicas: 1, maxReplicas: 6, targets: { qpsPerInstance: 100 } } }] }));
   expect(tiers).toMatch(/^TIER\s+WORKLOADS\s+REPLICAS\s+TARGETS\s+REVISION\s+UPDATED\ndemo\s+demo-web\s+1–6\s+qpsPerInstance 100\s+3\s+/m);
 });
