@@ -18,7 +18,7 @@
 //
 // Every label takes its values from a fixed enum (METRIC_LABELS below): a value a source holds
 // outside it (free text, a kind from a newer version) is counted as `other`, never copied.
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { STATUS_CODES } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { DECISION_CODE } from '../domain/autoscale';
@@ -159,8 +159,10 @@ const secondsOf = (time: { seconds?: unknown; nanos?: number | null } | null | u
 };
 
 type ActivityOutcome = (typeof LABEL_VALUES.activityOutcome)[number];
+/** One event of a workflow's history, as the client fetches it. */
+type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
 /** Durations of the activities of one type in a history: scheduled → completed, failed or timed out. */
-function activityDurations(events: any[], activityType: string, afterEventId = 0): { seconds: number; outcome: ActivityOutcome; eventId: number }[] {
+function activityDurations(events: HistoryEvent[], activityType: string, afterEventId = 0): { seconds: number; outcome: ActivityOutcome; eventId: number }[] {
   const scheduled: Record<string, number> = {};
   const found: { seconds: number; outcome: ActivityOutcome; eventId: number }[] = [];
   for (const event of events) {

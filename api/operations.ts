@@ -101,7 +101,7 @@ const ADMISSION_MARGIN_MS = 2_000;
 export async function startOperation(
   deps: ApiDeps,
   options: {
-    workflow: (input: any) => Promise<unknown>; workflowId: string; input: unknown; summary: string;
+    workflow: (input: unknown) => Promise<unknown>; workflowId: string; input: unknown; summary: string;
     /** the request's headers (its Idempotency-Key) and what it was, e.g. "POST /v1/workloads/web/scale" */
     request?: StartRequest;
     /** the request's validated body, which an Idempotency-Key is bound to (the route's `body`; none: undefined) */

@@ -31,6 +31,8 @@ export class KubernetesApiError extends Error {
 
 export interface KubernetesClient {
   readonly cluster: string;
+  /** The API server's JSON answer, of the shape the caller names (runtimes/kubernetes.ts names the fields it reads); it is not checked here. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a declared boundary: the Kubernetes API's objects are untyped JSON (no client library, see above); the tests read them loosely
   request<T = any>(method: string, path: string, body?: unknown, contentType?: string): Promise<T>;
 }
 
@@ -87,7 +89,7 @@ export function createKubernetesClient(cluster: string, credentials: KubernetesC
   });
   return {
     cluster,
-    request(method, path, body, contentType = 'application/json') {
+    request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
       const url = new URL(path, credentials.server);
       const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
       return new Promise((resolve, reject) => {
@@ -103,15 +105,17 @@ export function createKubernetesClient(cluster: string, credentials: KubernetesC
           res.on('data', (chunk: Buffer) => chunks.push(chunk));
           res.on('end', () => {
             const text = Buffer.concat(chunks).toString('utf8');
-            let parsed: any = null;
+            let parsed: unknown = null;
             try {
               parsed = text ? JSON.parse(text) : null;
             } catch {
               parsed = { message: text.slice(0, 500) };
             }
             const status = res.statusCode ?? 0;
-            if (status >= 200 && status < 300) return resolve(parsed);
-            reject(new KubernetesApiError(status, parsed?.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${parsed?.message ?? text.slice(0, 200)}`));
+            if (status >= 200 && status < 300) return resolve(parsed as T);
+            // a refusal is a Status object (reason, message), or whatever else the server said
+            const refusal = (parsed ?? {}) as { reason?: string; message?: string };
+            reject(new KubernetesApiError(status, refusal.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${refusal.message ?? text.slice(0, 200)}`));
           });
         });
         req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname} on cluster ${cluster}: no answer in 15 s`)));

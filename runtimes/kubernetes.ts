@@ -47,9 +47,48 @@ export class ScaleConflictError extends Error {
   }
 }
 
+// What the port reads of the API server's objects (their JSON, unchecked: only these fields are read).
+interface Metadata {
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  generation?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  deletionTimestamp?: string;
+}
+type Conditions = { type: string; status: string }[];
+interface Container {
+  resources?: { requests?: Record<string, string> };
+}
+/** A Deployment or a StatefulSet. */
+interface ScaledObject {
+  metadata: Metadata;
+  spec: { replicas?: number; selector?: { matchLabels?: Record<string, string> }; template: { spec: { containers?: Container[]; nodeSelector?: Record<string, string> } } };
+  status?: { readyReplicas?: number; observedGeneration?: number };
+}
+interface Pod {
+  metadata: Metadata;
+  spec: { nodeName?: string; containers?: Container[] };
+  status?: { conditions?: Conditions; containerStatuses?: { restartCount?: number }[] };
+}
+interface Node {
+  metadata: Metadata;
+  spec?: { unschedulable?: boolean };
+  status?: { conditions?: Conditions; allocatable?: { cpu?: string; memory?: string; pods?: string } };
+}
+interface PodDisruptionBudget {
+  metadata: Metadata;
+  spec: { selector?: { matchLabels?: Record<string, string> }; minAvailable?: number | string; maxUnavailable?: number | string };
+  status?: { disruptionsAllowed?: number; expectedPods?: number };
+}
+interface List<T> {
+  items: T[];
+}
+
 const objectPath = (ref: KubernetesRuntime) => `/apis/apps/v1/namespaces/${ref.namespace}/${ref.kind === 'Deployment' ? 'deployments' : 'statefulsets'}/${ref.name}`;
 const labelSelector = (labels: Record<string, string>) => encodeURIComponent(Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(','));
-const isReady = (conditions: { type: string; status: string }[] | undefined) => conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+const isReady = (conditions: Conditions | undefined) => conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 function loadOf(annotations: Record<string, string>): number | null {
   const value = annotations[ANNOTATIONS.inFlight];
@@ -62,8 +101,8 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
   const client = (ref: KubernetesRuntime) => clientFor(ref.cluster);
 
   async function readObject(ref: KubernetesRuntime): Promise<ObjectFacts> {
-    const object = await client(ref).request(`GET`, objectPath(ref));
-    const containers: { resources?: { requests?: Record<string, string> } }[] = object.spec.template.spec.containers ?? [];
+    const object = await client(ref).request<ScaledObject>(`GET`, objectPath(ref));
+    const containers = object.spec.template.spec.containers ?? [];
     return {
       replicas: object.spec.replicas ?? 1,
       readyReplicas: object.status?.readyReplicas ?? 0,
@@ -80,14 +119,14 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
 
   async function readPods(ref: KubernetesRuntime, selector?: Record<string, string>): Promise<PodFacts[]> {
     const labels = selector ?? (await readObject(ref)).podSelector;
-    const list = await client(ref).request('GET', `/api/v1/namespaces/${ref.namespace}/pods?labelSelector=${labelSelector(labels)}`);
-    return (list.items as any[]).map((pod) => {
-      const annotations: Record<string, string> = pod.metadata.annotations ?? {};
+    const list = await client(ref).request<List<Pod>>('GET', `/api/v1/namespaces/${ref.namespace}/pods?labelSelector=${labelSelector(labels)}`);
+    return list.items.map((pod) => {
+      const annotations = pod.metadata.annotations ?? {};
       const ordinal = ref.kind === 'StatefulSet' ? Number(/-([0-9]+)$/.exec(pod.metadata.name)?.[1]) : undefined;
       return {
         name: pod.metadata.name, uid: pod.metadata.uid, node: pod.spec.nodeName ?? null,
         ready: isReady(pod.status?.conditions) && !pod.metadata.deletionTimestamp,
-        restarts: ((pod.status?.containerStatuses ?? []) as { restartCount?: number }[]).reduce((sum, c) => sum + (c.restartCount ?? 0), 0),
+        restarts: (pod.status?.containerStatuses ?? []).reduce((sum, c) => sum + (c.restartCount ?? 0), 0),
         load: loadOf(annotations),
         drainRequested: annotations[ANNOTATIONS.drainRequested] ?? null,
         drained: annotations[ANNOTATIONS.drained] !== undefined,
@@ -100,11 +139,11 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
   /** Every node, with what the pods bound to it (not finished) request. */
   async function readNodes(ref: KubernetesRuntime): Promise<NodeFacts[]> {
     const [nodes, pods] = await Promise.all([
-      client(ref).request('GET', '/api/v1/nodes'),
-      client(ref).request('GET', `/api/v1/pods?fieldSelector=${encodeURIComponent('status.phase!=Succeeded,status.phase!=Failed')}`),
+      client(ref).request<List<Node>>('GET', '/api/v1/nodes'),
+      client(ref).request<List<Pod>>('GET', `/api/v1/pods?fieldSelector=${encodeURIComponent('status.phase!=Succeeded,status.phase!=Failed')}`),
     ]);
     const requested: Record<string, NodeFacts['requested']> = {};
-    for (const pod of pods.items as any[]) {
+    for (const pod of pods.items) {
       const node = pod.spec.nodeName;
       if (!node) continue;
       const sum = (requested[node] ??= { cpuMilli: 0, memoryBytes: 0, pods: 0 });
@@ -114,7 +153,7 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
         sum.memoryBytes += parseQuantity(c.resources?.requests?.memory);
       }
     }
-    return (nodes.items as any[]).map((node) => ({
+    return nodes.items.map((node) => ({
       name: node.metadata.name,
       ready: isReady(node.status?.conditions),
       unschedulable: node.spec?.unschedulable === true,
@@ -128,8 +167,8 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
 
   /** The PodDisruptionBudgets of the namespace whose selector matches the object's pods. */
   async function readBudgets(ref: KubernetesRuntime, podLabels: Record<string, string>): Promise<DisruptionBudgetFacts[]> {
-    const list = await client(ref).request('GET', `/apis/policy/v1/namespaces/${ref.namespace}/poddisruptionbudgets`);
-    return (list.items as any[])
+    const list = await client(ref).request<List<PodDisruptionBudget>>('GET', `/apis/policy/v1/namespaces/${ref.namespace}/poddisruptionbudgets`);
+    return list.items
       .filter((pdb) => Object.entries(pdb.spec.selector?.matchLabels ?? {}).every(([k, v]) => podLabels[k] === v))
       .map((pdb) => ({
         name: pdb.metadata.name,
@@ -146,7 +185,7 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
    */
   async function writeScale(ref: KubernetesRuntime, replicas: number, resourceVersion: string): Promise<{ resourceVersion: string }> {
     try {
-      const scale = await client(ref).request('PUT', `${objectPath(ref)}/scale`, {
+      const scale = await client(ref).request<{ metadata: { resourceVersion: string } }>('PUT', `${objectPath(ref)}/scale`, {
         apiVersion: 'autoscaling/v1', kind: 'Scale', metadata: { name: ref.name, namespace: ref.namespace, resourceVersion }, spec: { replicas },
       });
       return { resourceVersion: scale.metadata.resourceVersion };
