@@ -1,5 +1,5 @@
 // Ledger activities: the append-only scale events every workflow writes, and waiting for one.
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { LedgerEntry, LedgerRow } from '../store/ledger';
 import { heartbeat, idempotencyKey, pause, type ActivityDeps } from './ports';
 
@@ -12,6 +12,14 @@ export function ledgerActivities(deps: ActivityDeps) {
   }
 
   return {
+    /** When the running replan of `workload` started (null: none runs): a rescale joins only a replan that began after its window opened. */
+    async runningReplanStart(input: { workload: string }): Promise<{ startedAt: string | null }> {
+      const description = await Context.current().client.workflow.getHandle(`replan:${input.workload}`).describe().catch((error: Error) => {
+        if (error.name === 'WorkflowNotFoundError') return null;
+        throw error;
+      });
+      return { startedAt: description?.status.name === 'RUNNING' ? description.startTime.toISOString() : null };
+    },
     /** The row an operation someone else started wrote at its end, if one was written at or after `sinceIso` (awaitLedgerRow without the wait). */
     async findLedgerRow(input: { workload: string; kind: string; sinceIso: string }): Promise<LedgerRow | null> {
       return rowSince(input);

@@ -102,7 +102,10 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
    * replan of the job already runs (a recovery of a lost agent, or a failed subtask's report,
    * started it: the layout written already asks for the requested parallelism), this one joins it
    * and waits for its ledger row; one that ended since this window opened, at the requested
-   * parallelism, is taken as it is. Once begun it is not cut short: it runs in a non-cancellable scope.
+   * parallelism, is taken as it is. After the layout write only a replan that began after it is
+   * joined (its stop covers this window's subtasks and its paused clock); one that began before it
+   * is waited for, and then this replan runs. Once begun it is not cut short: it runs in a
+   * non-cancellable scope.
    */
   const replan = (reason: string, outcome: 'replanned' | 'compensated') => aborts.exit(async () => {
     status.compensation = { reason, outcome: null, joined: null };
@@ -110,22 +113,38 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
     // A replan of the job that ended since the window opened (a recovery's, whose host was lost
     // mid-window) stopped this window's subtasks with the rest: at the requested parallelism it is
     // this rescale's compensation already, and a second replan would stop the world again for nothing.
-    const ended = windowOpenedAt !== null && askPatch(RESCALE_JOINS_ENDED_REPLAN)
-      ? await store.findLedgerRow.executeWithOptions({ summary: `a replan of ${input.job} ended since the window opened?` }, [{ workload: input.job, kind: 'replan', sinceIso: windowOpenedAt }])
+    // (network chaos seed 48: a replan started by a subtask's failure before the layout write was
+    // joined, and left the rescale's new subtask placed and the clock paused.)
+    const judgesStart = windowOpenedAt !== null && askPatch(RESCALE_JOINS_ENDED_REPLAN);
+    const ofThisWindow = (startedAt: unknown) => typeof startedAt === 'string' && startedAt >= windowOpenedAt!;
+    const ended = judgesStart
+      ? await store.findLedgerRow.executeWithOptions({ summary: `a replan of ${input.job} ended since the window opened?` }, [{ workload: input.job, kind: 'replan', sinceIso: windowOpenedAt! }])
       : null;
+    const endedInputs = (ended?.inputs ?? {}) as { parallelism?: { to?: Record<string, number> }; startedAt?: string };
     const endedAtRequested = ended !== null && (ended.outcome === 'completed' || ended.outcome === 'degraded')
-      && (ended.inputs as { parallelism?: { to?: Record<string, number> } }).parallelism?.to?.[input.operator] === input.parallelism;
+      && endedInputs.parallelism?.to?.[input.operator] === input.parallelism && ofThisWindow(endedInputs.startedAt);
     let joined = endedAtRequested ? ended : null;
+    const ownReplan = async (onRunning: 'wait' | 'throw') => {
+      const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism }, { onRunning })) as StreamReplanOutcome;
+      status.compensation!.outcome = { restoredFrom: replanned.restoredFrom, parallelism: replanned.parallelism, generation: replanned.generation };
+    };
     if (joined === null) {
       try {
-        const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism }, { onRunning: 'throw' })) as StreamReplanOutcome;
-        status.compensation.outcome = { restoredFrom: replanned.restoredFrom, parallelism: replanned.parallelism, generation: replanned.generation };
+        await ownReplan('throw');
       } catch (error) {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-        joined = await long.awaitLedgerRow.executeWithOptions(
-          { summary: `join the running replan:${input.job}: await its ledger row` },
-          [{ workload: input.job, kind: 'replan', sinceIso: attemptedAt, timeoutMs: 10 * input.stepTimeoutMs }],
-        );
+        const running = judgesStart
+          ? await store.runningReplanStart.executeWithOptions({ summary: `when did the running replan:${input.job} start?` }, [{ workload: input.job }])
+          : null;
+        if (judgesStart && !ofThisWindow(running?.startedAt)) {
+          // It began before this window changed anything: it does not cover it. Its end, then this one.
+          await ownReplan('wait');
+        } else {
+          joined = await long.awaitLedgerRow.executeWithOptions(
+            { summary: `join the running replan:${input.job}: await its ledger row` },
+            [{ workload: input.job, kind: 'replan', sinceIso: attemptedAt, timeoutMs: 10 * input.stepTimeoutMs }],
+          );
+        }
       }
     }
     if (joined !== null) {

@@ -81,7 +81,7 @@ async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcom
       const { stopped, plan, outcome } = await attempts();
       await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} ${plan.unplaced ? 'degraded' : 'completed'}` }, [{
         kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: plan.target.length,
-        reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stopped.length, generation: outcome.generation, ...cancellationNote() },
+        reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stopped.length, generation: outcome.generation, startedAt: workflowInfo().startTime.toISOString(), ...cancellationNote() },
         planId: plan.id, workflowId, runId, outcome: plan.unplaced ? 'degraded' : 'completed',
       }]);
       op.enter('done');
@@ -196,7 +196,7 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       const comparison = compareEvidence(baseline, after, { expectedTasks: plan.target.length });
       await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} from checkpoint ${restoredFrom ?? 'none'}` }, [{
         kind: 'replan', workload: input.workload, fromReplicas: subtotal(resized.from), toReplicas: plan.target.length,
-        reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism, recordsReadBeforeStop, ...cancellationNote() },
+        reason: input.reason, inputs: { cause: input.cause ?? null, stoppedTasks: stop.stopped.length, unreachable: stop.unreachable, generation: outcome.generation, restoredFrom, parallelism, recordsReadBeforeStop, startedAt: workflowInfo().startTime.toISOString(), ...cancellationNote() },
         planId: plan.id, workflowId, runId, outcome: 'completed', evidence: { verdict: comparison.verdict, reasons: comparison.reasons, conservation: comparison.conservation },
       }]);
       op.enter('done');

@@ -313,6 +313,10 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       const entry = await waitFor(`a ${input.kind} row of ${input.workload}`, () => ledger.find((e) => e.kind === input.kind && e.workload === input.workload && e.outcome));
       return rowOf(entry);
     },
+    async runningReplanStart() {
+      call('runningReplanStart');
+      return { startedAt: null };
+    },
     async findLedgerRow(input) {
       call('findLedgerRow');
       const entry = ledger.find((e) => e.kind === input.kind && e.workload === input.workload && e.outcome);
@@ -750,6 +754,32 @@ export const SCENARIOS: Scenario[] = [
       assert.deepEqual(status.compensation?.outcome?.parallelism?.to, { src: 1, agg: 4, out: 1 });
       assert.equal(fakes.count('findLedgerRow'), 1);
       assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'rescale:compensated']);
+      return { workflowId };
+    },
+  },
+  {
+    // A replan of the job that began before the rescale's window (a failed subtask's report: network
+    // chaos seed 48) still runs when the rescale aborts: it does not cover the window's new subtask
+    // or its paused clock, so the rescale waits for it to end and then replans (patch
+    // rescale-joins-ended-replan): two replans, the rescale compensated by its own.
+    name: 'rescale-operator-replans-after-earlier-replan',
+    fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true, stopTheWorldStuck: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const earlier = await client.workflow.start(stopTheWorldReplan, {
+        taskQueue, workflowId: `replan:${workload}`, args: [{ workload, parallelism: { agg: 2 }, reason: 'a failed subtask', cause: `subtask-failures:${workload}` }],
+      });
+      await waitFor(`replan:${workload} stopping the world`, () => fakes.count('stopStreamJob') === 1);
+      const workflowId = `rescale:${workload}`;
+      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
+      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      await handle.signal(rescaleAbortSignal, { reason: 'stop: recorded abort' });
+      const status = (await handle.result()) as RescaleStatus;
+      await earlier.result();
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(status.compensation?.joined, null);
+      assert.deepEqual(status.compensation?.outcome?.parallelism?.to, { src: 1, agg: 4, out: 1 });
+      assert.equal(fakes.count('runningReplanStart'), 1);
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:completed', 'replan:completed', 'rescale:compensated']);
       return { workflowId };
     },
   },
