@@ -33,7 +33,7 @@ export default tseslint.config(
   },
   {
     // Harnesses, not parts: they poke at answers, histories and objects loosely, and no code depends on their types.
-    files: ['test/**', 'bench/**', 'scripts/**'],
+    files: ['test/**', 'harness/**', 'bench/**', 'scripts/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
@@ -81,5 +81,5 @@ export default tseslint.config(
       }],
     },
   },
-  { files: ['cli/bin.js', 'cli/bundle.js', 'test/fixtures/**/*.js', 'test/support/sequencer.js', 'embedded/demo/*.js'], languageOptions: { globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', console: 'readonly', setTimeout: 'readonly' } }, rules: { '@typescript-eslint/no-require-imports': 'off' } },
+  { files: ['cli/bin.js', 'cli/bundle.js', 'test/fixtures/**/*.js', 'harness/fixtures/**/*.js', 'test/support/sequencer.js', 'embedded/demo/*.js'], languageOptions: { globals: { require: 'readonly', process: 'readonly', __dirname: 'readonly', console: 'readonly', setTimeout: 'readonly' } }, rules: { '@typescript-eslint/no-require-imports': 'off' } },
 );

@@ -69,7 +69,7 @@ export interface RendezvousThreads {
 /**
  * The worker's entry: the compiled JavaScript beside this file, or else its TypeScript through tsx
  * (npm start, jest, the test stacks' bundles). Found from `__dirname`, not `__filename`: a bundle
- * keeps each source file's directory (test/support/entry-bundles.ts) but is itself another file.
+ * keeps each source file's directory (harness/entry-bundles.ts) but is itself another file.
  */
 export function workerSource(dir = __dirname): string {
   const compiled = path.join(dir, 'rendezvous-thread.js');

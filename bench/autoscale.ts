@@ -6,13 +6,13 @@
 import os from 'node:os';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { startStack, type Stack } from '../test/support/stack';
-import { startSharedServers } from '../test/support/shared-servers';
-import { tasksOf } from '../test/support/workloads';
+import { startStack, type Stack } from '../harness/stack';
+import { startSharedServers } from '../harness/shared-servers';
+import { tasksOf } from '../harness/workloads';
 import { eventMillis } from './support/history';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../harness/fixtures/http-server.js');
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];

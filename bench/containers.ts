@@ -18,7 +18,7 @@ import type { TaskDriver, TaskStart } from '../agent/drivers/driver';
 import { createProcessDriver } from '../agent/drivers/process';
 import { PortAllocator } from '../agent/ports';
 import { BUSYBOX_WEB, containerSupportMissing, ensureBusyboxImage, startContainers } from '../embedded/container-engine';
-import { waitFor } from '../test/support/wait-for';
+import { waitFor } from '../harness/wait-for';
 
 const N = Number(process.argv[2] ?? 9);
 const COMMAND = ['/bin/busybox', 'sh', '-c', 'exec /bin/busybox httpd -f -p "$PORT" -h "$WWW"'];

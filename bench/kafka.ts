@@ -22,9 +22,9 @@ import type { DrainReceipt, TaskDriver, TaskHandle, TaskStart } from '../agent/d
 import { runKafkaLoad } from '../store/kafka-feed';
 import { verifyAgainstAcked, verifyExactlyOnce } from '../store/sink-audit';
 import { runLoad } from '../store/source-feed';
-import { createTestDatabase } from '../test/support/database';
-import { startSharedServers } from '../test/support/shared-servers';
-import { waitFor } from '../test/support/wait-for';
+import { createTestDatabase } from '../harness/database';
+import { startSharedServers } from '../harness/shared-servers';
+import { waitFor } from '../harness/wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const PARTITIONS = 4;

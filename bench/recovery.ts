@@ -21,11 +21,11 @@ import { beginPlacementPass, computePlacement, RendezvousKeyCache } from '../dom
 import { planRecovery } from '../domain/recovery';
 import { seededRandom } from '../lib/seeded-random';
 import type { Placement, Runtime, Workload } from '../protocol';
-import { startStack } from '../test/support/stack';
-import { startSharedServers } from '../test/support/shared-servers';
+import { startStack } from '../harness/stack';
+import { startSharedServers } from '../harness/shared-servers';
 import type { RecoveryStatus } from '../workflows/recover-runtime';
 
-const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../harness/fixtures/http-server.js');
 const LEASE_TTL_MS = 3000;
 const NOW = Date.parse('2030-01-01T00:00:00.000Z');
 const ZONES = ['a', 'b', 'c'] as const;

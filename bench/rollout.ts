@@ -10,9 +10,9 @@
 // medians compared as rollout / scaleOut.
 import os from 'node:os';
 import { buildBusyboxImage, BUSYBOX_HTTPD, type RunningEngine } from '../embedded/container-engine';
-import { startSharedServers } from '../test/support/shared-servers';
-import { startStack, type Stack } from '../test/support/stack';
-import { tasksOf } from '../test/support/workloads';
+import { startSharedServers } from '../harness/shared-servers';
+import { startStack, type Stack } from '../harness/stack';
+import { tasksOf } from '../harness/workloads';
 
 const RUNS = Number(process.argv[2] ?? 3);
 const SOAK_MS = 1_000;

@@ -14,12 +14,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { freePort, stopChild } from '../embedded/processes';
-import { startStack } from '../test/support/stack';
-import { startSharedServers } from '../test/support/shared-servers';
+import { startStack } from '../harness/stack';
+import { startSharedServers } from '../harness/shared-servers';
 import { eventMillis } from './support/history';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const FIXTURE = path.resolve(__dirname, '../test/fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../harness/fixtures/http-server.js');
 
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);

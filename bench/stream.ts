@@ -25,10 +25,10 @@ import { auditStreamCheckpoint, auditStreamSink, verifyExactlyOnce } from '../st
 import { OFFSETS_TABLE, quoteIdentifier, sourceTableDdl } from '../protocol/consumer-tables';
 import { STREAM_CHECKPOINTS_TABLE } from '../protocol/stream-tables';
 import { partitionForKey } from '../store/source-feed';
-import { startStack, type Stack } from '../test/support/stack';
-import { startSharedServers } from '../test/support/shared-servers';
-import { GiveUp } from '../test/support/wait-for';
-import { tasksOf } from '../test/support/workloads';
+import { startStack, type Stack } from '../harness/stack';
+import { startSharedServers } from '../harness/shared-servers';
+import { GiveUp } from '../harness/wait-for';
+import { tasksOf } from '../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const PARTITIONS = 4;

@@ -1,5 +1,5 @@
 // Spawning scalegate's own processes (API, worker, agents) as real OS processes running TypeScript
-// through tsx (or, in the test stacks, bundled once: test/support/entry-bundles.ts), and stopping
+// through tsx (or, in the test stacks, bundled once: harness/entry-bundles.ts), and stopping
 // them cleanly. Used by `npm start` and by the integration tests.
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -32,7 +32,7 @@ export function spawnService(options: {
   processGroup?: boolean;
   /**
    * A command that execs the service (e.g. `ip netns exec <ns>`: a node on a host of its own,
-   * test/support/hosts.ts); it must exec, not fork, so that signals reach the service itself.
+   * harness/hosts.ts); it must exec, not fork, so that signals reach the service itself.
    */
   wrap?: readonly string[];
 }): ServiceProcess {

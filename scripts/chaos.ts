@@ -1,6 +1,6 @@
 // `npm run chaos -- --seed S --steps N [--json] [--no-faults] [--break drain-skips-commit]`: one
-// seeded chaos run on a real stack of its own (test/chaos/run.ts), judged from outside by
-// test/chaos/checker.ts. Prints each step as it happens (stderr) and the report; exits 1 when the
+// seeded chaos run on a real stack of its own (harness/chaos/run.ts), judged from outside by
+// harness/chaos/checker.ts. Prints each step as it happens (stderr) and the report; exits 1 when the
 // checker found a violation, printing the seed and the schedule so that `--seed S` replays it.
 //
 // `--seeds A-B` is the long run: seeds A..B one after another (a stack each), then one summary of
@@ -12,7 +12,7 @@
 // clock, the control plane cut from PostgreSQL or Temporal (issue 35).
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { runChaos, type ChaosReport } from '../test/chaos/run';
+import { runChaos, type ChaosReport } from '../harness/chaos/run';
 
 const USAGE = 'usage: npm run chaos -- (--seed <n> | --seeds <a>-<b>) --steps <1..10000> [--json] [--out summary.json] [--no-faults] [--network] [--break drain-skips-commit|owner-fence-unchecked]';
 const BREAKS = ['drain-skips-commit', 'owner-fence-unchecked'] as const;

@@ -9,9 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { PATCH_LOG } from '../workflows/patches';
-import { historyFromJSON } from '../test/workflow/history-json';
-import { historyFiles } from '../test/workflow/history-versions';
-import { HISTORIES_DIR } from '../test/workflow/record-histories';
+import { historyFromJSON } from '../harness/histories/history-json';
+import { historyFiles } from '../harness/histories/history-versions';
+import { HISTORIES_DIR } from '../harness/histories/record-histories';
 
 const say = (line: string) => console.error(`[patch-retirement] ${line}`);
 

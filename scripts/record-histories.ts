@@ -1,13 +1,13 @@
 // `npm run record:histories`: records the workflow histories that test/workflow/replay.test.ts
 // replays (test/workflow/histories/: a scenario whose commands changed is added as <name>.vN.json, no committed file is rewritten) on a throwaway Temporal dev server,
-// which it stops again. The scenarios live in test/workflow/record-histories.ts. Re-record only for
+// which it stops again. The scenarios live in harness/histories/record-histories.ts. Re-record only for
 // a deliberate, versioned workflow change (docs/workflows.md, "Replay histories").
 // `npm run record:histories -- --only autoscaler [--only other]` records only the named scenarios.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { HISTORIES_DIR, recordHistories } from '../test/workflow/record-histories';
+import { HISTORIES_DIR, recordHistories } from '../harness/histories/record-histories';
 import { freePort } from '../embedded/processes';
 import { startTemporalDevServer, type RunningTemporal } from '../embedded/temporal-server';
 

@@ -9,7 +9,7 @@ import { createActivities } from '../../activities';
 import { createActivityDeps } from '../../activities/deps';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase } from '../../harness/database';
 
 jest.setTimeout(30_000);
 

@@ -5,7 +5,7 @@
 // are refused (also after a restart), and the state folder is private.
 //
 // Real TaskHosts over real process drivers, real child processes, real loopback ports from a
-// block this file reserves (test/support/ports.ts). Waits are bounded polls on conditions.
+// block this file reserves (harness/ports.ts). Waits are bounded polls on conditions.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -23,11 +23,11 @@ import { buildAgentServer } from '../../agent/server';
 import { freePort } from '../../embedded/processes';
 import { FENCE_RECORDS_FILE, TASK_RECORDS_FILE, tightenStateDir, untilStateDirWritable, writePrivateFileSync } from '../../agent/state-files';
 import { statusOf } from '../../protocol';
-import { taskProcesses } from '../chaos/checker';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor } from '../support/wait-for';
+import { taskProcesses } from '../../harness/chaos/checker';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor } from '../../harness/wait-for';
 
-const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
+const HTTP_SERVER = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const PRINT_ENV = path.resolve(__dirname, '../fixtures/print-env.js');
 const AGENT_TOKEN = 'hardening-agent-token-0123456789abcdef';
 const SLICE_SIZE = 16;

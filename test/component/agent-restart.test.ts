@@ -9,7 +9,7 @@
 //   - the heartbeat loop against a scripted control plane (503s, a dropped connection, 404, 401,
 //     409 stale-fence revoking one task, then 200) stops exactly the revoked task.
 //
-// Real processes, real loopback ports (test/support/ports.ts), a real node:http fake control
+// Real processes, real loopback ports (harness/ports.ts), a real node:http fake control
 // plane on port 0. Waits are bounded polls on conditions, never fixed sleeps or timed assertions.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -30,11 +30,11 @@ import { retryDelayMs } from '../../lib/backoff';
 import { PortAllocator } from '../../agent/ports';
 import { DEFAULT_RESTART_POLICY, type RestartPolicy } from '../../domain/supervision';
 import { freePort, spawnService, type ServiceProcess } from '../../embedded/processes';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor } from '../support/wait-for';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor } from '../../harness/wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
+const HTTP_SERVER = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const AGENT_TOKEN = `restart-agent-token-${randomBytes(12).toString('hex')}`;
 const SLICE_SIZE = 16;
 const WAIT = { timeoutMs: 30_000, intervalMs: 50 };

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createEngine } from '../../agent/drivers/engine';
 import { BUSYBOX_HTTPD, BUSYBOX_WEB, ensureBusyboxImage, type RunningEngine, type RunningRegistry } from '../../embedded/container-engine';
-import { testEnv } from '../support/env';
+import { testEnv } from '../../harness/env';
 
 const env = testEnv();
 let workDir: string;

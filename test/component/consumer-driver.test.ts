@@ -1,7 +1,7 @@
 // The consumer driver against a real PostgreSQL (its own database on the server the global setup
 // started): exactly once while two replicas run, through a drain-and-takeover under load, fencing,
 // and the probe. Everything is proved by counting rows; waits poll for conditions with a bounded
-// deadline (test/support/wait-for.ts). Each test uses its own tables and workload name.
+// deadline (harness/wait-for.ts). Each test uses its own tables and workload name.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,8 +12,8 @@ import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type
 import { runLoad } from '../../store/source-feed';
 import { freePort } from '../../embedded/processes';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
-import { createTestDatabase } from '../support/database';
-import { waitFor as pollUntil } from '../support/wait-for';
+import { createTestDatabase } from '../../harness/database';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 
 jest.setTimeout(60_000);
 

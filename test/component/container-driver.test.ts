@@ -9,9 +9,9 @@ import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type
 import { createEngine, type Engine } from '../../agent/drivers/engine';
 import { PortAllocator } from '../../agent/ports';
 import type { RestartPolicy } from '../../domain/supervision';
-import { testEnv } from '../support/env';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor as pollUntil } from '../support/wait-for';
+import { testEnv } from '../../harness/env';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 
 const env = testEnv();
 let engine: Engine;

@@ -19,7 +19,7 @@ import { createPlanStore } from '../../store/plans';
 import { createRegistryStore } from '../../store/registry';
 import { createRuntimeStore, HEARTBEAT_STATEMENT } from '../../store/runtimes';
 import { createStreamJobStore } from '../../store/stream-jobs';
-import { createTestDatabase, observedPool } from '../support/database';
+import { createTestDatabase, observedPool } from '../../harness/database';
 
 const tokens = { operator: 'op-'.padEnd(30, 'o'), agent: 'ag-'.padEnd(30, 'a'), viewer: 'vw-'.padEnd(30, 'v') };
 const noTemporal: TemporalGateway = {

@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import type { Admin } from 'kafkajs';
 import { kafkaClient } from '../../lib/kafka';
-import { testEnv } from '../support/env';
+import { testEnv } from '../../harness/env';
 
 const PARTITIONS = 6;
 const RECORDS = 1_000;

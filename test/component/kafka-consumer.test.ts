@@ -12,9 +12,9 @@ import { kafkaSource } from '../../agent/drivers/sources/kafka-source';
 import { kafkaClient } from '../../lib/kafka';
 import { ensureTopic, runKafkaLoad } from '../../store/kafka-feed';
 import { ownershipOverlaps, verifyAgainstAcked } from '../../store/sink-audit';
-import { createTestDatabase } from '../support/database';
-import { testEnv } from '../support/env';
-import { waitFor as pollUntil } from '../support/wait-for';
+import { createTestDatabase } from '../../harness/database';
+import { testEnv } from '../../harness/env';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 
 jest.setTimeout(90_000);
 

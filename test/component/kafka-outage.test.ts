@@ -11,8 +11,8 @@ import { startKafka, type RunningKafka } from '../../embedded/kafka';
 import { freePort } from '../../embedded/processes';
 import { runKafkaLoad } from '../../store/kafka-feed';
 import { verifyAgainstAcked } from '../../store/sink-audit';
-import { createTestDatabase } from '../support/database';
-import { waitFor as pollUntil } from '../support/wait-for';
+import { createTestDatabase } from '../../harness/database';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 jest.setTimeout(180_000);

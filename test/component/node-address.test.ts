@@ -9,10 +9,10 @@ import path from 'node:path';
 import type { DriverContext, TaskDriver } from '../../agent/drivers/driver';
 import { createProcessDriver } from '../../agent/drivers/process';
 import { isPortBindable, PortAllocator } from '../../agent/ports';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor } from '../support/wait-for';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor } from '../../harness/wait-for';
 
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const NODE_ADDRESS = '127.0.0.2';
 let block: PortRange;
 let stateDir: string;

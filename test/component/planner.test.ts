@@ -14,7 +14,7 @@ import { createPlanner } from '../../store/planner';
 import { createPlanStore } from '../../store/plans';
 import { createRegistryStore, DuplicateTaskIdError } from '../../store/registry';
 import { createRuntimeStore } from '../../store/runtimes';
-import { createTestDatabase, observedPool } from '../support/database';
+import { createTestDatabase, observedPool } from '../../harness/database';
 
 const RUNTIMES = 12;
 const WORKLOADS = 300;

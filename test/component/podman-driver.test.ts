@@ -12,9 +12,9 @@ import { PortAllocator } from '../../agent/ports';
 import type { RestartPolicy } from '../../domain/supervision';
 import type { RunningEngine } from '../../embedded/container-engine';
 import { podmanSupportMissing, startPodmanEngine } from '../../embedded/podman-engine';
-import { testEnv } from '../support/env';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor as pollUntil } from '../support/wait-for';
+import { testEnv } from '../../harness/env';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 
 const env = testEnv();
 let podman: RunningEngine | undefined;

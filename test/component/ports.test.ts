@@ -1,5 +1,5 @@
 // PortAllocator against real loopback binds and a real state folder. Each test reserves its own
-// free range (test/support/ports.ts), so no other test or process is using those ports. (The range
+// free range (harness/ports.ts), so no other test or process is using those ports. (The range
 // check that binds nothing is test/unit/port-range.test.ts.)
 import fs from 'node:fs';
 import net from 'node:net';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import { DriverError } from '../../agent/drivers/driver';
 import { PORT_RECORDS_FILE, PortAllocator, type PortAllocatorOptions } from '../../agent/ports';
 import type { PortPair } from '../../protocol';
-import { reservePortRange, type PortRange } from '../support/ports';
+import { reservePortRange, type PortRange } from '../../harness/ports';
 
 const stateDirs: string[] = [];
 function freshStateDir(): string {

@@ -1,6 +1,6 @@
 // The process driver with real child processes and real loopback ports, drawn from a port block
-// this file reserves (test/support/ports.ts): each harness gets its own slice of it. Waits are
-// bounded polls on conditions (test/support/wait-for.ts), never fixed sleeps.
+// this file reserves (harness/ports.ts): each harness gets its own slice of it. Waits are
+// bounded polls on conditions (harness/wait-for.ts), never fixed sleeps.
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -11,10 +11,10 @@ import { createProcessDriver } from '../../agent/drivers/process';
 import { taskFolder, taskLogPath } from '../../agent/drivers/process-records';
 import { PortAllocator, portKeyFor } from '../../agent/ports';
 import { DEFAULT_RESTART_POLICY, type RestartPolicy } from '../../domain/supervision';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor as pollUntil } from '../support/wait-for';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 
 const stateDirs: string[] = [];
 const drivers: TaskDriver[] = [];

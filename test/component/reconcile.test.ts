@@ -9,7 +9,7 @@ import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createRegistryStore } from '../../store/registry';
 import { createRuntimeStore } from '../../store/runtimes';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase } from '../../harness/database';
 
 let db: Pool;
 

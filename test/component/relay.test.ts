@@ -1,10 +1,10 @@
-// The multi-host stack's TCP relay (test/support/relay.ts) on real loopback sockets: it forwards both
+// The multi-host stack's TCP relay (harness/relay.ts) on real loopback sockets: it forwards both
 // ways, and a blackhole holds every byte (sent before or during it, on connections old and new)
 // until the link opens again, then delivers them in order, none lost: a stalled link, not a
 // corrupted stream.
 import net from 'node:net';
-import { startRelay, type Relay } from '../support/relay';
-import { waitFor } from '../support/wait-for';
+import { startRelay, type Relay } from '../../harness/relay';
+import { waitFor } from '../../harness/wait-for';
 
 let echo: net.Server;
 let relay: Relay;

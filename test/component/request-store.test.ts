@@ -8,7 +8,7 @@ import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { createOperationStartStore } from '../../store/operation-starts';
 import { createRegistryStore, KindChangeError } from '../../store/registry';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase } from '../../harness/database';
 
 let db: Pool;
 beforeAll(async () => {

@@ -21,11 +21,11 @@ import { createActivities } from '../../activities';
 import type { TaskStart } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
-import { createTestDatabase } from '../support/database';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor } from '../support/wait-for';
+import { createTestDatabase } from '../../harness/database';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor } from '../../harness/wait-for';
 
-const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
+const HTTP_SERVER = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 
 let db: Pool;
 let block: PortRange;

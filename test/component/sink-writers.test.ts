@@ -5,7 +5,7 @@
 import { Pool } from 'pg';
 import { BOOKKEEPING_DDL, OWNERSHIP_LOG_TABLE, sinkTableDdl } from '../../protocol/consumer-tables';
 import { sinkWriterInterleavings } from '../../store/sink-audit';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase } from '../../harness/database';
 
 let db: Pool;
 

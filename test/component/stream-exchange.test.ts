@@ -9,7 +9,7 @@
 import net from 'node:net';
 import { InputServer, OutputChannel } from '../../agent/drivers/stream/exchange';
 import { BARRIER, KEYED_RECORDS, RECORD, WATERMARK, type Hello, type KeyedRecord, type WireMessage } from '../../protocol/stream-wire';
-import { waitFor } from '../support/wait-for';
+import { waitFor } from '../../harness/wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const JOB = 'clicks';

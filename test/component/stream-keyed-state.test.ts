@@ -10,7 +10,7 @@ import { KeyedCounts } from '../../agent/drivers/stream/operator-state';
 import { keyGroupOf } from '../../domain/stream';
 import { STREAM_CHECKPOINTS_TABLE, STREAM_KEYED_STATE_TABLE, STREAM_SNAPSHOTS_TABLE } from '../../protocol/stream-tables';
 import { createPool } from '../../store/db';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase } from '../../harness/database';
 
 const JOB = 'counts';
 const MAX_PARALLELISM = 128;

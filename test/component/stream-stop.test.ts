@@ -30,11 +30,11 @@ import { WorkloadDefinitionSchema, type TaskStart } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { newRuntimeCredential } from '../../store/runtimes';
-import { createTestDatabase } from '../support/database';
-import { reservePortRange, type PortRange } from '../support/ports';
-import { waitFor } from '../support/wait-for';
+import { createTestDatabase } from '../../harness/database';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { waitFor } from '../../harness/wait-for';
 
-const HTTP_SERVER = path.resolve(__dirname, '../fixtures/http-server.js');
+const HTTP_SERVER = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const SLICE_SIZE = 16;
 
 let block: PortRange;

@@ -26,7 +26,7 @@ import { createRegistryStore } from '../../store/registry';
 import { createRuntimeStore } from '../../store/runtimes';
 import { auditStreamCheckpoint, auditStreamSink, STREAM_MISMATCHES_SHOWN } from '../../store/sink-audit';
 import { createStreamJobStore } from '../../store/stream-jobs';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase } from '../../harness/database';
 
 const JOB = 'clicks';
 const tables = { source: 'clicks_in', sink: 'clicks_out' };

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnService } from '../../embedded/processes';
 import { supervise } from '../../embedded/supervisor';
-import { waitFor } from '../support/wait-for';
+import { waitFor } from '../../harness/wait-for';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-supervisor-'));

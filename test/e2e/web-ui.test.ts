@@ -10,11 +10,11 @@ import type { Page } from 'playwright-core';
 import { LATENCY_PROBE_MS } from '../../agent/drivers/process';
 import { CPU_JUDGED_AFTER_SOAK_MS } from '../../domain/evidence';
 import { ARTIFACTS, openBrowser, type UiBrowser } from '../support/browser';
-import { testEnv } from '../support/env';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload } from '../../harness/workloads';
 
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const SOAK_MS = 45_000; // long enough to look at the operation while it soaks; it is not waited out
 
 const service = (replicas: number) => ({

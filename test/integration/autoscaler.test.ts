@@ -6,12 +6,12 @@ import path from 'node:path';
 import { runLoad } from '../../store/source-feed';
 import { verifyExactlyOnce } from '../../store/sink-audit';
 import { run as cli } from '../../cli/main';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload } from '../../harness/workloads';
 import { autoscalerStatusQuery, observeUpdate, policyUpdate } from '../../workflows/autoscaler';
 
 let stack: Stack;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const service = (replicas: number) => ({
   kind: 'service', replicas,
   contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },

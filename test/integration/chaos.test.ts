@@ -1,9 +1,9 @@
 // The CI subset of the chaos suite (issue 20): a fixed seed (3, whose run found the emptied-placement
 // bug; one seed keeps CI under its 10 minutes) of the seeded schedule of operations and
-// faults (test/chaos/schedule.ts) on a stack of its own (two APIs behind a balancer, two workers,
-// three agents, its own PostgreSQL and Temporal), judged from outside by test/chaos/checker.ts.
+// faults (harness/chaos/schedule.ts) on a stack of its own (two APIs behind a balancer, two workers,
+// three agents, its own PostgreSQL and Temporal), judged from outside by harness/chaos/checker.ts.
 // A violation fails with the seed and the schedule: `npm run chaos -- --seed S --steps N` replays it.
-import { runChaos } from '../chaos/run';
+import { runChaos } from '../../harness/chaos/run';
 
 const SEEDS = [3];
 const STEPS = 10;
@@ -21,7 +21,7 @@ test.each(SEEDS)('seed %i: every operation ends, nothing lost or doubled, placem
 }, 600_000);
 
 // The same suite with each agent on a host of its own (network namespaces on a bridge,
-// test/support/host-stack.ts) and the network nemeses in the schedule (issue 35): seed 1862's six
+// harness/host-stack.ts) and the network nemeses in the schedule (issue 35): seed 1862's six
 // steps freeze an agent, skew another's clock and isolate its host past the lease while two scales
 // run, then slow and drop a link; each is healed before the checker, which also looks for two live
 // owners in the sink, revoked tasks still placed, and a skewed-clock node declared LOST. (Chosen

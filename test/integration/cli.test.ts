@@ -6,13 +6,13 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { startStack, Stack } from '../support/stack';
-import { waitForApply } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { waitForApply } from '../../harness/workloads';
 
 let stack: Stack;
 let dir: string;
 const BIN = path.resolve(__dirname, '../../cli/bin.js');
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 
 interface Run {
   code: number;

@@ -10,9 +10,9 @@ import path from 'node:path';
 import { findTemporalCli } from '../../embedded/temporal-cli';
 import { runLoad } from '../../store/source-feed';
 import { verifyExactlyOnce } from '../../store/sink-audit';
-import { testEnv } from '../support/env';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../../harness/workloads';
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
 const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };

@@ -3,9 +3,9 @@
 // digest with the engine's limits, and a scale-in leaves no container of a removed replica.
 import { LABEL } from '../../agent/drivers/container';
 import { createEngine, type Engine } from '../../agent/drivers/engine';
-import { testEnv } from '../support/env';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, scaleAndWait, tasksOf } from '../../harness/workloads';
 
 const env = testEnv();
 const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };

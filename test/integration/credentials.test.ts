@@ -11,11 +11,11 @@ import { DATA_PLANE_ROLE } from '../../protocol/data-plane';
 import { CONTROL_PLANE_TABLES } from '../../protocol/workload';
 import { runLoad } from '../../store/source-feed';
 import { verifyExactlyOnce } from '../../store/sink-audit';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload } from '../../harness/workloads';
 
 let stack: Stack;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 
 beforeAll(async () => {
   stack = await startStack({

@@ -6,8 +6,8 @@ import { demoTour, demoWorkloads, DEMO_FEEDS, DEMO_TIER, installDemo } from '../
 import { runLoad } from '../../store/source-feed';
 import { auditStreamSink } from '../../store/sink-audit';
 import { USAGE } from '../../cli/main';
-import { startStack, type Stack } from '../support/stack';
-import { tasksOf, waitForApply } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { tasksOf, waitForApply } from '../../harness/workloads';
 
 let stack: Stack;
 

@@ -5,8 +5,8 @@
 // agent does not answer is `not measured` and the scale-out's baseline gate refuses, naming it.
 import { runLoad } from '../../store/source-feed';
 import { verifyExactlyOnce } from '../../store/sink-audit';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload, scaleAndWait, tasksOf } from '../../harness/workloads';
 
 let stack: Stack;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };

@@ -7,11 +7,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload, failedGates, retireAndWait, scaleAndWait, tasksOf } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload, failedGates, retireAndWait, scaleAndWait, tasksOf } from '../../harness/workloads';
 
 let stack: Stack;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 
 beforeAll(async () => {
@@ -21,7 +21,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-/** The live tasks of a workload, the agents' own list (test/support/workloads.ts). */
+/** The live tasks of a workload, the agents' own list (harness/workloads.ts). */
 const liveTasks = (workload: string) => tasksOf(stack, workload);
 
 describe('connectivity and latency', () => {

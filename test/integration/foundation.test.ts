@@ -4,7 +4,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { startStack, Stack } from '../support/stack';
+import { startStack, Stack } from '../../harness/stack';
 
 let stack: Stack;
 

@@ -5,8 +5,8 @@
 // OpenAPI document, so a new route is fuzzed without touching this file; the generator is seeded,
 // so a failure names the request and reproduces.
 import { seededRandom } from '../../lib/seeded-random';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload } from '../../harness/workloads';
 
 const REQUESTS = 1000;
 const SEED = 0x5ca1e;

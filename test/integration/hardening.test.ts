@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { startEmbeddedPostgres, type RunningPostgres } from '../../embedded/postgres';
 import { freePort } from '../../embedded/processes';
-import { startStack, Stack } from '../support/stack';
-import { testEnv } from '../support/env';
+import { startStack, Stack } from '../../harness/stack';
+import { testEnv } from '../../harness/env';
 
 let stack: Stack;
 /** This file freezes its PostgreSQL: a server of its own, so test files running beside it keep theirs. */

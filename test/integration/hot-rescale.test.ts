@@ -10,8 +10,8 @@ import { auditStreamCheckpoint, auditStreamSink } from '../../store/sink-audit';
 import { OperationStatusSchema } from '../../protocol';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { runCli } from '../support/cli';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, tasksOf } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, tasksOf } from '../../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const AGENTS = ['hr-a', 'hr-b', 'hr-c'];

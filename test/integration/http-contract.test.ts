@@ -6,8 +6,8 @@ import http from 'node:http';
 import { ERROR_CODES } from '../../protocol/errors';
 import { createSourceFeed } from '../../store/source-feed';
 import { runCli } from '../support/cli';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload } from '../../harness/workloads';
 
 let stack: Stack;
 

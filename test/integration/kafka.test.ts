@@ -15,10 +15,10 @@ import { ensureTopic, runKafkaLoad, type KafkaLoadResult } from '../../store/kaf
 import { auditStreamCheckpoint, ownershipOverlaps, verifyAgainstAcked, verifyStreamAgainstAcked } from '../../store/sink-audit';
 import { createStreamJobStore } from '../../store/stream-jobs';
 import type { RescaleStatus } from '../../workflows/rescale-operator';
-import { testEnv } from '../support/env';
+import { testEnv } from '../../harness/env';
 import { runCli } from '../support/cli';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, scaleAndWait, tasksOf } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, scaleAndWait, tasksOf } from '../../harness/workloads';
 
 let stack: Stack;
 let brokers: string;

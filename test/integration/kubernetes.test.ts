@@ -10,9 +10,9 @@ import { openBrowser } from '../support/browser';
 import { runCli } from '../support/cli';
 import { ensureTopic } from '../../store/kafka-feed';
 import { kafkaClient, readConsumerGroup } from '../../lib/kafka';
-import { testEnv } from '../support/env';
-import { startStack, type Stack } from '../support/stack';
-import { failedGates, scaleAndWait } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, type Stack } from '../../harness/stack';
+import { failedGates, scaleAndWait } from '../../harness/workloads';
 
 let kube: KubernetesControlPlane;
 let proxy: ApiProxy;

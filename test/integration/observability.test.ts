@@ -9,12 +9,12 @@ import type { ApiDeps } from '../../api/deps';
 import { allRoutes } from '../../api/server';
 import { createMetrics, METRIC_LABELS, LABEL_VALUES, UNMATCHED_ROUTE, type DynamicLabel, type MetricSources } from '../../api/metrics';
 import { ensureSearchAttributes, SearchAttributeSetupError } from '../../workers/orchestrator';
-import { testEnv } from '../support/env';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload, scaleAndWait } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload, scaleAndWait } from '../../harness/workloads';
 
 let stack: Stack;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const SERVICE_CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 const service = (replicas: number, extra: Record<string, unknown> = {}) => ({
   kind: 'service', replicas, selector: { pool: 'obs' }, contract: SERVICE_CONTRACT,

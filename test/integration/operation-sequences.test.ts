@@ -10,8 +10,8 @@
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { runLoad } from '../../store/source-feed';
 import { seededRandom } from '../../lib/seeded-random';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, retireAndWait, tasksOf, waitForApply } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, retireAndWait, tasksOf, waitForApply } from '../../harness/workloads';
 
 const PARTITIONS = 6;
 const AGENTS = ['a', 'b', 'c', 'd'].map((zone) => ({ id: `seq-${zone}`, labels: { zone } }));

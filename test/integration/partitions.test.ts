@@ -1,5 +1,5 @@
 // Nodes on hosts of their own, partitioned (issue 35 acceptance): three agents, each in its own
-// network namespace on a bridge (test/support/host-stack.ts).
+// network namespace on a bridge (harness/host-stack.ts).
 // 1. A consumer under load on all three. The host of one replica is cut from the control plane,
 //    both ways, past two leases, while its task keeps running and keeps reaching PostgreSQL: the
 //    control plane declares it LOST and moves its partitions under a higher owner fence, the
@@ -25,10 +25,10 @@ import { createSourceFeed, runLoad } from '../../store/source-feed';
 import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, sinkWriterInterleavings, verifyAgainstAcked, verifyExactlyOnce } from '../../store/sink-audit';
 import type { RecoveryStatus } from '../../workflows/recover-runtime';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
-import { startHostStack, type HostStack } from '../support/host-stack';
-import { testEnv } from '../support/env';
-import { hostNetworkSupportMissing } from '../support/hosts';
-import { defineWorkload, tasksOf } from '../support/workloads';
+import { startHostStack, type HostStack } from '../../harness/host-stack';
+import { testEnv } from '../../harness/env';
+import { hostNetworkSupportMissing } from '../../harness/hosts';
+import { defineWorkload, tasksOf } from '../../harness/workloads';
 
 const LEASE = 2000;
 const PARTITIONS = 6;

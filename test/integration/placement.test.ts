@@ -3,11 +3,11 @@
 import path from 'node:path';
 import { createRegistryStore, StalePlacementError } from '../../store/registry';
 import { createPool } from '../../store/db';
-import { startStack, Stack } from '../support/stack';
-import { waitForApply, whereIs } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { waitForApply, whereIs } from '../../harness/workloads';
 
 let stack: Stack;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const service = (replicas: number | 'all', extra: Record<string, unknown> = {}) => ({
   kind: 'service',
   replicas,

@@ -8,12 +8,12 @@ import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { OperationStatusSchema } from '../../protocol';
 import type { RecoveryStatus } from '../../workflows/recover-runtime';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, waitForApply } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, waitForApply } from '../../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const LEASE = 2000;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const ZONE_B = ['rc-b1', 'rc-b2', 'rc-b3'];
 const ZONE_C = ['rc-c1', 'rc-c2'];
 const SOLO = { id: 'rc-d1', labels: { zone: 'd', node: 'solo' } };

@@ -4,8 +4,8 @@
 // and an operation's reads and report links name their run, so an older run's link opens that run.
 import path from 'node:path';
 import { runCli } from '../support/cli';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, scaleAndWait } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, scaleAndWait } from '../../harness/workloads';
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
 const service = {

@@ -18,9 +18,9 @@ import { createSourceFeed } from '../../store/source-feed';
 import { streamJobReads } from '../../store/stream-jobs';
 import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
-import { startStack, type Stack } from '../support/stack';
-import { GiveUp } from '../support/wait-for';
-import { defineWorkload, tasksOf } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { GiveUp } from '../../harness/wait-for';
+import { defineWorkload, tasksOf } from '../../harness/workloads';
 
 const AGENTS = ['rx-a', 'rx-b', 'rx-c'];
 const JOB = 'exits';

@@ -15,10 +15,10 @@ import { createEngine, type Engine } from '../../agent/drivers/engine';
 import { buildBusyboxImage, BUSYBOX_HTTPD, type RunningEngine } from '../../embedded/container-engine';
 import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
-import { testEnv } from '../support/env';
-import { startStack, type Stack } from '../support/stack';
+import { testEnv } from '../../harness/env';
+import { startStack, type Stack } from '../../harness/stack';
 import { runCli } from '../support/cli';
-import { defineWorkload, tasksOf } from '../support/workloads';
+import { defineWorkload, tasksOf } from '../../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const env = testEnv();

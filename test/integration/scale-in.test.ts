@@ -5,8 +5,8 @@ import { Pool } from 'pg';
 import { MAX_WORK_SLEEP_MS } from '../../agent/drivers/consumer';
 import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 let stack: Stack;

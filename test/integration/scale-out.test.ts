@@ -9,13 +9,13 @@ import { promisify } from 'node:util';
 import { runLoad } from '../../store/source-feed';
 import { findTemporalCli } from '../../embedded/temporal-cli';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
-import { testEnv } from '../support/env';
-import { startStack, Stack } from '../support/stack';
-import { defineWorkload, failedGates, retireAndWait, tasksOf as sharedTasksOf, scaleAndWait } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, Stack } from '../../harness/stack';
+import { defineWorkload, failedGates, retireAndWait, tasksOf as sharedTasksOf, scaleAndWait } from '../../harness/workloads';
 
 let stack: Stack;
 const ERROR_WINDOW_MS = 4_000;
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const KNOWN_CONTRACT = { ownership: 'partitioned', partitions: 8, state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
 const consumer = (name: string, replicas: number, overrides: { contract?: Record<string, unknown>; selector?: Record<string, string>; partitions?: number } = {}) => ({
   kind: 'consumer',

@@ -17,9 +17,9 @@ import { kafkaUnavailable } from '../../embedded/kafka';
 import { freePort, portIsFree } from '../../embedded/processes';
 import { readStackFile } from '../../embedded/stack-file';
 import { bridgeExists, bridgeOf } from '../support/bridges';
-import { testEnv } from '../support/env';
+import { testEnv } from '../../harness/env';
 import { EMBEDDED_AGENTS as AGENTS, startNpmStart, type NpmStart } from '../support/npm-start';
-import { waitFor } from '../support/wait-for';
+import { waitFor } from '../../harness/wait-for';
 import { kafkaClient } from '../../lib/kafka';
 
 /** The processes whose arguments name `home` (the stack's agents, the broker's JVM, dockerd, containerd, its shims, docker-registry), from the process table. */

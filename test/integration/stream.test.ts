@@ -9,8 +9,8 @@ import { STREAM_CHECKPOINTS_TABLE } from '../../protocol/stream-tables';
 import { STREAM_APPLICATION_NAME } from '../../agent/drivers/stream';
 import { stopTheWorldReplan, type StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, tasksOf } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, tasksOf } from '../../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const AGENTS = ['st-a', 'st-b', 'st-c'];

@@ -8,10 +8,10 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { runCli } from '../support/cli';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload, failedGates, scaleAndWait, tasksOf } from '../support/workloads';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload, failedGates, scaleAndWait, tasksOf } from '../../harness/workloads';
 
-const FIXTURE = path.resolve(__dirname, '../fixtures/http-server.js');
+const FIXTURE = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
 const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 
 let stack: Stack;

@@ -8,9 +8,9 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
-import { testEnv } from '../support/env';
+import { testEnv } from '../../harness/env';
 import { startNpmStart, type NpmStart } from '../support/npm-start';
-import { waitFor } from '../support/wait-for';
+import { waitFor } from '../../harness/wait-for';
 
 const ROOT = path.resolve(__dirname, '../..');
 const namespace = `tour-${crypto.randomBytes(4).toString('hex')}`;

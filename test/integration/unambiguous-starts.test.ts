@@ -5,9 +5,9 @@ import path from 'node:path';
 import { freePort } from '../../embedded/processes';
 import { startTemporalDevServer, type RunningTemporal } from '../../embedded/temporal-server';
 import { ADMIT_BY_MEMO } from '../../protocol';
-import { testEnv } from '../support/env';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { testEnv } from '../../harness/env';
+import { startStack, type Stack } from '../../harness/stack';
+import { defineWorkload } from '../../harness/workloads';
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
 const body = {

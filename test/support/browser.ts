@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { waitFor } from './wait-for';
+import { waitFor } from '../../harness/wait-for';
 
 export const ARTIFACTS = path.resolve(__dirname, '../e2e/artifacts');
 const CHROMIUM_CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/lib/chromium/chromium', '/usr/bin/chromium', '/usr/bin/chromium-browser'];

@@ -2,7 +2,7 @@
 // environment, nothing else of the test's); never throws: the exit code, stdout and stderr.
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import type { Stack } from './stack';
+import type { Stack } from '../../harness/stack';
 
 const BIN = path.resolve(__dirname, '../../cli/bin.js');
 

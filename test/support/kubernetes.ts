@@ -13,7 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { ensureKubernetes } from '../../embedded/kubernetes';
 import { freePort, stopChild } from '../../embedded/processes';
 import { createKubernetesClient, type KubernetesClient } from '../../lib/kubernetes';
-import { waitFor } from './wait-for';
+import { waitFor } from '../../harness/wait-for';
 
 export const CLUSTER = 'scalegate-test';
 const TOKEN = 'scalegate-test-admin-token';

@@ -10,10 +10,10 @@ import path from 'node:path';
 import { freePort, spawnService, type ServiceProcess } from '../../embedded/processes';
 import { withPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
-import { createTestDatabase, testAgentDatabaseUrl } from './database';
-import { testEnv } from './env';
-import { reservePortRange, type PortRange } from './ports';
-import { GiveUp, waitFor } from './wait-for';
+import { createTestDatabase, testAgentDatabaseUrl } from '../../harness/database';
+import { testEnv } from '../../harness/env';
+import { reservePortRange, type PortRange } from '../../harness/ports';
+import { GiveUp, waitFor } from '../../harness/wait-for';
 
 export const EMBEDDED_AGENTS = ['agent-a', 'agent-b', 'agent-c'];
 

@@ -12,7 +12,7 @@ const ROOT = path.resolve(__dirname, '../..');
 /** The project folders of DESIGN.md §1. */
 const LAYOUT = ['api', 'workflows', 'activities', 'workers', 'domain', 'protocol', 'http', 'lib', 'store', 'agent', 'cli', 'scripts'];
 /** Harnesses: checked only for the scripts/ rule (they test and measure the parts, they are none). */
-const HARNESSES = ['test', 'bench'];
+const HARNESSES = ['test', 'harness', 'bench'];
 /** The layout plus any other top-level folder holding .ts files (e.g. embedded/), so a new folder is not skipped. */
 const FOLDERS = [
   ...LAYOUT,
@@ -243,6 +243,13 @@ describe('architecture: the import picture', () => {
   it('no folder but scripts/ imports scripts/ (tests and benches included: a script is an entry point, not a library)', () => {
     const offending = [...FOLDERS, ...HARNESSES].filter((folder) => folder !== 'scripts').flatMap((folder) =>
       violations(folder, (imported) => folderOf(imported.target) === 'scripts'),
+    );
+    expect(offending).toEqual([]);
+  });
+
+  it('nothing imports test/ but test/ itself: what scripts and benches run lives in harness/ (and test/ imports it)', () => {
+    const offending = [...FOLDERS, ...HARNESSES].filter((folder) => folder !== 'test').flatMap((folder) =>
+      violations(folder, (imported) => folderOf(imported.target) === 'test'),
     );
     expect(offending).toEqual([]);
   });

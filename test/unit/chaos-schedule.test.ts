@@ -1,5 +1,5 @@
-// The chaos schedule (test/chaos/schedule.ts) is a pure function of its seed: a failure's seed replays it.
-import { buildSchedule, describeStep, prng } from '../../test/chaos/schedule';
+// The chaos schedule (harness/chaos/schedule.ts) is a pure function of its seed: a failure's seed replays it.
+import { buildSchedule, describeStep, prng } from '../../harness/chaos/schedule';
 
 test('the same seed gives the same schedule; another seed another one', () => {
   expect(buildSchedule(7, 40)).toEqual(buildSchedule(7, 40));

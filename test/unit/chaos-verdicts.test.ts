@@ -1,5 +1,5 @@
-// The chaos checker's pure verdicts (test/chaos/verdicts.ts), each case after the seed that found it.
-import { skewedAgentsDeclaredLost, type FaultWindow } from '../../test/chaos/verdicts';
+// The chaos checker's pure verdicts (harness/chaos/verdicts.ts), each case after the seed that found it.
+import { skewedAgentsDeclaredLost, type FaultWindow } from '../../harness/chaos/verdicts';
 
 const T0 = Date.parse('2026-12-04T08:49:52.574Z');
 const LEASE = 2_000;

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { createRendezvousThreads } from '../../activities/rendezvous-threads';
 import { beginPlacementPass } from '../../domain/placement';
 import { rendezvousKey, RendezvousKeyCache } from '../../domain/rendezvous';
-import { bundleForNode } from '../support/entry-bundles';
+import { bundleForNode } from '../../harness/entry-bundles';
 import { NOW, placeAll, seededWorkloads, zonedFleet } from '../support/placement-fleet';
 
 const runtimes = zonedFleet(90, 16);

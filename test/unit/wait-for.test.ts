@@ -1,6 +1,6 @@
-// The one polling helper the tests share (test/support/wait-for.ts): what it answers, and what its
+// The one polling helper the tests share (harness/wait-for.ts): what it answers, and what its
 // failure says.
-import { GiveUp, waitFor } from '../support/wait-for';
+import { GiveUp, waitFor } from '../../harness/wait-for';
 
 describe('waitFor', () => {
   test('answers the first truthy value the probe returns', async () => {

@@ -17,8 +17,8 @@ import type { TaskStatus } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
 import { applyPlan } from '../../workflows/apply-plan';
-import { createTestDatabase } from '../support/database';
-import { testEnv } from '../support/env';
+import { createTestDatabase } from '../../harness/database';
+import { testEnv } from '../../harness/env';
 
 let db: Pool;
 let connection: Connection;

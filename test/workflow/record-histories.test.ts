@@ -5,9 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { testEnv } from '../support/env';
-import { HISTORIES_DIR, recordHistories } from './record-histories';
-import { readHistory, signatureHash, versionsOf } from './history-versions';
+import { testEnv } from '../../harness/env';
+import { HISTORIES_DIR, recordHistories } from '../../harness/histories/record-histories';
+import { readHistory, signatureHash, versionsOf } from '../../harness/histories/history-versions';
 
 const env = testEnv();
 

@@ -3,16 +3,16 @@
 // replayed here against the current workflow bundle. A change that alters the command sequence of a
 // workflow already running in production fails here, where replaying a history the same code just
 // produced never could. No Temporal server or database is involved: replay runs in-process, on the
-// workflow bundle the jest global setup made once per run (test/support/shared-servers.ts), the one
+// workflow bundle the jest global setup made once per run (harness/shared-servers.ts), the one
 // every worker of the run executes. A deliberately reordered applyPlan shows the check can fail.
 import fs from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import * as workflows from '../../workflows';
-import { testEnv } from '../support/env';
-import { historyFromJSON, type History } from './history-json';
-import { HISTORIES_DIR } from './record-histories';
-import { historyFiles } from './history-versions';
+import { testEnv } from '../../harness/env';
+import { historyFromJSON, type History } from '../../harness/histories/history-json';
+import { HISTORIES_DIR } from '../../harness/histories/record-histories';
+import { historyFiles } from '../../harness/histories/history-versions';
 
 interface Committed {
   file: string;

@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { HISTORIES_DIR } from './record-histories';
-import { historyFiles, MANIFEST_FILE, patchIds, readHistory, versioningProblems, versionsOf } from './history-versions';
+import { HISTORIES_DIR } from '../../harness/histories/record-histories';
+import { historyFiles, MANIFEST_FILE, patchIds, readHistory, versioningProblems, versionsOf } from '../../harness/histories/history-versions';
 
 describe('committed histories', () => {
   it('are each pinned, unchanged, and every kept version is followed by a new patched() id', () => {

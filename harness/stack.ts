@@ -5,9 +5,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Pool } from 'pg';
-import { createPool } from '../../store/db';
-import { migrate } from '../../store/migrate';
-import { freePort, ServiceProcess, spawnService, waitForHttp } from '../../embedded/processes';
+import { createPool } from '../store/db';
+import { migrate } from '../store/migrate';
+import { freePort, ServiceProcess, spawnService, waitForHttp } from '../embedded/processes';
 import { startBalancer, type Balancer } from './balancer';
 import { createTestDatabase, testAgentDatabaseUrl } from './database';
 import { testEnv } from './env';
@@ -24,7 +24,7 @@ export interface AgentSpec {
   apiUrl?: string;
   /** false: return once its HTTP server answers, without waiting for it to register (default true) */
   waitReady?: boolean;
-  /** the node's address: the agent binds (and advertises) it (default 127.0.0.1; test/support/hosts.ts gives each node its own) */
+  /** the node's address: the agent binds (and advertises) it (default 127.0.0.1; harness/hosts.ts gives each node its own) */
   bind?: string;
   /** a command that execs the agent (e.g. `ip netns exec <ns>`: inside its host's network namespace) */
   wrap?: readonly string[];
@@ -77,7 +77,7 @@ export interface Stack {
   startWorker(): Promise<ServiceProcess>;
   /** (Re)starts API process `index` on its own port (after a kill), and waits for it to answer. */
   startApi(index: number): Promise<ServiceProcess>;
-  /** test/support/wait-for.ts with a 60 s default and, on a timeout, the last lines of the processes' logs */
+  /** harness/wait-for.ts with a 60 s default and, on a timeout, the last lines of the processes' logs */
   waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, options?: WaitForOptions | number): Promise<T>;
   stop(): Promise<void>;
 }
@@ -249,7 +249,7 @@ export async function startStack(options: {
     const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', spec.apiUrl ?? apiUrl, '--slots', String(spec.slots ?? 4)];
     if (labels) args.push('--labels', labels);
     if (spec.bind) args.push('--bind', spec.bind);
-    // Its process tasks draw ports from a block reserved for this agent id (test/support/ports.ts).
+    // Its process tasks draw ports from a block reserved for this agent id (harness/ports.ts).
     args.push('--port-range', (portRanges[spec.id] ??= await reservePortRange()).label);
     const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, { DATABASE_URL: agentDatabaseUrl, ...spec.env }, spec.wrap);
     const agent = { id: spec.id, port, url: `http://${spec.bind ?? '127.0.0.1'}:${port}`, stateDir, process: agentProcess };

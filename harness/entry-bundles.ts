@@ -6,7 +6,7 @@
 import { build, type Plugin } from 'esbuild';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT } from '../../embedded/processes';
+import { ROOT } from '../embedded/processes';
 
 /** The entries a test stack starts (paths under the repository, as spawnService takes them). */
 export const STACK_ENTRIES = ['api/main.ts', 'workers/main.ts', 'agent/main.ts'] as const;

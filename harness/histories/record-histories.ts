@@ -20,12 +20,13 @@ import { observeSignal } from '../../workflows/autoscaler';
 import { handleSubtaskFailures, subtasksFailedSignal } from '../../workflows/subtask-failures';
 import { crashLoopingSignal, handleCrashLoops } from '../../workflows/crash-loops';
 import { abortSignal, approveUpdate, rejectUpdate, statusQuery, type ScaleStatus } from '../../workflows/scale-out';
-import { waitFor } from '../support/wait-for';
+import { waitFor } from '../wait-for';
 import { historyToJSON } from './history-json';
 import { placeRecorded } from './history-versions';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export const HISTORIES_DIR = path.join(__dirname, 'histories');
+// the kept histories replay.test.ts replays: test data the recorder writes, beside the test that reads them
+export const HISTORIES_DIR = path.resolve(__dirname, '../../test/workflow/histories');
 
 // Shapes taken from the activities themselves, so a changed signature breaks this file's compile.
 type Plan = Awaited<ReturnType<Activities['loadPlan']>>;

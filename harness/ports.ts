@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { isPortBindable } from '../../agent/ports';
+import { isPortBindable } from '../agent/ports';
 
 /** Ports per block; a test takes a whole block or slices of one. */
 export const PORT_BLOCK_SIZE = 200;

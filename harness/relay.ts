@@ -1,4 +1,4 @@
-// A TCP relay on a multi-host stack's bridge (test/support/hosts.ts): the nodes reach a server of
+// A TCP relay on a multi-host stack's bridge (harness/hosts.ts): the nodes reach a server of
 // the host that listens on loopback only (the shared PostgreSQL) at <bridge address>:<port>, so their
 // connections cross their links like any client's and a cut of a link cuts them. `blackhole()` is
 // the host side's own partition (the control plane cut from a server while the nodes run on):

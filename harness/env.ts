@@ -19,7 +19,7 @@ export interface TestEnv {
   /** why there is no engine (e.g. "dockerd is not installed"), null when there is one */
   containersOff: string | null;
   workflowBundlePath: string;
-  /** the stack entries bundled to JavaScript (test/support/entry-bundles.ts): entry → script */
+  /** the stack entries bundled to JavaScript (harness/entry-bundles.ts): entry → script */
   entryScripts: Record<string, string>;
   tmpDir: string;
 }

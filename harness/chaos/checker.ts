@@ -16,10 +16,10 @@
 import fs from 'node:fs';
 import { duplicateTaskIds } from '../../domain/task-identity';
 import { auditStreamCheckpoint, auditStreamSink, ownershipOverlaps, sinkWriterInterleavings, verifyExactlyOnce } from '../../store/sink-audit';
-import type { SharedServers } from '../support/shared-servers';
-import type { Stack } from '../support/stack';
-import { waitFor } from '../support/wait-for';
-import { tasksOf } from '../support/workloads';
+import type { SharedServers } from '../shared-servers';
+import type { Stack } from '../stack';
+import { waitFor } from '../wait-for';
+import { tasksOf } from '../workloads';
 import { CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_WORKLOADS } from './schedule';
 import { skewedAgentsDeclaredLost, type FaultWindow, type LostEvent } from './verdicts';
 
@@ -30,7 +30,7 @@ export interface Violation {
 
 const LOOPS = ['reconcile', 'leaseSweeper', 'autoscaler', 'handleSubtaskFailures'];
 
-/** Polls `probe` (test/support/wait-for.ts) until it answers non-null; null once `timeoutMs` passed. */
+/** Polls `probe` (harness/wait-for.ts) until it answers non-null; null once `timeoutMs` passed. */
 const settle = <T>(timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> =>
   waitFor('the stack to settle', () => probe().catch(() => null), { timeoutMs, intervalMs: 500 }).then((value) => value as T, () => null);
 

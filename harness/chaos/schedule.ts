@@ -34,8 +34,8 @@ export type ChaosAction =
   | { kind: 'pause'; server: 'postgres' | 'temporal'; durationMs: number }
   /** an agent's state folder made unwritable (chattr +i: root too is refused), made writable again after */
   | { kind: 'unwritable'; index: number; durationMs: number }
-  // Network nemeses (issue 35), on the multi-host stack only (test/support/hosts.ts), each healed after its duration:
-  /** a node's link cut: from everything, or one way, or from the control plane only (test/support/hosts.ts Cut) */
+  // Network nemeses (issue 35), on the multi-host stack only (harness/hosts.ts), each healed after its duration:
+  /** a node's link cut: from everything, or one way, or from the control plane only (harness/hosts.ts Cut) */
   | { kind: 'partition'; index: number; cut: NetworkCut; durationMs: number }
   /** a node's link slowed and made lossy (200 ms ± 100 ms, 5 % loss) */
   | { kind: 'slow-link'; index: number; durationMs: number }

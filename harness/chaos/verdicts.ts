@@ -1,8 +1,8 @@
-// The checker's pure verdicts (test/chaos/checker.ts gathers the facts, these judge them): unit
+// The checker's pure verdicts (harness/chaos/checker.ts gathers the facts, these judge them): unit
 // tested on their own (test/unit/chaos-verdicts.test.ts), each case named after the seed that
 // found it.
 
-/** A fault's window on the multi-host stack (test/chaos/run.ts NemesisWindow), in ms since the schedule's start at t0. */
+/** A fault's window on the multi-host stack (harness/chaos/run.ts NemesisWindow), in ms since the schedule's start at t0. */
 export interface FaultWindow {
   kind: string;
   runtime: string | null;

@@ -1,10 +1,10 @@
-// A scalegate stack whose agents are hosts of their own (issue 35 item 2): test/support/hosts.ts
+// A scalegate stack whose agents are hosts of their own (issue 35 item 2): harness/hosts.ts
 // makes N namespaces on a bridge, one agent runs in each (its tasks with it: they are its
 // children), bound to and advertising its node's address. The API listens on the bridge address,
 // the worker and the shared Temporal, PostgreSQL and Kafka stay on the host side; the agents reach
 // PostgreSQL through a relay on the bridge. stop() removes everything, and so does a failed start.
 // Kafka crosses the links too: the shared broker advertises 127.0.0.1:<port>, so each node has a
-// forwarder on its own loopback at that port (test/fixtures/tcp-forward.js) to a relay on the bridge.
+// forwarder on its own loopback at that port (harness/fixtures/tcp-forward.js) to a relay on the bridge.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -123,7 +123,7 @@ export async function startHostStack(options: {
   }
 }
 
-const FORWARDER = path.resolve(__dirname, '../fixtures/tcp-forward.js');
+const FORWARDER = path.resolve(__dirname, './fixtures/tcp-forward.js');
 
 /** A forwarder on `node`'s own loopback at `port` to the bridge side's `hostAddress`:`port`, once it listens. */
 async function startForwarder(node: HostNode, port: number, hostAddress: string): Promise<ChildProcess> {

@@ -10,7 +10,7 @@
 // `sg<pid>n<i>`, reached through veth `sg<pid>v<i>` (host side, on the bridge) and `eth0` inside,
 // at 10.<a>.<b>.<10+i>. The control plane (API, worker) and the shared servers stay on the host:
 // the API listens on the bridge address, and PostgreSQL is reached from the nodes through a relay
-// that listens there (test/support/relay.ts), so every byte an agent or its tasks exchange with the
+// that listens there (harness/relay.ts), so every byte an agent or its tasks exchange with the
 // control plane or the database crosses the node's link, and a cut of that link cuts it.
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';

@@ -1,7 +1,7 @@
 // One chaos run (issue 20): a real stack of its own (its own PostgreSQL and Temporal, so pausing
 // them touches nothing else; two API processes behind a load balancer, two workers, three
 // agents), a service, a consumer and a stream job under continuous load, the seeded schedule of
-// test/chaos/schedule.ts played against it, every fault undone, then test/chaos/checker.ts judges
+// harness/chaos/schedule.ts played against it, every fault undone, then harness/chaos/checker.ts judges
 // what it can see from outside. `npm run chaos` (scripts/chaos.ts) and the CI subset
 // (test/integration/chaos.test.ts) both run this.
 import { execFileSync } from 'node:child_process';
@@ -11,12 +11,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ServiceProcess } from '../../embedded/processes';
 import { runLoad } from '../../store/source-feed';
-import { TEST_ENV_VAR, testEnv } from '../support/env';
-import { startSharedServers, type SharedServers } from '../support/shared-servers';
-import { startHostStack, type HostStack } from '../support/host-stack';
-import { clockSkewSupportMissing, hostNetworkSupportMissing, type Cut } from '../support/hosts';
-import { startStack, type Stack } from '../support/stack';
-import { defineWorkload } from '../support/workloads';
+import { TEST_ENV_VAR, testEnv } from '../env';
+import { startSharedServers, type SharedServers } from '../shared-servers';
+import { startHostStack, type HostStack } from '../host-stack';
+import { clockSkewSupportMissing, hostNetworkSupportMissing, type Cut } from '../hosts';
+import { startStack, type Stack } from '../stack';
+import { defineWorkload } from '../workloads';
 import { CHAOS_RUN_VAR, checkAfterChaos, leftoverProcesses, type Violation } from './checker';
 import {
   buildSchedule, CHAOS_AGENTS, CHAOS_CONSUMER, CHAOS_JOB, CHAOS_SERVICE, CHAOS_TABLES, CHAOS_TIER, describeStep, type ChaosAction, type ChaosStep,
@@ -93,7 +93,7 @@ export interface ChaosOptions {
   faults?: boolean;
   /** a deliberately broken build the checker must catch (agent/config.ts testBreak) */
   testBreak?: 'drain-skips-commit' | 'owner-fence-unchecked';
-  /** each agent on a host of its own (test/support/host-stack.ts), and the network nemeses in the schedule */
+  /** each agent on a host of its own (harness/host-stack.ts), and the network nemeses in the schedule */
   network?: boolean;
   log?: (line: string) => void;
 }

@@ -2,7 +2,7 @@
 // (a stack, a store test, a driver test): nothing one file writes can be seen by another.
 import crypto from 'node:crypto';
 import { Client, type Pool } from 'pg';
-import { dataPlaneDatabaseUrl, enableDataPlaneLogin } from '../../store/data-plane-role';
+import { dataPlaneDatabaseUrl, enableDataPlaneLogin } from '../store/data-plane-role';
 import { testEnv } from './env';
 
 /** Creates an empty database named `<prefix>_<random>` and answers its connection URL. */
