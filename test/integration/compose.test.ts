@@ -14,7 +14,7 @@ import { testEnv } from '../../harness/env';
 import { startStack, type Stack } from '../../harness/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../../harness/workloads';
 
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
+const FIXTURE = path.join(__dirname, '..', '..', 'harness', 'fixtures', 'http-server.js');
 const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
 const service = (replicas: number | 'all', env: Record<string, string> = {}, graceMs = 1000) => ({
   kind: 'service', replicas, contract: CONTRACT,

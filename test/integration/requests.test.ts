@@ -7,7 +7,7 @@ import { runCli } from '../support/cli';
 import { startStack, type Stack } from '../../harness/stack';
 import { defineWorkload, scaleAndWait } from '../../harness/workloads';
 
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
+const FIXTURE = path.join(__dirname, '..', '..', 'harness', 'fixtures', 'http-server.js');
 const service = {
   kind: 'service', replicas: 1, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },

@@ -9,7 +9,7 @@ import { testEnv } from '../../harness/env';
 import { startStack, type Stack } from '../../harness/stack';
 import { defineWorkload } from '../../harness/workloads';
 
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'http-server.js');
+const FIXTURE = path.join(__dirname, '..', '..', 'harness', 'fixtures', 'http-server.js');
 const body = {
   kind: 'service', replicas: 1, contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 1000 },
