@@ -124,16 +124,29 @@ it('starts a scaleOut from the Start Workflow form with a runbook\'s JSON; the l
 
   // As docs/runbooks.md says: the form's URL names the workflow id, the task queue and the type; the JSON goes into Data.
   const formUrl = `${uiUrl}/namespaces/default/workflows/start-workflow?workflowId=${encodeURIComponent(`scale:${name}`)}&taskQueue=${stack.taskQueue}&workflowType=scaleOut`;
-  await page.goto(formUrl, { waitUntil: 'domcontentloaded' });
-  const data = page.locator('.cm-content').first();
-  await data.waitFor({ state: 'visible' });
-  await data.fill(JSON.stringify({ workload: name, replicas: 2, soakMs: 0, reason: 'started from the Web UI form' }));
-  await page.keyboard.press('Tab'); // the form takes the editor's text when it loses focus
-  await page.getByRole('button', { name: 'Start Workflow' }).click();
-  await page.getByText('Workflow started successfully').waitFor({ state: 'visible', timeout: 30_000 });
-  await page.screenshot({ path: path.join(ARTIFACTS, 'web-ui-start-workflow-form.png'), fullPage: true });
-  const formStarted = await stack.waitFor('the form\'s scaleOut', async () => stack.temporal.workflow.getHandle(`scale:${name}`).describe().then((d) => (d.type === 'scaleOut' ? d : null), () => null));
-  expect(await stack.temporal.workflow.getHandle(`scale:${name}`, formStarted.runId).result()).toMatchObject({ outcome: 'completed', toReplicas: 2 });
+  const fromForm = async (): Promise<unknown> => {
+    await page.goto(formUrl, { waitUntil: 'domcontentloaded' });
+    const data = page.locator('.cm-content').first();
+    await data.waitFor({ state: 'visible' });
+    await data.fill(JSON.stringify({ workload: name, replicas: 2, soakMs: 0, reason: 'started from the Web UI form' }));
+    await page.keyboard.press('Tab'); // the form takes the editor's text when it loses focus
+    await page.getByRole('button', { name: 'Start Workflow' }).click();
+    await page.getByText('Workflow started successfully').waitFor({ state: 'visible', timeout: 30_000 });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'web-ui-start-workflow-form.png'), fullPage: true });
+    const before = new Set(startedRuns);
+    const started = await stack.waitFor('the form\'s scaleOut', async () => stack.temporal.workflow.getHandle(`scale:${name}`).describe()
+      .then((d) => (d.type === 'scaleOut' && !before.has(d.runId) ? d : null), () => null));
+    startedRuns.push(started.runId);
+    return stack.temporal.workflow.getHandle(`scale:${name}`, started.runId).result().catch((error: Error & { cause?: Error }) => error.cause?.message ?? error.message);
+  };
+  // On a loaded machine the editor has (rarely) not yet taken the filled text when the form reads it
+  // on blur, and the form starts the workflow with no input, which refuses itself as invalid input
+  // (a clean-clone run saw it once). That is the form's timing, not scalegate's: the start is made
+  // again, at most twice more; any other outcome fails the test at once.
+  const startedRuns: string[] = [];
+  let outcome = await fromForm();
+  for (let again = 0; again < 2 && typeof outcome === 'string' && /invalid input: \(input\): .*received undefined/.test(outcome); again++) outcome = await fromForm();
+  expect(outcome).toMatchObject({ outcome: 'completed', toReplicas: 2 });
 
   // The list with the ScalegateOutcome column, as the UI's "Configure Columns" keeps it (docs/runbooks.md: a saved view).
   await page.evaluate(() => {
