@@ -140,6 +140,8 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
           // It began before this window changed anything: it does not cover it. Its end, then this one.
           await ownReplan('wait');
         } else {
+          // said at once: the status query (and the Web UI) shows the join while the replan runs
+          status.compensation.joined = `replan:${input.job}`;
           joined = await long.awaitLedgerRow.executeWithOptions(
             { summary: `join the running replan:${input.job}: await its ledger row` },
             [{ workload: input.job, kind: 'replan', sinceIso: attemptedAt, timeoutMs: 10 * input.stepTimeoutMs }],
