@@ -55,6 +55,7 @@ export const JOINED_REPLAN_REFUSED = 'rescale-joined-replan-refused';
 export const THROUGHPUT_TESTED = 'throughput-tested';
 export const KUBERNETES_MANUAL_APPROVAL = 'kubernetes-manual-approval';
 export const RESCALE_JOINS_ENDED_REPLAN = 'rescale-joins-ended-replan';
+export const RESCALE_JOINS_ONLY_ITS_WINDOW = 'rescale-joins-only-its-window';
 export const REPLAN_FINISHES_ONCE_BEGUN = 'replan-finishes-once-begun';
 
 export const PATCH_LOG: readonly PatchEntry[] = [
@@ -91,7 +92,8 @@ export const PATCH_LOG: readonly PatchEntry[] = [
   patch(JOINED_REPLAN_REFUSED, '2026-12-04', 'such a joined rescale whose own layout was never written ends refused (superseded), not failed'),
   patch(THROUGHPUT_TESTED, '2026-12-04', "throughput is judged (records per second, Mann-Whitney U at a 10 % margin while both windows end behind); before, no row"),
   patch(KUBERNETES_MANUAL_APPROVAL, '2026-12-04', 'a Kubernetes scale-out with approval "manual" waits for the approval after its gates, then writes the size; before, it was refused (asked only on that path)'),
-  patch(RESCALE_JOINS_ENDED_REPLAN, '2026-12-04', "a rescale whose window a replan of the job ended meanwhile (a recovery's, at the requested parallelism) takes that replan as its compensation, and a replan that began before its window (network chaos seed 48) is waited for, then replanned after, not joined; before, it stopped the world a second time (partitions.test)"),
+  patch(RESCALE_JOINS_ENDED_REPLAN, '2026-12-04', "a rescale whose window a replan of the job ended meanwhile (a recovery's, at the requested parallelism) takes that replan as its compensation; before, it stopped the world a second time (partitions.test)"),
+  patch(RESCALE_JOINS_ONLY_ITS_WINDOW, '2026-12-04', "a rescale joins (running or ended) only a replan that began after its window opened; one that began before is waited for, then the rescale replans itself (network chaos seed 48); before, it joined it"),
   patch(REPLAN_FINISHES_ONCE_BEGUN, '2026-12-04', 'a replan cancelled after its first stop finishes (placed, converged, ledgered, the cancellation noted) instead of leaving the world stopped (network chaos seed 42); before, it ended there'),
 ];
 

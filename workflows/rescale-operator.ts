@@ -16,7 +16,7 @@ import type { LedgerOutcome } from '../protocol';
 import { WorkloadName } from '../protocol/names';
 import { CANCELLATION_REQUESTED, failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { compensate, type StreamReplanOutcome } from './stop-the-world-replan';
-import { JOINED_REPLAN_JUDGED, JOINED_REPLAN_REFUSED, PREPARE_ENDS_BEFORE_RESUME, RESCALE_JOINS_ENDED_REPLAN, RESCALE_NO_ROOM_REFUSED, RESCALE_PLAN_FAILURE_REPLANS, askPatch } from './patches';
+import { JOINED_REPLAN_JUDGED, JOINED_REPLAN_REFUSED, PREPARE_ENDS_BEFORE_RESUME, RESCALE_JOINS_ENDED_REPLAN, RESCALE_JOINS_ONLY_ITS_WINDOW, RESCALE_NO_ROOM_REFUSED, RESCALE_PLAN_FAILURE_REPLANS, askPatch } from './patches';
 
 export { abortSignal } from './operation';
 
@@ -113,16 +113,18 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
     // A replan of the job that ended since the window opened (a recovery's, whose host was lost
     // mid-window) stopped this window's subtasks with the rest: at the requested parallelism it is
     // this rescale's compensation already, and a second replan would stop the world again for nothing.
+    // Since RESCALE_JOINS_ONLY_ITS_WINDOW only a replan that began after the window opened is joined
     // (network chaos seed 48: a replan started by a subtask's failure before the layout write was
-    // joined, and left the rescale's new subtask placed and the clock paused.)
-    const judgesStart = windowOpenedAt !== null && askPatch(RESCALE_JOINS_ENDED_REPLAN);
+    // joined, and left the rescale's new subtask placed and the clock paused). Asked only where a
+    // replan would be joined, so runs that never meet one replay without it.
+    const joinsEnded = windowOpenedAt !== null && askPatch(RESCALE_JOINS_ENDED_REPLAN);
     const ofThisWindow = (startedAt: unknown) => typeof startedAt === 'string' && startedAt >= windowOpenedAt!;
-    const ended = judgesStart
+    const ended = joinsEnded
       ? await store.findLedgerRow.executeWithOptions({ summary: `a replan of ${input.job} ended since the window opened?` }, [{ workload: input.job, kind: 'replan', sinceIso: windowOpenedAt! }])
       : null;
     const endedInputs = (ended?.inputs ?? {}) as { parallelism?: { to?: Record<string, number> }; startedAt?: string };
     const endedAtRequested = ended !== null && (ended.outcome === 'completed' || ended.outcome === 'degraded')
-      && endedInputs.parallelism?.to?.[input.operator] === input.parallelism && ofThisWindow(endedInputs.startedAt);
+      && endedInputs.parallelism?.to?.[input.operator] === input.parallelism && (!askPatch(RESCALE_JOINS_ONLY_ITS_WINDOW) || ofThisWindow(endedInputs.startedAt));
     let joined = endedAtRequested ? ended : null;
     const ownReplan = async (onRunning: 'wait' | 'throw') => {
       const replanned = (await compensate(input.job, undefined, reason, input.stepTimeoutMs, { [input.operator]: input.parallelism }, { onRunning })) as StreamReplanOutcome;
@@ -133,6 +135,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
         await ownReplan('throw');
       } catch (error) {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+        const judgesStart = joinsEnded && askPatch(RESCALE_JOINS_ONLY_ITS_WINDOW);
         const running = judgesStart
           ? await store.runningReplanStart.executeWithOptions({ summary: `when did the running replan:${input.job} start?` }, [{ workload: input.job }])
           : null;
