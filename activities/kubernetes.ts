@@ -3,7 +3,7 @@
 // its gates judge, the scale write, the drain handshake's marks and the waits. A workload that
 // names no Kubernetes object, or a control plane with no cluster access, fails non-retryably.
 import { ApplicationFailure } from '@temporalio/activity';
-import { kubernetesOf, type KubernetesRuntime } from '../protocol';
+import { kubernetesOf, type KubernetesRuntime, type ServiceKafka } from '../protocol';
 import { groupConvergence } from '../domain/consumer-group';
 import { drainAcknowledgements } from '../domain/kubernetes';
 import { ANNOTATIONS, LOWEST_DELETION_COST, ScaleConflictError, type PodFacts } from '../runtimes/kubernetes';
@@ -29,12 +29,13 @@ export function kubernetesActivities(deps: ActivityDeps) {
     return { ref, port: deps.kubernetes };
   };
   /** The declared consumer group's verdict for `members` replicas (domain/consumer-group.ts), or null where the workload declares none. */
-  const groupVerdict = async (workload: string, members: number, removed: readonly string[] = []): Promise<{ converged: boolean; detail: string } | null> => {
-    const declared = declaredGroup(await requireWorkload(workload));
+  /** A declared consumer group's verdict for `members` replicas (domain/consumer-group.ts), read from the broker; null where none is declared. */
+  const groupVerdict = async (declared: ServiceKafka | null, members: number, removed: readonly string[] = []): Promise<{ converged: boolean; detail: string } | null> => {
     if (!declared) return null;
     const facts = await groups.read(declared);
     return 'error' in facts ? { converged: false, detail: `consumer group ${declared.group}: ${facts.error}` } : groupConvergence(facts, members, removed);
   };
+  const declaredGroupOf = async (workload: string) => declaredGroup(await requireWorkload(workload));
   /** Polls `probe` until it answers, heartbeating; null at the deadline. */
   const until = async <T>(deadlineMs: number, probe: () => Promise<T | null>): Promise<T | null> => {
     for (;;) {
@@ -56,7 +57,7 @@ export function kubernetesActivities(deps: ActivityDeps) {
       const { ref, port } = await target(input.workload);
       const object = await port.readObject(ref);
       const pods = await port.readPods(ref, object.podSelector);
-      return { ref, object, pods, group: await groupVerdict(input.workload, pods.filter((p) => !p.terminating).length) };
+      return { ref, object, pods, group: await groupVerdict(await declaredGroupOf(input.workload), pods.filter((p) => !p.terminating).length) };
     },
 
     /** What the gates judge: the nodes with their allocatable and requested resources, and the PodDisruptionBudgets over the pods. */
@@ -100,16 +101,13 @@ export function kubernetesActivities(deps: ActivityDeps) {
      */
     async kubernetesAwaitDrained(input: { workload: string; pods: string[]; timeoutMs: number }): Promise<{ acknowledged: string[]; missing: string[]; why?: string | null }> {
       const { ref, port } = await target(input.workload);
-      const declared = declaredGroup(await requireWorkload(input.workload));
+      const declared = await declaredGroupOf(input.workload);
       const deadline = Date.now() + input.timeoutMs;
       let answer = drainAcknowledgements(input.pods, [], null);
       await until(deadline, async () => {
         const pods = await port.readPods(ref);
         const survivors = pods.filter((p) => !p.terminating && !input.pods.includes(p.name)).length;
-        const facts = declared ? await groups.read(declared) : null;
-        const group = !declared || !facts ? null
-          : 'error' in facts ? { converged: false, detail: `consumer group ${declared.group}: ${facts.error}` } : groupConvergence(facts, survivors, input.pods);
-        answer = drainAcknowledgements(input.pods, pods, group);
+        answer = drainAcknowledgements(input.pods, pods, await groupVerdict(declared, survivors, input.pods));
         return answer.missing.length === 0 ? true : null;
       });
       return answer;
@@ -121,6 +119,7 @@ export function kubernetesActivities(deps: ActivityDeps) {
      */
     async kubernetesAwaitConverged(input: { workload: string; replicas: number; gone?: string[]; timeoutMs: number }): Promise<PodFacts[]> {
       const { ref, port } = await target(input.workload);
+      const declared = await declaredGroupOf(input.workload);
       const deadline = Date.now() + input.timeoutMs;
       let seen: PodFacts[] = [];
       let group: { converged: boolean; detail: string } | null = null;
@@ -130,7 +129,7 @@ export function kubernetesActivities(deps: ActivityDeps) {
         const left = seen.filter((p) => input.gone?.includes(p.name));
         if (!(live.length === input.replicas && seen.length === input.replicas && live.every((p) => p.ready) && left.length === 0)) return null;
         // a declared consumer group has converged too: one member per pod, the removed ones gone, every partition owned
-        group = await groupVerdict(input.workload, input.replicas, input.gone);
+        group = await groupVerdict(declared, input.replicas, input.gone);
         return group === null || group.converged ? seen : null;
       });
       if (converged) return converged;

@@ -1,7 +1,7 @@
 // Ledger activities: the append-only scale events every workflow writes, and waiting for one.
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/activity';
 import type { LedgerEntry, LedgerRow } from '../store/ledger';
-import { heartbeat, idempotencyKey, pause, type ActivityDeps } from './ports';
+import { heartbeat, idempotencyKey, pause, runningWorkflow, type ActivityDeps } from './ports';
 
 export function ledgerActivities(deps: ActivityDeps) {
   /** The newest row of `kind` for `workload` written at or after `sinceIso`, with an outcome, or null. */
@@ -14,11 +14,7 @@ export function ledgerActivities(deps: ActivityDeps) {
   return {
     /** When the running replan of `workload` started (null: none runs): a rescale joins only a replan that began after its window opened. */
     async runningReplanStart(input: { workload: string }): Promise<{ startedAt: string | null }> {
-      const description = await Context.current().client.workflow.getHandle(`replan:${input.workload}`).describe().catch((error: Error) => {
-        if (error.name === 'WorkflowNotFoundError') return null;
-        throw error;
-      });
-      return { startedAt: description?.status.name === 'RUNNING' ? description.startTime.toISOString() : null };
+      return { startedAt: (await runningWorkflow(`replan:${input.workload}`))?.startTime.toISOString() ?? null };
     },
     /** The row an operation someone else started wrote at its end, if one was written at or after `sinceIso` (awaitLedgerRow without the wait). */
     async findLedgerRow(input: { workload: string; kind: string; sinceIso: string }): Promise<LedgerRow | null> {

@@ -110,3 +110,12 @@ export function lookups(deps: ActivityDeps) {
     },
   };
 }
+
+/** The description of a running workflow `workflowId` (from the activity's own Temporal client), or null when none runs under that id. */
+export async function runningWorkflow(workflowId: string): Promise<{ startTime: Date } | null> {
+  const description = await Context.current().client.workflow.getHandle(workflowId).describe().catch((error: Error) => {
+    if (error.name === 'WorkflowNotFoundError') return null;
+    throw error;
+  });
+  return description?.status.name === 'RUNNING' ? description : null;
+}

@@ -1,12 +1,12 @@
 // Stream job activities for the stop-the-world replan (DESIGN.md §4.5, §5 "stream"): resize a job's
 // operators in its definition, stop every subtask wherever it runs, and read the checkpoint the new
 // generation restores from.
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/activity';
 import { buildPlan } from '../domain/plan';
 import { scaleParallelism, subtaskCount, withParallelism } from '../domain/stream';
 import { describeIssues, StreamSpecSchema, type FailedSubtasks } from '../protocol';
 import { createPlanner } from '../store/planner';
-import { lookups, type ActivityDeps, type TaskRef } from './ports';
+import { lookups, runningWorkflow, type ActivityDeps, type TaskRef } from './ports';
 import { agentCalls } from './tasks';
 
 /**
@@ -108,13 +108,8 @@ export function streamActivities(deps: ActivityDeps) {
         .map((report) => ({ runtimeId: report.runtimeId, taskIds: report.taskIds.filter((taskId) => held.has(`${report.runtimeId}/${taskId}`)) }))
         .filter((report) => report.taskIds.length > 0);
       if (current.length === 0) return { current, busy: null };
-      const client = Context.current().client;
       for (const workflowId of [`rescale:${input.workload}`, `replan:${input.workload}`]) {
-        const description = await client.workflow.getHandle(workflowId).describe().catch((error: Error) => {
-          if (error.name === 'WorkflowNotFoundError') return null;
-          throw error;
-        });
-        if (description?.status.name === 'RUNNING') return { current, busy: workflowId };
+        if (await runningWorkflow(workflowId)) return { current, busy: workflowId };
       }
       return { current, busy: null };
     },

@@ -5,13 +5,14 @@
 // PostgreSQL through a relay on the bridge. stop() removes everything, and so does a failed start.
 // Kafka crosses the links too: the shared broker advertises 127.0.0.1:<port>, so each node has a
 // forwarder on its own loopback at that port (harness/fixtures/tcp-forward.js) to a relay on the bridge.
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawnService, type ServiceProcess } from '../embedded/processes';
 import { testEnv } from './env';
 import { createHostNetwork, type HostNetwork, type HostNode } from './hosts';
 import { startRelay, type Relay } from './relay';
 import { startStack, type AgentSpec, type Stack } from './stack';
+import { GiveUp, waitFor } from './wait-for';
 
 export interface HostStack {
   stack: Stack;
@@ -53,7 +54,7 @@ export async function startHostStack(options: {
   const clockDir = fs.mkdtempSync(path.join(env.tmpDir, 'clocks-'));
   const network = createHostNetwork({ nodes: options.nodes, clockDir });
   const relays: Relay[] = [];
-  const forwarders: ChildProcess[] = [];
+  const forwarders: ServiceProcess[] = [];
   const stopForwarders = () => {
     for (const forwarder of forwarders) forwarder.kill('SIGKILL');
   };
@@ -126,26 +127,20 @@ export async function startHostStack(options: {
 const FORWARDER = path.resolve(__dirname, './fixtures/tcp-forward.js');
 
 /** A forwarder on `node`'s own loopback at `port` to the bridge side's `hostAddress`:`port`, once it listens. */
-async function startForwarder(node: HostNode, port: number, hostAddress: string): Promise<ChildProcess> {
-  const child = spawn(node.wrap[0]!, [...node.wrap.slice(1), process.execPath, FORWARDER, '127.0.0.1', String(port), hostAddress, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let said = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the Kafka forwarder on ${node.ns} did not listen within 10 s: ${said}`)), 10_000);
-    const hear = (chunk: Buffer) => {
-      said += chunk.toString();
-      if (said.includes('listening')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', hear);
-    child.stderr!.on('data', hear);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the Kafka forwarder on ${node.ns} exited with ${code}: ${said}`));
-    });
+async function startForwarder(node: HostNode, port: number, hostAddress: string): Promise<ServiceProcess> {
+  let listening = false;
+  const said: string[] = [];
+  const forwarder = spawnService({
+    name: `kafka-forwarder ${node.ns}`, entry: FORWARDER, script: FORWARDER, wrap: node.wrap, env: process.env,
+    args: ['127.0.0.1', String(port), hostAddress, String(port)],
+    output: (_, line) => {
+      said.push(line);
+      if (line === 'listening') listening = true;
+    },
   });
-  child.stdout!.resume();
-  child.stderr!.resume();
-  return child;
+  await waitFor(`the Kafka forwarder on ${node.ns} listening`, async () => {
+    if (forwarder.child.exitCode !== null) throw new GiveUp(`it exited with ${forwarder.child.exitCode}: ${said.join(' ')}`);
+    return listening;
+  }, { timeoutMs: 10_000, intervalMs: 20 });
+  return forwarder;
 }

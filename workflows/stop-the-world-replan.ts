@@ -227,7 +227,7 @@ async function onceBegun<T>(fn: () => Promise<T>): Promise<T> {
 
 /** What the ledger row says of a cancellation that came after the world began to stop. */
 function cancellationNote(): { cancellationIgnored?: string } {
-  return CancellationScope.current().consideredCancelled || rootCancelled()
+  return rootCancelled()
     ? { cancellationIgnored: 'a cancellation came after the world began to stop: the replan finished, as a half-done replan leaves the workload stopped' }
     : {};
 }

@@ -549,6 +549,14 @@ export interface Scenario {
 
 const ledgerOutcomes = (fakes: Fakes) => fakes.ledger.map((e) => `${e.kind}:${e.outcome}`);
 
+/** A hot rescale agg 2 → 4 of `workload`, started and waited for in its window (barrier C awaited: the fakes' checkpointStuck). */
+async function rescaleInWindow({ client, taskQueue, workload, fakes }: { client: Client; taskQueue: string; workload: string; fakes: Fakes }) {
+  const workflowId = `rescale:${workload}`;
+  const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
+  await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+  return { workflowId, handle };
+}
+
 const inPhase = (handle: WorkflowHandle, phase: string) =>
   waitFor(`${handle.workflowId} in phase ${phase}`, async () => (await handle.query(statusQuery)).phase === phase);
 
@@ -742,9 +750,7 @@ export const SCENARIOS: Scenario[] = [
     name: 'rescale-operator-joins-ended-replan',
     fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true }),
     async run({ client, taskQueue, workload, fakes }) {
-      const workflowId = `rescale:${workload}`;
-      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
-      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      const { workflowId, handle } = await rescaleInWindow({ client, taskQueue, workload, fakes });
       await client.workflow.execute(stopTheWorldReplan, {
         taskQueue, workflowId: `replan:${workload}`, args: [{ workload, parallelism: { agg: 4 }, reason: 'runtime rt-9 lost', cause: 'recover:rt-9' }],
       });
@@ -770,9 +776,7 @@ export const SCENARIOS: Scenario[] = [
       await client.workflow.execute(stopTheWorldReplan, {
         taskQueue, workflowId: `replan:${workload}`, args: [{ workload, parallelism: { agg: 4 }, reason: 'a failed subtask', cause: `subtask-failures:${workload}` }],
       });
-      const workflowId = `rescale:${workload}`;
-      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
-      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      const { workflowId, handle } = await rescaleInWindow({ client, taskQueue, workload, fakes });
       await handle.signal(rescaleAbortSignal, { reason: 'stop: recorded abort' });
       const status = (await handle.result()) as RescaleStatus;
       assert.equal(status.outcome, 'compensated');
@@ -789,9 +793,7 @@ export const SCENARIOS: Scenario[] = [
     name: 'rescale-operator-aborted',
     fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true }),
     async run({ client, taskQueue, workload, fakes }) {
-      const workflowId = `rescale:${workload}`;
-      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
-      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      const { workflowId, handle } = await rescaleInWindow({ client, taskQueue, workload, fakes });
       await handle.signal(rescaleAbortSignal, { reason: 'stop: recorded abort' });
       const status = (await handle.result()) as RescaleStatus;
       assert.equal(status.outcome, 'compensated');
@@ -1036,9 +1038,7 @@ export const SCENARIOS: Scenario[] = [
     name: 'rescale-operator-cancelled',
     fakes: (name) => fakeActivities(streamWorkload(name), 5, { checkpointStuck: true }),
     async run({ client, taskQueue, workload, fakes }) {
-      const workflowId = `rescale:${workload}`;
-      const handle = await client.workflow.start(rescaleOperator, { taskQueue, workflowId, args: [{ job: workload, operator: 'agg', parallelism: 4 }] });
-      await waitFor(`${workflowId} in phase draining`, async () => (await handle.query(rescaleStatusQuery)).phase === 'draining' && fakes.count('awaitCheckpoint') === 1);
+      const { workflowId, handle } = await rescaleInWindow({ client, taskQueue, workload, fakes });
       await handle.cancel();
       const status = (await handle.result()) as RescaleStatus;
       assert.equal(status.outcome, 'compensated');
