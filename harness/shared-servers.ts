@@ -1,7 +1,7 @@
 // One Temporal dev server (with its Web UI), one PostgreSQL, one workflow bundle and, when asked,
 // one Kafka broker, announced to harness/stack.ts through the TestEnv file. The jest global
 // setup and the benchmarks that run a real stack both start theirs here.
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { bundleWorkflows } from '../workers/workflow-bundle';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -80,7 +80,7 @@ export async function startSharedServers(options: {
     options.containers
       ? startContainers(path.join(tmpDir, 'containers'), options.log).then((result) => ({ containers: keep(result.containers ?? undefined) ?? null, off: result.off }))
       : Promise.resolve({ containers: null, off: 'not asked for' }),
-    options.bundles ? Promise.resolve(options.bundles.workflowBundlePath) : bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') })
+    options.bundles ? Promise.resolve(options.bundles.workflowBundlePath) : bundleWorkflows()
       .then(({ code }) => {
         const file = path.join(tmpDir, 'workflow-bundle.js');
         fs.writeFileSync(file, code);

@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { bundleWorkflows } from '../workers/workflow-bundle';
 import { PATCH_LOG } from '../workflows/patches';
 import { historyFromJSON } from '../harness/histories/history-json';
 import { historyFiles } from '../harness/histories/history-versions';
@@ -30,9 +31,8 @@ function workflowModuleShim(dir: string, forced: string[]): string {
 
 async function failingHistories(forced: string[], tmpDir: string): Promise<string[]> {
   const shim = workflowModuleShim(tmpDir, forced);
-  const { code } = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../workflows'),
-    logger: new DefaultLogger('ERROR'),
+  const { code } = await bundleWorkflows({
+    level: 'ERROR',
     webpackConfigHook: (config) => ({ ...config, resolve: { ...config.resolve, alias: { ...(config.resolve?.alias as object), '@temporalio/workflow$': shim } } }),
   });
   const files = historyFiles(HISTORIES_DIR);

@@ -6,6 +6,7 @@ import { SEARCH_ATTRIBUTE_KEYS } from '../protocol/search-attributes';
 import { DefaultLogger, NativeConnection, Runtime, Worker, WorkerOptions, type LogLevel as SdkLogLevel } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import { createPostgresActivities } from '../activities/deps';
+import { WORKFLOWS_PATH } from './workflow-bundle';
 import { createLogger, workloadOfWorkflowId, type Logger, type LogLevel, type Redactor } from '../lib/log';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -25,7 +26,7 @@ export async function createOrchestratorWorker(options: {
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: createPostgresActivities({ db: options.db, kafkaBrokers: options.kafkaBrokers, kubeconfig: options.kubeconfig }),
   });
 }

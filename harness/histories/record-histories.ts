@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, WorkflowContinuedAsNewError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, type Duration } from '@temporalio/common';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { bundleWorkflows } from '../../workers/workflow-bundle';
 import type { Activities } from '../../activities';
 import type { WorkloadRecovery } from '../../domain/recovery';
 import { ADMIT_BY_MEMO, OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
@@ -1617,7 +1618,7 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
   const namespace = options.namespace ?? 'default';
   const outDir = options.outDir ?? HISTORIES_DIR;
   const workflowBundle = options.workflowBundle
-    ?? await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') });
+    ?? await bundleWorkflows();
   fs.mkdirSync(outDir, { recursive: true });
   const connection = await Connection.connect({ address: options.address });
   const nativeConnection = await NativeConnection.connect({ address: options.address });
