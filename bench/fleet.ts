@@ -117,10 +117,18 @@ const passFigures = (runs: ActivityRun[]) => ({
 // ---------------------------------------------------------------------------------------------
 // 1 + 2. heartbeats, sweeper and reconcile at one fleet size
 
+/** Transactions committed or rolled back in the database so far (a statement outside one is one). */
+async function transactionCount(db: Pool): Promise<number> {
+  // backends flush their counts within a second of going idle: against a 60 s window, noise
+  const { rows: [row] } = await db.query<{ n: string }>(`select xact_commit + xact_rollback as n from pg_stat_database where datname = current_database()`);
+  return Number(row.n);
+}
+
 async function fleetWindow(stack: Stack, db: Pool, fleet: SimulatedFleet, cpu: Record<string, () => number[]>, windowMs: number) {
   const sweeperId = `lease-sweeper:${stack.taskQueue}`;
   const reconcileId = `reconcile:${stack.taskQueue}`;
   const { rows: [before] } = await db.query<{ id: string }>(`select coalesce(max(id), 0) as id from events`);
+  const transactionsBefore = await transactionCount(db);
   const startedAt = Date.now();
   const meter = cpuMeter(cpu);
   const window = fleet.beginWindow();
@@ -132,6 +140,7 @@ async function fleetWindow(stack: Stack, db: Pool, fleet: SimulatedFleet, cpu: R
   await sleep(windowMs / 2);
   const heartbeats: HeartbeatFigures = window.end();
   const cpuShare = meter.end();
+  const transactions = (await transactionCount(db)) - transactionsBefore;
   const { rows: [lost] } = await db.query<{ declared: number; lost_now: number; expired_now: number }>(
     `select (select count(*)::int from events where id > $1 and type = 'runtime.lost') as declared,
             (select count(*)::int from runtimes where status = 'LOST') as lost_now,
@@ -147,12 +156,16 @@ async function fleetWindow(stack: Stack, db: Pool, fleet: SimulatedFleet, cpu: R
   }
   const full = reconciles.filter((r) => !(r.result as { skipped: boolean }).skipped);
   const skipped = reconciles.filter((r) => (r.result as { skipped: boolean }).skipped);
-  const share = cpuShare.api;
+  const acknowledged = Math.max(1, heartbeats.acknowledgedPerSec * (heartbeats.windowMs / 1000));
+  const perHeartbeat = (share: number | undefined) => round(((share ?? 0) * heartbeats.windowMs) / acknowledged, 2);
   return {
     runtimes: fleet.size,
     heartbeats: { ...heartbeats, declaredLost: lost.declared, lostNow: lost.lost_now, leasesExpiredNow: lost.expired_now },
     cpuShareOfOneCore: cpuShare,
-    apiCpuMsPerHeartbeat: round((share * heartbeats.windowMs) / Math.max(1, heartbeats.acknowledgedPerSec * (heartbeats.windowMs / 1000)), 2),
+    apiCpuMsPerHeartbeat: perHeartbeat(cpuShare.api),
+    // every client's work in the window (the sweeper's, reconcile's and this bench's too), per acknowledged heartbeat
+    postgresCpuMsPerHeartbeat: perHeartbeat(cpuShare.postgres),
+    transactionsPerHeartbeat: round(transactions / acknowledged, 2),
     leaseSweeper: passFigures(sweeps),
     reconcile: { full: passFigures(full), skipped: passFigures(skipped) },
   };
@@ -408,7 +421,8 @@ async function main() {
       leaseTtlMs: LEASE_TTL_MS, heartbeatIntervalMs: LEASE_TTL_MS / 3, reconcileIntervalMs: RECONCILE_INTERVAL_MS, windowMs,
       method: {
         heartbeats: 'simulated runtimes (one HTTP server, a path prefix each, one credential each) heartbeat at the interval the API answers, the next one after each answer; acknowledged = answered 200',
-        cpu: '/proc/<pid>/stat utime + stime over the window ÷ its length (1.0 = one core); postgres = the postmaster and its backends',
+        cpu: '/proc/<pid>/stat utime + stime over the window ÷ its length (1.0 = one core); postgres = the postmaster and its backends; per heartbeat: over the window ÷ acknowledged renewals',
+        transactions: 'pg_stat_database xact_commit + xact_rollback over the window ÷ acknowledged renewals (every client\'s)',
         passes: 'activity started → completed in the lease-sweeper and reconcile workflows\' histories (medianQueuedMs: scheduled → started); full reconcile passes forced by nextval(registry_revision) at the window\'s start and middle',
         operations: 'request → workflow result; opsPerSec = operations ÷ (last end − first start)',
       },
