@@ -11,22 +11,20 @@
 //     converge → compare → ledger. A victim that does not acknowledge by the deadline ends it
 //     `compensated`: every mark removed, nothing deleted (unless the request forces it, which the
 //     ledger records).
-import { ApplicationFailure, condition, proxyActivities, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { baselineHealth, type EvidenceSnapshot } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, GATE, type GateReport } from '../domain/gates';
 import { chooseKubernetesVictims, compareKubernetesPods, disruptionBudgetGate, kubernetesCapacityGate, podSnapshot } from '../domain/kubernetes';
-import { scaleInViolations } from '../domain/tier-rules';
 import { failureMessage, formatDuration, profiles } from './operation';
-import type { beginScaleOperation } from './scale-operation';
+import { awaitApproval } from './scale-approval';
+import type { ScaleOperation, ScaleStatus } from './scale-operation';
 import { describeObject, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
 import { askPatch, KUBERNETES_MANUAL_APPROVAL } from './patches';
 
 const cluster = proxyActivities<Activities>(profiles.agentCall);
 const store = proxyActivities<Activities>(profiles.storeCall);
 const waits = proxyActivities<Activities>(profiles.longCall);
-
-type Begun = Awaited<ReturnType<typeof beginScaleOperation>>;
 
 export interface KubernetesScaleInput {
   workload: string;
@@ -42,8 +40,8 @@ export interface KubernetesScaleInput {
   override?: { reason: string };
 }
 
-export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: KubernetesScaleInput, begun: Begun, read: KubernetesRead): Promise<Begun['status']> {
-  const { status, enter, ledger, endUnchanged, aborts, from } = begun;
+export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: KubernetesScaleInput, op: ScaleOperation, read: KubernetesRead): Promise<ScaleStatus> {
+  const { status, enter, aborts, from, refuse, cancel } = op;
   const { workflowId } = workflowInfo();
   const k8s: KubernetesStatus = {
     object: describeObject(read.ref), resourceVersion: read.object.resourceVersion, conflicts: 0,
@@ -57,7 +55,7 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
   // Runs before KUBERNETES_MANUAL_APPROVAL refused a manual approval at once (asked only on that path).
   if (input.approval === 'manual' && (kind !== 'scaleOut' || !askPatch(KUBERNETES_MANUAL_APPROVAL))) {
     status.evidenceGap = 'manual approval is not offered for Kubernetes workloads yet: scale with approval "auto"';
-    return endUnchanged('refused', 'refused', status.evidenceGap);
+    return refuse(status.evidenceGap);
   }
 
   /** The scale write on the resourceVersion read; a conflict reads again and, if the size it decided from still holds, writes again. */
@@ -91,32 +89,19 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     k8s.unmarked = await cluster.kubernetesUnmarkVictims.executeWithOptions({ summary: summary(`remove the marks of ${pods.length} pod(s)`) }, [{ workload: input.workload, pods }]);
   };
   /** After a change: back to `replicas` (the size before), converged, then `compensated` with its ledger row. */
-  const scaleBack = (reason: string, replicas: number): Promise<Begun['status']> => aborts.exit(async () => {
-    enter('compensating');
+  const scaleBack = (reason: string, replicas: number) => op.compensate(async () => {
     status.compensation = { reason, replicas, outcome: null };
-    try {
-      const now = await cluster.kubernetesObject.executeWithOptions({ summary: summary('read before scaling back') }, [{ workload: input.workload }]);
-      k8s.resourceVersion = now.object.resourceVersion;
-      if (now.object.replicas !== replicas) await writeScale(replicas, now.object.replicas);
-      await waits.kubernetesAwaitConverged.executeWithOptions({ summary: summary(`converge back to ${replicas}`) }, [{ workload: input.workload, replicas, timeoutMs: input.convergeTimeoutMs }]);
-    } catch (error) {
-      status.outcome = 'failed';
-      status.error = `compensation failed: ${failureMessage(error)}`;
-      enter('failed');
-      await ledger('failed', `${reason}; ${status.error}`, { kubernetes: k8s });
-      throw error;
-    }
-    status.outcome = 'compensated';
-    enter('compensated');
-    await ledger('compensated', reason, { compensationReplicas: replicas, kubernetes: k8s });
-    return status;
+    const now = await cluster.kubernetesObject.executeWithOptions({ summary: summary('read before scaling back') }, [{ workload: input.workload }]);
+    k8s.resourceVersion = now.object.resourceVersion;
+    if (now.object.replicas !== replicas) await writeScale(replicas, now.object.replicas);
+    await waits.kubernetesAwaitConverged.executeWithOptions({ summary: summary(`converge back to ${replicas}`) }, [{ workload: input.workload, replicas, timeoutMs: input.convergeTimeoutMs }]);
+  }, {
+    compensated: () => [reason, { compensationReplicas: replicas, kubernetes: k8s }],
+    failed: (error) => [`${reason}; ${error}`, { kubernetes: k8s }],
   });
-  const complete = async (note: string): Promise<Begun['status']> => {
+  const complete = async (note: string) => {
     await store.setDesiredReplicas.executeWithOptions({ summary: `desired replicas of ${input.workload}: ${input.replicas}` }, [{ workload: input.workload, replicas: input.replicas }]);
-    status.outcome = 'completed';
-    enter('done');
-    await ledger('completed', `${input.reason}${note}`, { kubernetes: k8s, ...(k8s.forced.length ? { forced: k8s.forced } : {}) });
-    return status;
+    return op.complete(`${input.reason}${note}`, { kubernetes: k8s, ...(k8s.forced.length ? { forced: k8s.forced } : {}) });
   };
 
   status.baseline = snapshot(read.pods);
@@ -125,7 +110,7 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     const facts = await cluster.kubernetesGateFacts.executeWithOptions({ summary: summary('gates: read the nodes') }, [{ workload: input.workload }]);
     const health = baselineHealth(status.baseline, from);
     const contractRows = evaluateScaleOutGates({
-      workload: begun.workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: [], probes: [], recipientRuntimeIds: [],
+      workload: op.workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: [], probes: [], recipientRuntimeIds: [],
       baseline: health, baselineTasks: status.baseline.tasks, accepted: input.accept as never,
     }).rows;
     const capacity = kubernetesCapacityGate({ nodes: facts.nodes, nodeSelector: read.object.nodeSelector, requests: read.object.requests, current: from, target: input.replicas });
@@ -137,21 +122,15 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     status.gates = { passed: rows.every((r) => r.passed), rows } satisfies GateReport;
     if (!status.gates.passed) {
       status.evidenceGap = formatEvidenceGap(status.gates);
-      return endUnchanged('refused', 'refused', status.evidenceGap);
+      return refuse(status.evidenceGap);
     }
     if (input.approval === 'manual') {
       // The gates passed: the change waits for an operator (POST /v1/operations/:id/approve or
       // /reject, the same Updates as any scale-out), and the size it asks is written only then.
-      const timeoutMs = input.approvalTimeoutMs ?? 24 * 3_600_000;
-      enter('awaiting-approval');
-      setCurrentDetails(`scale ${input.workload} (${k8s.object}) ${from} → ${input.replicas}: **awaiting approval** (approve: POST /v1/operations/${workflowId}/approve)`);
-      const decided = await condition(() => status.approval.decision !== null || aborts.reason !== null, timeoutMs);
-      if (aborts.reason) return endUnchanged('cancelled', 'cancelled', aborts.reason);
-      if (!decided || status.approval.decision !== 'approved') {
-        return endUnchanged('rejected', 'rejected', decided ? `rejected by ${status.approval.by}` : 'no approval in time');
-      }
+      const details = `scale ${input.workload} (${k8s.object}) ${from} → ${input.replicas}: **awaiting approval** (approve: POST /v1/operations/${workflowId}/approve)`;
+      await awaitApproval(op, details, input.approvalTimeoutMs ?? 24 * 3_600_000);
     }
-    if (aborts.reason) return endUnchanged('cancelled', 'cancelled', aborts.reason);
+    if (aborts.reason) return cancel(aborts.reason);
     let written = false;
     try {
       await aborts.guard(async () => {
@@ -171,9 +150,9 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     } catch (error) {
       const abort = aborts.isAbort(error);
       if (!written) {
-        if (abort) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
+        if (abort) return cancel(aborts.reason!);
         status.evidenceGap = failureMessage(error);
-        return endUnchanged('refused', 'refused', status.evidenceGap);
+        return refuse(status.evidenceGap);
       }
       return scaleBack(abort ? aborts.reason! : `failed after the scale write: ${failureMessage(error)}`, from);
     }
@@ -187,20 +166,14 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
   }
 
   // scaleIn
-  const rules = await store.tierRules.executeWithOptions({ summary: `tier rules of ${input.workload}` }, [{ workload: input.workload }]);
-  const violations = scaleInViolations(input.replicas, rules);
-  status.tierRules = { violations, override: violations.length && input.override ? input.override.reason : null };
-  if (violations.length && !input.override) {
-    status.evidenceGap = `${violations.join('; ')} (a request with override and a reason may go past it)`;
-    return endUnchanged('refused', 'refused', status.evidenceGap);
-  }
+  await op.holdTierRules(input.override);
   enter('gates');
   const facts = await cluster.kubernetesGateFacts.executeWithOptions({ summary: summary('gates: read the PodDisruptionBudgets') }, [{ workload: input.workload }]);
   const budget = disruptionBudgetGate({ budgets: facts.budgets, current: from, target: input.replicas });
   status.gates = { passed: budget.passed, rows: [budget] };
   if (!budget.passed) {
     status.evidenceGap = formatEvidenceGap(status.gates);
-    return endUnchanged('refused', 'refused', status.evidenceGap);
+    return refuse(status.evidenceGap);
   }
   enter('choosing-victims');
   const choice = chooseKubernetesVictims({ pods: live(read.pods), remove: from - input.replicas, kind: read.ref.kind });
@@ -208,19 +181,14 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
   status.scaleIn = { victims: [], reasons: choice.reasons, moves: [], stoppedAbove: null, receipts: [], confirmation: null };
   if (choice.victims.length < from - input.replicas) {
     status.evidenceGap = `${from - input.replicas} pod(s) to remove, ${choice.victims.length} found`;
-    return endUnchanged('refused', 'refused', status.evidenceGap);
+    return refuse(status.evidenceGap);
   }
-  if (aborts.reason) return endUnchanged('cancelled', 'cancelled', aborts.reason);
-  /** Before the replicas are lowered: every mark off, the object at its size, `compensated`. */
-  const takeMarksOff = (reason: string) => aborts.exit(async () => {
-    enter('compensating');
+  if (aborts.reason) return cancel(aborts.reason);
+  /** Before the replicas are lowered: every mark off, the object at its size, `compensated` (a failure to unmark is rethrown as it is). */
+  const takeMarksOff = (reason: string) => op.compensate(async () => {
     status.compensation = { reason, replicas: from, outcome: null };
     await unmark(choice.victims);
-    status.outcome = 'compensated';
-    enter('compensated');
-    await ledger('compensated', reason, { compensationReplicas: from, kubernetes: k8s });
-    return status;
-  });
+  }, { compensated: () => [reason, { compensationReplicas: from, kubernetes: k8s }], failed: () => null });
 
   try {
     await aborts.guard(async () => {

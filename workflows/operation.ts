@@ -1,14 +1,15 @@
 // What every scalegate workflow shares: its phase as a query and a search attribute, the input
-// validation that fails non-retryably with a message naming the bad field, and activity profiles.
+// validation that fails non-retryably with a message naming the bad field, activity profiles, and
+// the one operation shell (beginOperation): status, phase, ledger rows, abort guard, exits, compensation order.
 import {
   ActivityFailure, ApplicationFailure, CancellationScope, defineQuery, defineSignal, isCancellation, proxyActivities, proxyLocalActivities,
-  setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo,
+  setCurrentDetails, setHandler, upsertSearchAttributes, workflowInfo, type ActivityInterfaceFor, type QueryDefinition,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
 import type { Activities } from '../activities';
 // Values from protocol's own modules, not its index: see protocol/names.ts for why.
 import { describeIssues } from '../protocol/issues';
-import { statusOfOutcome, type OperationStatusWord } from '../protocol/ledger';
+import { statusOfOutcome, type LedgerOutcome, type OperationStatusWord } from '../protocol/ledger';
 import { ADMIT_BY_MEMO, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol/search-attributes';
 import { ADMISSION_BY_RECORDED_START, EVIDENCE_JUDGED, FEWER_ROUND_TRIPS, SCALEGATE_OUTCOME, askPatch } from './patches';
 
@@ -183,11 +184,14 @@ export async function reportingOutcome<T>(run: () => Promise<T>): Promise<T> {
   try {
     result = await run();
   } catch (error) {
-    // A start refused for arriving after its admission deadline changed nothing (the API had
-    // answered 503): refused, not failed (chaos seed 34).
-    const expired = error instanceof ApplicationFailure && error.type === 'start-expired';
-    endVisibly(isCancellation(error) ? 'cancelled' : expired ? 'refused' : 'failed', failureMessage(error));
-    throw error;
+    if (!(error instanceof OperationEnded)) {
+      // A start refused for arriving after its admission deadline changed nothing (the API had
+      // answered 503): refused, not failed (chaos seed 34).
+      const expired = error instanceof ApplicationFailure && error.type === 'start-expired';
+      endVisibly(isCancellation(error) ? 'cancelled' : expired ? 'refused' : 'failed', failureMessage(error));
+      throw error;
+    }
+    result = error.status as T; // an exit of the operation shell ended it, its row written
   }
   const outcome = (result as { outcome?: unknown } | null)?.outcome;
   endVisibly(statusOfOutcome(typeof outcome === 'string' ? outcome : 'completed'), reasonOf(result));
@@ -199,6 +203,134 @@ function endVisibly(status: OperationStatusWord, reason: string | null): void {
   upsertSearchAttributes([{ key: OUTCOME_KEY, value: status }]);
   setCurrentDetails(`${tracked?.summary ?? workflowInfo().workflowType}: **${status}**${reason ? `: ${reason.slice(0, 1_000)}` : ''}`);
 }
+
+/**
+ * Thrown by an exit of the operation shell once the operation has ended (its outcome, phase and
+ * ledger row written): `reportingOutcome` returns the status it carries, so an exit anywhere in an
+ * operation's steps ends the run there.
+ */
+export class OperationEnded extends Error {
+  constructor(readonly status: unknown) {
+    super('the operation ended');
+  }
+}
+
+/** What the shell keeps of every operation's status: its phase, how it ended, and the error it names. */
+export interface OperationState {
+  phase: string;
+  outcome: string;
+  error: string | null;
+}
+
+/** How an operation ends: its outcome, the phase it ends in and the ledger's word (both the outcome unless said), the error it names (unchanged unless said). */
+export interface Ending<S extends OperationState> {
+  outcome: S['outcome'];
+  phase?: string;
+  recorded?: LedgerOutcome;
+  error?: string | null;
+}
+
+type LedgerEntry = Parameters<Activities['appendLedger']>[0];
+
+export interface OperationSpec<S extends OperationState, Row extends unknown[]> {
+  /** the ScalegateOperation search attribute, the workload (ScalegateWorkload) and what the Web UI's details call the operation */
+  operation: string;
+  workload: string | null;
+  summary: string;
+  /** the status `query` answers; the shell keeps its phase, outcome and error */
+  status: S;
+  query: QueryDefinition<S>;
+  /** its ledger rows: the activities that append them, what each row's summary names (`ledger: <subject> <outcome>`), a row's columns */
+  ledger: {
+    calls: Pick<ActivityInterfaceFor<Activities>, 'appendLedger'>;
+    subject: string;
+    row: (...args: Row) => Omit<LedgerEntry, 'outcome' | 'workflowId' | 'runId'>;
+  };
+  /** runs as the operation ends, before its last phase and row (recoverRuntime stamps its end) */
+  onEnd?: () => void;
+}
+
+/**
+ * The one operation shell (DESIGN.md §4 "Exits") of scaleOut, scaleIn, recoverRuntime and
+ * rescaleOperator: tracks the phase (query, search attribute, Web UI details), answers the status
+ * query, takes aborts (the `abort` signal and a Temporal cancellation), writes the ledger rows, and
+ * ends the operation the designed ways. Call it where the operation's first command would be.
+ */
+export function beginOperation<S extends OperationState, Row extends unknown[]>(spec: OperationSpec<S, Row>) {
+  const { workflowId, runId } = workflowInfo();
+  const { status, ledger: rows } = spec;
+  const op = trackOperation(spec.operation, spec.workload, spec.summary);
+  setHandler(spec.query, () => status);
+  const aborts = handleAborts();
+  const enter = (phase: string) => {
+    op.enter(phase);
+    status.phase = phase;
+  };
+  /** Appends a ledger row. Rows are part of the exit: a cancellation arriving meanwhile does not cut them. */
+  const ledger = (outcome: LedgerOutcome, ...args: Row) => aborts.exit(() =>
+    rows.calls.appendLedger.executeWithOptions({ summary: `ledger: ${rows.subject} ${outcome}` }, [{ ...rows.row(...args), outcome, workflowId, runId }]));
+  /** The end: outcome, error, phase, then its row (none where `row` is null), in a scope no cancellation cuts. */
+  const close = (ending: Ending<S>, row: Row | null): Promise<S> => aborts.exit(async () => {
+    status.outcome = ending.outcome;
+    if (ending.error !== undefined) status.error = ending.error;
+    spec.onEnd?.();
+    enter(ending.phase ?? ending.outcome);
+    if (row) await ledger(ending.recorded ?? (ending.outcome as LedgerOutcome), ...row);
+    return status;
+  });
+  const stop = (): never => {
+    throw new OperationEnded(status);
+  };
+  /** Ends the operation (`close`) and its run: reportingOutcome returns the status. */
+  const end = (ending: Ending<S>, ...row: Row): Promise<never> => close(ending, row).then(stop);
+  return {
+    status, aborts, enter, ledger, end,
+    /** Ends the operation as `end` does but goes on (to rethrow the failure it ended on). */
+    record: (ending: Ending<S>, ...row: Row): Promise<S> => close(ending, row),
+    /** Ends the run of an operation whose exit already wrote its row. */
+    ended: stop,
+    /**
+     * Runs `steps` in the abort guard. A failure, an abort or a Temporal cancellation of them goes to
+     * `onFailure`, an exit: `abort` is the abort's reason (null: the steps failed, `error`).
+     */
+    async guarded<T>(steps: () => Promise<T>, onFailure: (abort: string | null, error: unknown) => Promise<never>): Promise<T> {
+      try {
+        return await aborts.guard(steps);
+      } catch (error) {
+        if (error instanceof OperationEnded) throw error;
+        return onFailure(aborts.isAbort(error) ? aborts.reason : null, error);
+      }
+    },
+    /**
+     * The compensation order, in a scope no cancellation cuts: phase `compensating`, `replan()`,
+     * then `compensated` and its row `rows.compensated()` (written after the replan: it records what
+     * the replan did). A replan that fails ends `failed` ("compensation failed: …") with its row
+     * `rows.failed(that)`, and is rethrown. A null row: none written there, and a failure is
+     * rethrown as it is (runs recorded before ledger-after-compensation wrote the row first).
+     * `replan` may return the exit to take instead of `compensated` (a replan cancelled by hand).
+     */
+    compensate: (
+      replan: () => Promise<(() => Promise<never>) | void>, rows: { compensated: () => Row | null; failed: (error: string) => Row | null },
+    ): Promise<never> => aborts.exit(async () => {
+      enter('compensating');
+      let instead: (() => Promise<never>) | void;
+      try {
+        instead = await replan();
+      } catch (error) {
+        if (error instanceof OperationEnded) throw error;
+        const failure = `compensation failed: ${failureMessage(error)}`;
+        const row = rows.failed(failure);
+        if (row) await close({ outcome: 'failed' as S['outcome'], error: failure }, row);
+        throw error;
+      }
+      if (instead) return instead();
+      return close({ outcome: 'compensated' as S['outcome'] }, rows.compensated()).then(stop);
+    }),
+  };
+}
+
+/** An operation's shell: what beginOperation returns. */
+export type OperationShell<S extends OperationState, Row extends unknown[]> = ReturnType<typeof beginOperation<S, Row>>;
 
 /**
  * A duration for a Web UI summary: "500 ms", "5 s", "2.5 s", "2 min", "24 h". Summaries (of

@@ -1,13 +1,16 @@
-// What scaleOut and scaleIn share: the status they expose (the `status` query, read by
-// GET /v1/operations/:id), the abort signal, ledger rows, and the compensation through the
+// The scale shell: what scaleOut and scaleIn share on top of the operation shell (operation.ts):
+// the status they expose (the `status` query, read by GET /v1/operations/:id), their ledger row,
+// their exits (refused, rejected, cancelled, failed, completed) and the compensation through the
 // stop-the-world replan.
-import { ApplicationFailure, defineQuery, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities';
 import type { EvidenceComparison, EvidenceSnapshot } from '../domain/evidence';
 import type { GateReport } from '../domain/gates';
 import type { Plan } from '../domain/plan';
 import type { ScaleInDecision } from '../domain/scale-in';
+import { scaleInViolations } from '../domain/tier-rules';
 import type { Workload, LedgerOutcome } from '../protocol';
-import { failureMessage, handleAborts, quickStore, trackOperation } from './operation';
+import { beginOperation, failureMessage, profiles, quickStore } from './operation';
 import type { PlacementOutcome } from './apply-placement';
 import { compensate } from './stop-the-world-replan';
 import { describeObject, kubernetesRefOf, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
@@ -85,9 +88,14 @@ export interface ScaleRequest {
   convergeTimeoutMs: number;
 }
 
-/** Loads the workload, registers the status query and the abort signal, and returns the helpers. */
+const store = proxyActivities<Activities>(profiles.storeCall);
+
+/**
+ * Loads the workload and begins the operation shell with the status query, the abort signal and
+ * the scale's ledger row; a request whose size moved the other way meanwhile is refused here.
+ * Returns the shell with the scale's exits.
+ */
 export async function beginScaleOperation(kind: ScaleStatus['kind'], input: ScaleRequest) {
-  const { workflowId, runId } = workflowInfo();
   const fewerRoundTrips = askPatch(FEWER_ROUND_TRIPS);
   const shortCalls = quickStore();
   const loadWorkload = () => shortCalls.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]);
@@ -113,74 +121,89 @@ export async function beginScaleOperation(kind: ScaleStatus['kind'], input: Scal
   if (wrongWay && !askPatch(WRONG_WAY_REFUSED)) {
     throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${kind}: ${wrongWay}` });
   }
-  const op = trackOperation(kind, input.workload, `scale ${input.workload}${ref && kubernetes ? ` (${describeObject(ref)})` : ''} ${from} → ${input.replicas}`);
   const status: ScaleStatus = {
-    kind, workload: input.workload, phase: op.phase, outcome: 'running', fromReplicas: from, toReplicas: input.replicas,
+    kind, workload: input.workload, phase: 'starting', outcome: 'running', fromReplicas: from, toReplicas: input.replicas,
     gates: null, evidenceGap: null, plan: null, baseline: null, after: null, comparison: null,
     approval: { mode: input.approval ?? 'auto', decision: null, by: null }, scaleIn: null, compensation: null, error: null,
   };
-  setHandler(statusQuery, () => status);
-  const aborts = handleAborts();
+  const shell = beginOperation({
+    operation: kind, workload: input.workload, summary: `scale ${input.workload}${ref && kubernetes ? ` (${describeObject(ref)})` : ''} ${from} → ${input.replicas}`,
+    status, query: statusQuery,
+    ledger: {
+      calls: shortCalls, subject: `${kind} ${input.workload} ${from} → ${input.replicas}`,
+      row: (reason: string, extra: Record<string, unknown> = {}) => ({
+        kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
+        reason, planId: status.plan?.id ?? null,
+        inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...(status.tierRules ? { tierRules: status.tierRules } : {}), ...extra },
+        evidence: status.comparison || status.scaleIn
+          ? { baseline: status.baseline, after: status.after, comparison: status.comparison, scaleIn: status.scaleIn }
+          : null,
+      }),
+    },
+  });
+  const { end, ledger } = shell;
 
-  const enter = (phase: string) => {
-    op.enter(phase);
-    status.phase = phase;
-  };
-  // Ledger rows are part of the exit: a cancellation arriving meanwhile does not cut them.
-  const ledger = (outcome: LedgerOutcome, reason: string, extra: Record<string, unknown> = {}) => aborts.exit(() =>
-    shortCalls.appendLedger.executeWithOptions({ summary: `ledger: ${kind} ${input.workload} ${from} → ${input.replicas} ${outcome}` }, [{
-      kind: kind === 'scaleOut' ? 'scale-out' : 'scale-in', workload: input.workload, fromReplicas: from, toReplicas: input.replicas,
-      reason, outcome, planId: status.plan?.id ?? null, workflowId, runId,
-      inputs: { request: input.reason, approval: status.approval.mode, gates: status.gates?.rows ?? null, ...(status.tierRules ? { tierRules: status.tierRules } : {}), ...extra },
-      evidence: status.comparison || status.scaleIn
-        ? { baseline: status.baseline, after: status.after, comparison: status.comparison, scaleIn: status.scaleIn }
-        : null,
-    }]));
-  /**
-   * The one compensation: the stop-the-world replan as a child, at `replicas`, in a scope no
-   * cancellation cuts. Its ledger row follows the replan's outcome (runs recorded before
-   * `ledger-after-compensation` wrote it first); a replan that fails ends the operation `failed`.
-   */
-  const compensateAt = (replicas: number, reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
-    enter('compensating');
-    status.compensation = { reason, replicas, outcome: null };
-    const ledgerAfter = askPatch(LEDGER_AFTER_COMPENSATION);
-    if (!ledgerAfter) await ledger('compensated', reason, { compensationReplicas: replicas });
-    try {
-      status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
-    } catch (error) {
-      if (!ledgerAfter) throw error;
-      status.outcome = 'failed';
-      status.error = `compensation failed: ${failureMessage(error)}`;
-      enter('failed');
-      await ledger('failed', `${reason}; ${status.error}`, { compensationReplicas: replicas });
+  /** Refused, nothing changed (a gate, a tier rule, a size that moved); `stale-plan`: a plan whose basis moved. */
+  const refuse = (reason: string, phase: 'refused' | 'stale-plan' = 'refused') => end({ outcome: 'refused', phase, recorded: phase }, reason);
+  /** An abort or a Temporal cancellation before the first change: `cancelled`, nothing changed. */
+  const cancel = (reason: string) => end({ outcome: 'cancelled', error: reason }, reason);
+  const exits = {
+    refuse, cancel,
+    /** A plan made on a basis that has moved since, before any change: refused as stale, to plan again. */
+    refuseStale: (why: string) => {
+      status.evidenceGap = `stale plan: ${why}; plan again`;
+      return refuse(status.evidenceGap, 'stale-plan');
+    },
+    /** A manual approval said no, or none came in time: nothing changed. */
+    reject: (reason: string) => end({ outcome: 'rejected' }, reason),
+    /** Fails the operation before any change: phase and outcome `failed`, one ledger row, then rethrows. */
+    fail: async (error: unknown): Promise<never> => {
+      const message = failureMessage(error);
+      await shell.record({ outcome: 'failed', error: message }, message);
       throw error;
-    }
-    status.outcome = 'compensated';
-    enter('compensated');
-    if (ledgerAfter) await ledger('compensated', reason, { compensationReplicas: replicas, generation: status.compensation.outcome.generation });
-    return status;
-  });
-  /** Ends the operation without a change (refused, rejected, cancelled): phase, outcome, one ledger row. */
-  const endUnchanged = (outcome: 'refused' | 'rejected' | 'cancelled', phase: 'refused' | 'rejected' | 'cancelled' | 'stale-plan', reason: string): Promise<ScaleStatus> => aborts.exit(async () => {
-    status.outcome = outcome;
-    if (outcome === 'cancelled') status.error = reason;
-    enter(phase);
-    await ledger(phase, reason);
-    return status;
-  });
-  /** An abort (signal or Temporal cancellation) before the first change: `cancelled`, nothing changed. Anything else is rethrown. */
-  const cancelledOr = (error: unknown): Promise<ScaleStatus> => {
-    if (aborts.isAbort(error)) return endUnchanged('cancelled', 'cancelled', aborts.reason!);
-    throw error;
+    },
+    /** Done: phase `done`, its row (`completed`, or what `recorded` says). */
+    complete: (reason: string, extra: Record<string, unknown> = {}, recorded: LedgerOutcome = 'completed') => end({ outcome: 'completed', phase: 'done', recorded }, reason, extra),
+    /** The steps before the first change, in the abort guard: an abort or a cancellation there ends the operation `cancelled`. */
+    beforeChange: <T>(steps: () => Promise<T>): Promise<T> => shell.guarded(steps, (abort, error) => {
+      if (abort !== null) return cancel(abort);
+      throw error;
+    }),
+    /** A scale-in holds its tier's rules (minReplicas, change windows): refused where it breaks one, unless the request overrides them with a reason. */
+    holdTierRules: async (override: { reason: string } | undefined): Promise<void> => {
+      const rules = await store.tierRules.executeWithOptions({ summary: `tier rules of ${input.workload}` }, [{ workload: input.workload }]);
+      const violations = scaleInViolations(input.replicas, rules);
+      status.tierRules = { violations, override: violations.length && override ? override.reason : null };
+      if (violations.length && !override) {
+        status.evidenceGap = `${violations.join('; ')} (a request with override and a reason may go past it)`;
+        return refuse(status.evidenceGap);
+      }
+    },
+    /**
+     * The one compensation: the stop-the-world replan as a child, at `replicas`. Its ledger row
+     * follows the replan's outcome (runs recorded before `ledger-after-compensation` wrote it first);
+     * a replan that fails ends the operation `failed`.
+     */
+    compensateAt: (replicas: number, reason: string): Promise<never> => {
+      const extra = { compensationReplicas: replicas };
+      let ledgerAfter = true;
+      return shell.compensate(async () => {
+        status.compensation = { reason, replicas, outcome: null };
+        ledgerAfter = askPatch(LEDGER_AFTER_COMPENSATION);
+        if (!ledgerAfter) await ledger('compensated', reason, extra);
+        status.compensation.outcome = await compensate(input.workload, Math.max(1, replicas), reason, input.convergeTimeoutMs);
+      }, {
+        compensated: () => (ledgerAfter ? [reason, { ...extra, generation: status.compensation!.outcome!.generation }] : null),
+        failed: (error) => (ledgerAfter ? [`${reason}; ${error}`, extra] : null),
+      });
+    },
   };
-  /** Fails the operation before any change: phase and outcome `failed`, one ledger row, then rethrows. */
-  const failUnchanged = async (error: unknown): Promise<never> => {
-    status.outcome = 'failed';
-    status.error = failureMessage(error);
-    enter('failed');
-    await ledger('failed', status.error);
-    throw error;
-  };
-  return { workload: workload as Workload, placement, from, status, aborts, enter, ledger, compensateAt, endUnchanged, cancelledOr, failUnchanged, wrongWay, fewerRoundTrips, kubernetes };
+  if (wrongWay) {
+    status.error = wrongWay;
+    await refuse(wrongWay);
+  }
+  return { ...shell, ...exits, workload: workload as Workload, placement, from, fewerRoundTrips, kubernetes };
 }
+
+/** A scale operation begun: its shell, exits and what it loaded. */
+export type ScaleOperation = Awaited<ReturnType<typeof beginScaleOperation>>;
