@@ -80,7 +80,7 @@ export function createAgentClient(timeoutMs = 30_000) {
   return {
     startTask: async (agent: AgentTarget, taskId: string, start: TaskStartBody): Promise<TaskStatus> =>
       required(await call(agent, 'PUT', task(taskId), TaskStatusSchema, start), `start ${taskId}`),
-    stopTask: async (agent: AgentTarget, taskId: string, options: DrainOptions = {}): Promise<StopAnswer> => {
+    drainTask: async (agent: AgentTarget, taskId: string, options: DrainOptions = {}): Promise<StopAnswer> => {
       const query = new URLSearchParams();
       if (options.graceMs !== undefined) query.set('graceMs', String(options.graceMs));
       if (options.drainTimeoutMs !== undefined) query.set('drainTimeoutMs', String(options.drainTimeoutMs));

@@ -78,7 +78,7 @@ export function agentCalls(deps: ActivityDeps) {
         continue;
       }
       for (const task of tasks.filter((t) => t.workload === workload)) {
-        const answer = await orUnreachable(runtime.id, async () => agents.stopTask(await agentOf(runtime.id), task.taskId, drain), { limitMs, atLimit });
+        const answer = await orUnreachable(runtime.id, async () => agents.drainTask(await agentOf(runtime.id), task.taskId, drain), { limitMs, atLimit });
         if (answer === 'unreachable') {
           unreachable(runtime);
           break;
@@ -204,8 +204,11 @@ export function taskActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Drains and stops tasks; answers the drain receipts. Drains can be long: the activity
-     * heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is revoked).
+     * Drains and stops tasks (the drain: the agent client's drainTask, the agent's DELETE
+     * /v1/tasks/:id, TaskHost.drainTask); answers the drain receipts. Drains can be long: the
+     * activity heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is
+     * revoked). The activity keeps its first name: 24 kept histories record it, and a new one
+     * would need a patch in applyPlacement and a new version of each.
      */
     async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number; placementFence?: number }) {
       const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
@@ -216,7 +219,7 @@ export function taskActivities(deps: ActivityDeps) {
         heartbeat({ draining: t.taskId, stopped: receipts.length });
         try {
           const answer = await orUnreachable(runtime.id, async () =>
-            agents.stopTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs, placementFence: input.placementFence }));
+            agents.drainTask(await agentOf(runtime.id), t.taskId, { graceMs: input.graceMs, drainTimeoutMs: input.drainTimeoutMs, placementFence: input.placementFence }));
           receipts.push(answer === 'unreachable' ? { ...t, state: 'unreachable' } : { ...t, ...answer });
         } finally {
           clearInterval(beating);

@@ -275,7 +275,7 @@ export class TaskHost {
    * DELETE semantics: drain and forget. A task drained earlier answers its remembered receipt (the
    * retry of a stop whose reply was lost must not lose it); one never hosted answers null.
    */
-  remove(taskId: string, options: DrainOptions = {}): Promise<DrainReceipt | null> {
+  drainTask(taskId: string, options: DrainOptions = {}): Promise<DrainReceipt | null> {
     const { placementFence, ...drain } = options;
     return this.serialise(taskId, async () => {
       const hosted = this.tasks.get(taskId);
@@ -342,7 +342,7 @@ export class TaskHost {
       taskIds.map(async (taskId) => {
         const hosted = this.tasks.get(taskId);
         try {
-          const receipt = await this.remove(taskId);
+          const receipt = await this.drainTask(taskId);
           if (hosted) this.log('task revoked', { taskId, workload: hosted.start.workload, incarnation: hosted.handle.incarnation, reason, forced: receipt?.forced ?? false });
         } catch (error) {
           this.log('task revoke failed', { taskId, reason, error: messageOf(error) });

@@ -59,7 +59,7 @@ export function buildAgentServer(options: AgentServerOptions) {
       method: 'DELETE', path: '/v1/tasks/:taskId', access: 'runtime', runtime: self, summary: 'drain and stop a task (idempotent)',
       params: TaskParamsSchema, query: DrainQuerySchema,
       handler: async ({ params, query }) => {
-        const receipt = await host.remove(params.taskId, query);
+        const receipt = await host.drainTask(params.taskId, query);
         const answer: StopAnswer = receipt ? { state: 'stopped', receipt } : { state: 'absent' };
         return ok(answer);
       },

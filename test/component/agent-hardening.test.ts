@@ -279,7 +279,7 @@ describe('task environment', () => {
       // Said once more in the words of DESIGN.md §5: no database URL, no agent setting, no token.
       const leaked = Object.keys(env).filter((name) => name === 'DATABASE_URL' || name === 'AGENT_ONLY_SETTING' || /^SCALEGATE_(?!TASK_ID$|INCARNATION$)/.test(name));
       expect(leaked).toEqual([]);
-      await host.remove(task.taskId);
+      await host.drainTask(task.taskId);
     });
   });
 });
@@ -299,11 +299,11 @@ describe('fenced starts and stops', () => {
     const otherWorkload = serviceStart(httpServerSpec(), { workload: 'other', index: 0, taskId: 'other-0-g1', placementFence: 1 });
     expect(await first.host.ensure(otherWorkload)).toMatchObject({ created: true });
     // An older stop is refused and the task keeps running; the same start retried is fine.
-    await expect(first.host.remove(current.taskId, { placementFence: 4 })).rejects.toMatchObject({ code: 'stale-fence' });
+    await expect(first.host.drainTask(current.taskId, { placementFence: 4 })).rejects.toMatchObject({ code: 'stale-fence' });
     expect(first.host.get(current.taskId)?.state).toBe('ready');
     expect(await first.host.ensure(current)).toMatchObject({ created: false });
     // A stop under a newer fence raises the newest fence; the workload has no task left here.
-    expect(await first.host.remove(current.taskId, { placementFence: 7 })).toMatchObject({ taskId: current.taskId });
+    expect(await first.host.drainTask(current.taskId, { placementFence: 7 })).toMatchObject({ taskId: current.taskId });
     await first.host.close();
 
     // The restarted agent knows fence 7 from its state folder alone (no api task is recorded).
@@ -312,9 +312,9 @@ describe('fenced starts and stops', () => {
     const restart = { ...current, taskId: 'api-0-g2', generation: 2, placementFence: 6 };
     await expect(second.host.ensure(restart)).rejects.toMatchObject({ code: 'stale-fence' });
     expect(await second.host.ensure({ ...restart, placementFence: 7 })).toMatchObject({ created: true });
-    await expect(second.host.remove(restart.taskId, { placementFence: 6 })).rejects.toMatchObject({ code: 'stale-fence' });
+    await expect(second.host.drainTask(restart.taskId, { placementFence: 6 })).rejects.toMatchObject({ code: 'stale-fence' });
     // A stop without a fence (a caller from before fencing) still works.
-    expect(await second.host.remove(restart.taskId)).toMatchObject({ taskId: restart.taskId });
+    expect(await second.host.drainTask(restart.taskId)).toMatchObject({ taskId: restart.taskId });
   });
 
   test('the agent answers a stale start or stop 409 stale-fence over HTTP', async () => {

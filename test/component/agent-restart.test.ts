@@ -314,7 +314,7 @@ describe('an agent restarted over its state folder runs one process per task', (
     expect(readProcessRecord(first.stateDir, start.taskId)).toMatchObject({ incarnation: restarted.incarnation, pid: restarted.counts.pid, restarts: 1 });
 
     // A drain stops it and nothing is left.
-    await second.host.remove(start.taskId);
+    await second.host.drainTask(start.taskId);
     expect(pidsRunning(marker)).toEqual([]);
   });
 
@@ -337,7 +337,7 @@ describe('an agent restarted over its state folder runs one process per task', (
     expect(replaced.counts.adopted).toBeUndefined();
     expect(pidsRunning(marker)).toEqual([replaced.counts.pid]);
     expect(second.events).toContainEqual({ event: 'task-left-process-replaced', fields: expect.objectContaining({ taskId: start.taskId, reason: 'it runs another spec' }) });
-    await second.host.remove(start.taskId);
+    await second.host.drainTask(start.taskId);
     expect(pidsRunning(marker)).toEqual([]);
   });
 

@@ -122,16 +122,16 @@ describe('a stop retried after the drain finished', () => {
     await first.ensure(start);
     await waitFor('the task ready', () => first.get(start.taskId)?.state === 'ready');
 
-    const receipt = await first.remove(start.taskId, { graceMs: 5_000 });
+    const receipt = await first.drainTask(start.taskId, { graceMs: 5_000 });
     expect(receipt).toMatchObject({ taskId: start.taskId, inFlight: 0 });
     expect(first.get(start.taskId)).toBeNull();
-    expect(await first.remove(start.taskId)).toEqual(receipt); // the retry of a stop whose reply was lost
+    expect(await first.drainTask(start.taskId)).toEqual(receipt); // the retry of a stop whose reply was lost
     await first.close();
 
     const restarted = host(stateDir, range);
     await restarted.restore();
     expect(restarted.get(start.taskId)).toBeNull(); // not started again
-    expect(await restarted.remove(start.taskId)).toEqual(receipt);
-    expect(await restarted.remove('never-hosted-0-g1')).toBeNull();
+    expect(await restarted.drainTask(start.taskId)).toEqual(receipt);
+    expect(await restarted.drainTask('never-hosted-0-g1')).toBeNull();
   });
 });

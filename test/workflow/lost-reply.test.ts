@@ -42,7 +42,7 @@ function readyAgents(): AgentClient {
   const status = (taskId: string): TaskStatus => ({ taskId, workload: 'web', incarnation: `${taskId}-1`, state: 'ready', counts: {}, errors: 0, generation: 1 });
   return {
     startTask: async (_agent, taskId) => status(taskId),
-    stopTask: async () => ({ state: 'absent' }),
+    drainTask: async () => ({ state: 'absent' }),
     taskStatus: async (_agent, taskId) => status(taskId),
     listTasks: async () => [],
     probe: async () => ({ source: { ok: true, detail: 'fake' }, destination: { ok: true, detail: 'fake' } }),
