@@ -76,7 +76,13 @@ export const failedGates = (operation: { gates: { rows: { gate: string; passed: 
 
 /** DELETEs a workload and waits for its retirement to end (its placement emptied, its slots free) and its tasks to be gone. */
 export async function retireAndWait(stack: Stack, name: string): Promise<void> {
-  const response = await stack.api('DELETE', `/v1/workloads/${name}`);
+  // 409 operation-in-progress: another operation holds scale:<name> (the reconcile loop placing a
+  // replica, a recovery's apply): retire once it is over, never skip the retirement.
+  const response = await stack.waitFor(`the retirement of ${name} started`, async () => {
+    const answer = await stack.api('DELETE', `/v1/workloads/${name}`);
+    if (answer.status === 409 && answer.body?.error === 'operation-in-progress') return null;
+    return answer;
+  });
   expect(response.status).toBe(202);
   await stack.temporal.workflow.getHandle(response.body.workflowId, response.body.runId).result();
   await stack.waitFor(`${name} retired`, async () => (await tasksOf(stack, name)).length === 0);
