@@ -181,7 +181,8 @@ export const StateSchema = z
     })),
     /** false when Temporal did not answer: `operations` is then empty for want of an answer, not because nothing runs */
     operationsAvailable: z.boolean(),
-    reconcile: z.object({ at: nullableInstant, skipped: z.boolean(), passes: z.int(), skips: z.int() }),
+    /** the reconcile loop's last pass: `at` and `skipped` are null until its first pass (just after a start) */
+    reconcile: z.object({ at: nullableInstant, skipped: z.boolean().nullable(), passes: z.int(), skips: z.int() }),
     /** when the API and the lease sweeper last showed they were alive, and came back from a gap */
     controlPlane: z.object({
       leaseTtlMs: z.int(),

@@ -9,7 +9,7 @@ import type { ApiDeps } from '../../api/deps';
 import { createMetrics } from '../../api/metrics';
 import { buildServer } from '../../api/server';
 import type { TemporalGateway } from '../../api/temporal';
-import { WorkloadDefinitionSchema } from '../../protocol';
+import { StateSchema, WorkloadDefinitionSchema } from '../../protocol';
 import { createPool } from '../../store/db';
 import { createLedgerStore } from '../../store/ledger';
 import { migrate } from '../../store/migrate';
@@ -142,6 +142,16 @@ describe('POST /v1/runtimes/:id/heartbeat', () => {
     const healthy = (await (await fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${tokens.viewer}` } })).json()) as any;
     expect(healthy.crashLooping).toEqual([]);
     expect(healthy.workloads.find((w: { name: string }) => w.name === 'web')).toMatchObject({ status: 'placed', ready: 1 });
+  });
+
+  it('answers GET /v1/state before the reconcile loop\'s first pass as its schema says: the CLI reads it', async () => {
+    // No worker here, so no pass yet: `npx scalegate state` just after `npm start` failed on
+    // reconcile.skipped = null where the schema said boolean (the clean-clone check caught it).
+    const answer = await fetch(`${apiUrl}/v1/state`, { headers: { authorization: `Bearer ${tokens.viewer}` } });
+    const body = (await answer.json()) as { reconcile: unknown };
+    expect(body.reconcile).toEqual({ at: null, skipped: null, passes: 0, skips: 0 });
+    const read = StateSchema.safeParse(body);
+    expect(read.success ? 'readable' : read.error.issues).toBe('readable');
   });
 
   it('finds the tasks placed on its runtime through an index, not by reading every placement', async () => {
