@@ -28,7 +28,7 @@ import { rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../w
 import { startHostStack, type HostStack } from '../../harness/host-stack';
 import { testEnv } from '../../harness/env';
 import { hostNetworkSupportMissing } from '../../harness/hosts';
-import { defineWorkload, tasksOf } from '../../harness/workloads';
+import { defineWorkload, retireAndWait, tasksOf } from '../../harness/workloads';
 
 const LEASE = 2000;
 const PARTITIONS = 6;
@@ -66,19 +66,6 @@ async function recoveryAfter(runtime: string, since: number): Promise<RecoverySt
     return d !== null && d.startTime.getTime() >= since && d.status.name !== 'RUNNING';
   }, 120_000);
   return (await handle.result()) as RecoveryStatus;
-}
-
-/** Retires `name` once no operation of it runs (a recovery may still be ending), and waits for its tasks to be gone: its slots go to the next case. */
-async function retireOnceIdle(name: string): Promise<void> {
-  const { stack } = hs;
-  const retiring = await stack.waitFor(`${name} retiring (once no operation of it runs)`, async () => {
-    const response = await stack.api('DELETE', `/v1/workloads/${name}`);
-    if (response.status === 409) return null;
-    expect(response).toMatchObject({ status: 202 });
-    return response.body;
-  });
-  await stack.temporal.workflow.getHandle(retiring.workflowId, retiring.runId).result();
-  await stack.waitFor(`${name} retired`, async () => (await tasksOf(stack, name)).length === 0);
 }
 
 /** The JSON events agent `id` logged (its output reaches the test over a pipe, not the network). */
@@ -188,7 +175,7 @@ test('a consumer host cut from the control plane past two leases: its partitions
 test('a hot rescale whose new subtask\'s host is cut from the control plane mid-window ends in the replan, once, off that host; healed, the host stops its stranded subtasks; every key exactly once', async () => {
   const { stack, network } = hs;
   // The slots the consumer above held go to the job: 12 on three hosts, 8 on the two that stay reachable.
-  await retireOnceIdle('orders');
+  await retireAndWait(hs.stack, 'orders'); // once no operation of it runs (a recovery may still be ending): its slots go to the next case
   const JOB = 'stream';
   const tables = { source: 'stream_in', sink: 'stream_out' };
   await createSourceFeed(stack.db).ensureTables(tables.source);
@@ -263,7 +250,7 @@ test('a consumer reading Kafka on the hosts (its reads cross their links to the 
   const { stack, network } = hs;
   const brokers = testEnv().kafkaBrokers;
   if (!brokers) throw new Error(`the shared Kafka broker is not running: ${testEnv().kafkaOff}`);
-  await retireOnceIdle('stream');
+  await retireAndWait(stack, 'stream');
   const topic = 'partitions-orders';
   const admin = kafkaClient(brokers).admin();
   await admin.connect();
