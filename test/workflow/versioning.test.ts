@@ -1,6 +1,7 @@
 // Committed histories are versioned, never rewritten (history-versions.ts): each is pinned by its
 // command signature, and a changed scenario adds its new history as <name>.vN.json beside the old
 // ones, carrying a patched() id the one before lacks. Pure file checks: no server.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -48,5 +49,55 @@ describe('the versioning check has teeth', () => {
     manifest['scale-out-refused.v2.json'] = manifest['scale-out-refused.json'];
     fs.writeFileSync(path.join(unpatched, MANIFEST_FILE), JSON.stringify(manifest));
     expect(versioningProblems(unpatched).join('\n')).toMatch(/scale-out-refused\.v2\.json changed the commands of scale-out-refused\.json without a new patched\(\) id/);
+  });
+});
+
+// The manifest alone cannot catch a history re-recorded in place together with its pin (both files
+// rewritten in one commit): git can. Each history's pin must still be the one it was committed with.
+// A shallow clone sees every file added in its one commit, against the pins of that commit: it passes.
+describe('a committed pin never changes (git history)', () => {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: HISTORIES_DIR, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  /**
+   * Rewritten before any main that held them landed, and kept rewritten with the reason: the
+   * recordings 50ed89c and 0bf83ed made carried a new decision under the old id
+   * rescale-joins-ended-replan, which the earlier recording of rescale-operator-joins-ended-replan
+   * holds with the old decision; no code replays both, so 64eec28 moved the new decision under
+   * rescale-joins-only-its-window and recorded this scenario under it.
+   */
+  const REWRITTEN_BEFORE_LANDING: Record<string, string> = {
+    'rescale-operator-replans-after-earlier-replan.json': '64eec28: recorded under rescale-joins-only-its-window; its earlier recordings (50ed89c, 0bf83ed) never landed',
+  };
+
+  it('each history keeps the pin of the commit that added it', () => {
+    const root = git('rev-parse', '--show-toplevel').trim();
+    const dir = path.relative(root, HISTORIES_DIR);
+    // the commit that added each file: newest first, so the last one seen is the oldest
+    const addedBy = new Map<string, string>();
+    let commit = '';
+    for (const line of git('log', '--format=C %H', '--diff-filter=A', '--name-only', '--', '.').split('\n')) {
+      if (line.startsWith('C ')) commit = line.slice(2);
+      else if (line.endsWith('.json')) addedBy.set(path.basename(line), commit);
+    }
+    const manifestAt = new Map<string, Record<string, string>>();
+    const pinAt = (sha: string, file: string): string | undefined => {
+      if (!manifestAt.has(sha)) {
+        let manifest: Record<string, string> = {};
+        try {
+          manifest = JSON.parse(git('show', `${sha}:${dir}/${MANIFEST_FILE}`));
+        } catch {
+          // no manifest yet at that commit: the file was pinned later
+        }
+        manifestAt.set(sha, manifest);
+      }
+      return manifestAt.get(sha)![file];
+    };
+    const current = JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, MANIFEST_FILE), 'utf8')) as Record<string, string>;
+    const rewritten = Object.keys(current).filter((file) => {
+      const sha = addedBy.get(file);
+      const first = sha ? pinAt(sha, file) : undefined;
+      return first !== undefined && first !== current[file] && !(file in REWRITTEN_BEFORE_LANDING);
+    });
+    expect(addedBy.size).toBeGreaterThan(20);
+    expect(rewritten).toEqual([]);
   });
 });
