@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import YAML from 'yaml';
 import { SEARCH_ATTRIBUTE_KEYS } from '../protocol/search-attributes';
-import { stopChild } from './processes';
+import { freePort, stopChild } from './processes';
 import { findTemporalCli } from './temporal-cli';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -121,4 +121,21 @@ export async function startTemporalDevServer(options: {
     pid: child.pid ?? null,
     stop: () => stopChild(child),
   };
+}
+
+/**
+ * A dev server on ports picked free (with a Web UI when `ui`). A port found free can be taken by
+ * another process before the server binds it (then the server exits during start: "bind: address
+ * already in use"), so a start that exits is tried again on new ports, up to three times.
+ */
+export async function startTemporalOnFreePorts(options: { ui?: boolean; dbFile?: string; logFile?: string; log?: (line: string) => void }): Promise<RunningTemporal> {
+  for (let attempt = 1; ; attempt++) {
+    const [port, uiPort] = await Promise.all([freePort(), options.ui ? freePort() : Promise.resolve(null)]);
+    try {
+      return await startTemporalDevServer({ port, uiPort, dbFile: options.dbFile, logFile: options.logFile, log: options.log });
+    } catch (error) {
+      if (attempt >= 3 || !/exited during start/.test((error as Error).message)) throw error;
+      options.log?.(`the Temporal dev server exited during start on port ${port} (taken meanwhile?): trying new ports`);
+    }
+  }
 }

@@ -9,7 +9,7 @@ import { BUSYBOX_WEB, buildBusyboxImage, containerSupportMissing, startContainer
 import { startKafkaIfAvailable, type RunningKafka } from '../embedded/kafka';
 import { startEmbeddedPostgres } from '../embedded/postgres';
 import { freePort } from '../embedded/processes';
-import { startTemporalDevServer, type RunningTemporal } from '../embedded/temporal-server';
+import { startTemporalOnFreePorts, type RunningTemporal } from '../embedded/temporal-server';
 import { bundleStackEntries } from './entry-bundles';
 import { TEST_ENV_VAR, TestEnv } from './env';
 
@@ -70,7 +70,7 @@ export async function startSharedServers(options: {
   };
   const parts = [
     // The Web UI too: the e2e tests open it in a browser (it costs the dev server little).
-    Promise.all([freePort(), freePort()]).then(([port, uiPort]) => startTemporalDevServer({ port, uiPort, logFile: path.join(tmpDir, 'temporal.log'), log: options.log })).then(keep),
+    startTemporalOnFreePorts({ ui: true, logFile: path.join(tmpDir, 'temporal.log'), log: options.log }).then(keep),
     // Throwaway data: durability off for speed (npm start keeps fsync on).
     freePort().then((port) => startEmbeddedPostgres({ dataDir: path.join(tmpDir, 'postgres'), port, database: 'postgres', fsync: false, log: options.log })).then(keep),
     options.kafka

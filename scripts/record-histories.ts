@@ -8,8 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { HISTORIES_DIR, recordHistories } from '../harness/histories/record-histories';
-import { freePort } from '../embedded/processes';
-import { startTemporalDevServer, type RunningTemporal } from '../embedded/temporal-server';
+import { startTemporalOnFreePorts, type RunningTemporal } from '../embedded/temporal-server';
 
 const say = (line: string) => console.error(`[record-histories] ${line}`);
 
@@ -27,7 +26,7 @@ async function main(): Promise<void> {
     process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
   }
   try {
-    temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(tmpDir, 'temporal.log'), log: say });
+    temporal = await startTemporalOnFreePorts({ logFile: path.join(tmpDir, 'temporal.log'), log: say });
     const only = process.argv.flatMap((arg, i) => (arg === '--only' && process.argv[i + 1] ? process.argv[i + 1].split(',') : []));
     const written = await recordHistories({ address: temporal.address, outDir: HISTORIES_DIR, versioned: true, log: say, ...(only.length ? { only } : {}) });
     say(`wrote ${written.length} histories to ${path.relative(process.cwd(), HISTORIES_DIR)}`);

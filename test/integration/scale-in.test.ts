@@ -2,12 +2,14 @@
 // removed own nothing, idle-first victim choice, consolidation (and its rollback), and a drain
 // past its deadline ending in the replan.
 import { Pool } from 'pg';
-import { MAX_WORK_SLEEP_MS } from '../../agent/drivers/consumer';
 import { runLoad } from '../../store/source-feed';
 import { ownershipOverlaps, verifyExactlyOnce } from '../../store/sink-audit';
 import { startStack, Stack } from '../../harness/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../../harness/workloads';
 import { setTimeout as sleep } from 'node:timers/promises';
+
+/** 'slow' works 300 ms a record: a batch of 20 takes 6 s, under the driver's cap (MAX_WORK_SLEEP_MS, 10 s). */
+const SLOW_WORK_MS = 300;
 
 let stack: Stack;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
@@ -134,9 +136,9 @@ describe('consolidation', () => {
 
 describe('drain deadline', () => {
   it('a drain that passes its deadline → replan → ledger', async () => {
-    // Every batch of 'slow' works for the driver's whole per-batch cap (workMs = the cap, 10 s), so a
-    // batch stays in flight far longer than a drain takes to travel from the API to the agent.
-    await define('slow', consumer('slow', 2, 4, MAX_WORK_SLEEP_MS), 2);
+    // Every batch of 'slow' (20 records at 300 ms each) works for 6 s, so a batch stays in flight far
+    // longer than a drain takes to travel from the API to the agent.
+    await define('slow', consumer('slow', 2, 4, SLOW_WORK_MS), 2);
     const { assignments } = await placementOf('slow');
     // One partition per replica gets 20 records, all in one statement: each replica fetches them in
     // one batch (the batch size is 100), so each replica has exactly one batch and it is in flight.

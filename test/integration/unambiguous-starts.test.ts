@@ -2,8 +2,7 @@
 // Idempotency-Key answers the operation that key started. Temporal is paused for real: this file's
 // own dev server gets SIGSTOP while a scale is asked, and SIGCONT after the API answered.
 import path from 'node:path';
-import { freePort } from '../../embedded/processes';
-import { startTemporalDevServer, type RunningTemporal } from '../../embedded/temporal-server';
+import { startTemporalOnFreePorts, type RunningTemporal } from '../../embedded/temporal-server';
 import { ADMIT_BY_MEMO } from '../../protocol';
 import { testEnv } from '../../harness/env';
 import { startStack, type Stack } from '../../harness/stack';
@@ -20,7 +19,7 @@ let stack: Stack;
 let temporal: RunningTemporal;
 
 beforeAll(async () => {
-  temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(testEnv().tmpDir, 'temporal-unambiguous.log') });
+  temporal = await startTemporalOnFreePorts({ logFile: path.join(testEnv().tmpDir, 'temporal-unambiguous.log') });
   // A short request deadline: the admission deadline is 1 s after the request arrives.
   stack = await startStack({ temporalAddress: temporal.address, env: { SCALEGATE_REQUEST_DEADLINE_MS: '3000' }, agents: [{ id: 'us-a' }, { id: 'us-b' }] });
 });
