@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { kubernetesOf, type KubernetesRuntime, type ServiceKafka } from '../protocol';
 import { groupConvergence } from '../domain/consumer-group';
 import { drainAcknowledgements } from '../domain/kubernetes';
+import { parseExposition, podFigures, type MetricsReading } from '../domain/pod-metrics';
 import { ANNOTATIONS, LOWEST_DELETION_COST, ScaleConflictError, type PodFacts } from '../runtimes/kubernetes';
 import { consumerGroupReads, declaredGroup } from './consumer-group';
 import { cancellationRequested, heartbeat, lookups, type ActivityDeps } from './ports';
@@ -138,6 +139,42 @@ export function kubernetesActivities(deps: ActivityDeps) {
         type: 'converge-timeout', nonRetryable: true,
         message: `${ref.kind} ${ref.namespace}/${ref.name} did not converge to ${input.replicas} Ready pod(s) in ${input.timeoutMs} ms: ${pods}${group ? `; ${(group as { detail: string }).detail}` : ''}`,
       });
+    },
+
+    /**
+     * The contract's metrics from every Ready pod (not terminating), each read twice the endpoint's
+     * windowMs apart through the API server's pod proxy: a counter's rate per second, a gauge's
+     * value. A pod that cannot be read is named with why, never left out in silence.
+     */
+    async kubernetesPodMetrics(input: { workload: string }): Promise<MetricsReading> {
+      const { ref, port } = await target(input.workload);
+      const declared = (await requireWorkload(input.workload)).contract.metrics ?? [];
+      if (!ref.metrics || declared.length === 0) {
+        throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: `${input.workload} names no metrics to read (contract.metrics and runtime.kubernetes.metrics)` });
+      }
+      const names = declared.map((m) => m.name);
+      const pods = (await port.readPods(ref)).filter((p) => !p.terminating && p.ready).map((p) => p.name);
+      const read = (pod: string) => port.readPodMetricsText(ref, pod).then((text) => parseExposition(text, names));
+      const first = await Promise.all(pods.map((pod) => read(pod).then((values) => ({ values, at: Date.now() }), (error: Error) => ({ error: error.message }))));
+      const windowMs = ref.metrics.windowMs;
+      const until = Date.now() + windowMs;
+      while (Date.now() < until && !cancellationRequested()) {
+        heartbeat();
+        await sleep(Math.min(POLL_MS * 5, Math.max(0, until - Date.now())));
+      }
+      const counters = new Set<string>();
+      const figures = await Promise.all(pods.map(async (pod, i) => {
+        const before = first[i];
+        if ('error' in before) return { pod, figures: {}, error: before.error };
+        try {
+          const values = await read(pod);
+          for (const [name, value] of Object.entries(values)) if (value.type === 'counter') counters.add(name);
+          return podFigures(pod, before.values, values, Date.now() - before.at);
+        } catch (error) {
+          return { pod, figures: {}, error: (error as Error).message };
+        }
+      }));
+      return { windowMs, pods: figures, counters: [...counters].sort() };
     },
 
     /** A completed operation's size as the workload's desired state (it has no placement record). */

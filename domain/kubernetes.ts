@@ -210,13 +210,15 @@ export function podSnapshot(pods: PodEvidence[], atMs: number): EvidenceSnapshot
 
 /**
  * The comparison after a change of a Kubernetes object's size: every pod it should have is Ready,
- * no pod that was there before restarted since (a restart count that grew), and, for a workload
- * that declares its Kafka consumer group, the group after the change (`group`: one member per pod,
- * every partition owned; null where none is declared). Throughput, latency and errors are the
- * app's: not judged here.
+ * no pod that was there before restarted since (a restart count that grew), for a workload that
+ * declares its Kafka consumer group, the group after the change (`group`: one member per pod,
+ * every partition owned; null where none is declared), and the metrics its contract names
+ * (`metricRows`, domain/pod-metrics.ts; null where it names none: then the app's throughput,
+ * latency and errors are not judged).
  */
 export function compareKubernetesPods(
   baseline: EvidenceSnapshot, after: EvidenceSnapshot, expected: number, group: { converged: boolean; detail: string } | null = null,
+  metricRows: ComparisonRow[] | null = null,
 ): EvidenceComparison {
   const restartsBefore = Object.fromEntries(baseline.tasks.map((t) => [t.taskId, t.restarts ?? 0]));
   const restarted = after.tasks.filter((t) => t.taskId in restartsBefore && (t.restarts ?? 0) > restartsBefore[t.taskId]);
@@ -231,7 +233,7 @@ export function compareKubernetesPods(
       detail: restarted.length ? `restarted since the baseline: ${restarted.map((t) => `${t.taskId} (${restartsBefore[t.taskId]} → ${t.restarts})`).join(', ')}` : 'no pod restarted since the baseline',
     },
     ...(group ? [{ check: 'consumer group', verdict: group.converged ? 'pass' as const : 'regression' as const, baseline: null, after: null, detail: group.detail }] : []),
-    { check: 'throughput, latency, errors', verdict: 'not judged', baseline: null, after: null, detail: 'a Kubernetes workload reports no app metrics to scalegate' },
+    ...(metricRows ?? [{ check: 'throughput, latency, errors', verdict: 'not judged' as const, baseline: null, after: null, detail: 'its contract names no metrics (contract.metrics) to read from its pods' }]),
   ];
   const failed = rows.filter((row) => row.verdict === 'regression');
   return {

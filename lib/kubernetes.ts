@@ -34,6 +34,8 @@ export interface KubernetesClient {
   /** The API server's JSON answer, of the shape the caller names (runtimes/kubernetes.ts names the fields it reads); it is not checked here. */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a declared boundary: the Kubernetes API's objects are untyped JSON (no client library, see above); the tests read them loosely
   request<T = any>(method: string, path: string, body?: unknown, contentType?: string): Promise<T>;
+  /** A GET whose answer is text (a pod's metrics through the API server's proxy), at most TEXT_ANSWER_LIMIT_BYTES. */
+  getText(path: string): Promise<string>;
 }
 
 const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -83,45 +85,69 @@ export function credentialsFor(cluster: string, kubeconfigPath: string | undefin
   };
 }
 
+/** The most of a text answer (a pod's metrics through the API server's proxy) read: beyond it the answer is refused. */
+export const TEXT_ANSWER_LIMIT_BYTES = 1 << 20;
+
 export function createKubernetesClient(cluster: string, credentials: KubernetesCredentials): KubernetesClient {
   const agent = new https.Agent({
     keepAlive: true, ca: credentials.ca, cert: credentials.cert, key: credentials.key, rejectUnauthorized: !credentials.insecure,
   });
+  /** One call: the answer's status and text (at most `limitBytes` of it: more is an error). */
+  const send = (method: string, path: string, options: { body?: unknown; contentType?: string; accept: string; limitBytes?: number }) => {
+    const url = new URL(path, credentials.server);
+    const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
+    return new Promise<{ status: number; text: string; url: URL }>((resolve, reject) => {
+      const req = https.request(url, {
+        method, agent, timeout: 15_000,
+        headers: {
+          accept: options.accept,
+          ...(credentials.token ? { authorization: `Bearer ${credentials.token}` } : {}),
+          ...(payload ? { 'content-type': options.contentType ?? 'application/json', 'content-length': payload.length } : {}),
+        },
+      }, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (options.limitBytes !== undefined && size > options.limitBytes) {
+            req.destroy(new Error(`${method} ${url.pathname} on cluster ${cluster}: the answer is over ${options.limitBytes} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), url }));
+      });
+      req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname} on cluster ${cluster}: no answer in 15 s`)));
+      req.on('error', reject);
+      req.end(payload);
+    });
+  };
+  const refusal = (method: string, url: URL, status: number, text: string, parsed: { reason?: string; message?: string } | null) =>
+    new KubernetesApiError(status, parsed?.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${(parsed?.message ?? text.slice(0, 200)).trim()}`);
   return {
     cluster,
-    request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
-      const url = new URL(path, credentials.server);
-      const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-      return new Promise((resolve, reject) => {
-        const req = https.request(url, {
-          method, agent, timeout: 15_000,
-          headers: {
-            accept: 'application/json',
-            ...(credentials.token ? { authorization: `Bearer ${credentials.token}` } : {}),
-            ...(payload ? { 'content-type': contentType, 'content-length': payload.length } : {}),
-          },
-        }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            let parsed: unknown = null;
-            try {
-              parsed = text ? JSON.parse(text) : null;
-            } catch {
-              parsed = { message: text.slice(0, 500) };
-            }
-            const status = res.statusCode ?? 0;
-            if (status >= 200 && status < 300) return resolve(parsed as T);
-            // a refusal is a Status object (reason, message), or whatever else the server said
-            const refusal = (parsed ?? {}) as { reason?: string; message?: string };
-            reject(new KubernetesApiError(status, refusal.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${refusal.message ?? text.slice(0, 200)}`));
-          });
-        });
-        req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname} on cluster ${cluster}: no answer in 15 s`)));
-        req.on('error', reject);
-        req.end(payload);
-      });
+    async request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+      const { status, text, url } = await send(method, path, { body, contentType, accept: 'application/json' });
+      let parsed: unknown = null;
+      try {
+        parsed = text ? JSON.parse(text) : null;
+      } catch {
+        parsed = { message: text.slice(0, 500) };
+      }
+      if (status >= 200 && status < 300) return parsed as T;
+      // a refusal is a Status object (reason, message), or whatever else the server said
+      throw refusal(method, url, status, text, parsed as { reason?: string; message?: string } | null);
+    },
+    async getText(path: string): Promise<string> {
+      const { status, text, url } = await send('GET', path, { accept: 'text/plain, */*', limitBytes: TEXT_ANSWER_LIMIT_BYTES });
+      if (status >= 200 && status < 300) return text;
+      let parsed: { reason?: string; message?: string } | null = null;
+      try {
+        parsed = JSON.parse(text) as { reason?: string; message?: string };
+      } catch {
+        parsed = null;
+      }
+      throw refusal('GET', url, status, text, parsed);
     },
   };
 }

@@ -17,6 +17,8 @@ export const LIMITS = {
   partitions: 4096,
   /** endpoints one workload may require every replica to reach */
   requirements: 16,
+  /** metrics one contract may name (each read from every pod, twice, at each judged scale-out) */
+  contractMetrics: 16,
 } as const;
 
 /** Lowercase DNS label (RFC 1123): what workload names and runtime ids must be. */

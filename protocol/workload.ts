@@ -21,6 +21,20 @@ const unknownable = <T extends readonly [string, ...string[]]>(values: T) =>
 
 export const WORKLOAD_KINDS = ['service', 'consumer', 'stream'] as const;
 
+/**
+ * A figure each replica serves that a scale-out is judged on (issue 37; a Kubernetes workload's
+ * pods, read through the API server's pod proxy before the change and after it). A counter (typed
+ * so by the pod, or a name ending `_total`) is judged as its rate per second a pod, a gauge as its
+ * value a pod; `better` says which way is worse, `tolerance` how far, relative to the baseline, it
+ * may move that way (default 0.2: 20 %).
+ */
+export const ContractMetricSchema = z.strictObject({
+  name: z.string().min(1).max(200).regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'a metric name is a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)'),
+  better: z.enum(['lower', 'higher']),
+  tolerance: z.number().min(0).max(10).default(0.2),
+});
+export type ContractMetric = z.infer<typeof ContractMetricSchema>;
+
 export const ContractSchema = z
   .strictObject({
     ownership: unknownable(['partitioned', 'shared-queue', 'none'] as const),
@@ -43,6 +57,13 @@ export const ContractSchema = z
           })
           .meta(oneOfPresent('maxReplicas', 'maxRatePerSec')),
       ])
+      .optional(),
+    /** what the replicas serve that a scale-out is judged on (a Kubernetes workload's: runtime.kubernetes.metrics says where) */
+    metrics: z
+      .array(ContractMetricSchema)
+      .min(1)
+      .max(LIMITS.contractMetrics)
+      .refine((metrics) => new Set(metrics.map((m) => m.name)).size === metrics.length, 'each metric is named once')
       .optional(),
   })
   .refine((c) => c.ownership !== 'partitioned' || c.partitions !== undefined, {
@@ -251,6 +272,18 @@ export const KubernetesRuntimeSchema = z.strictObject({
   namespace: z.string().min(1).max(63).regex(DNS_LABEL, 'a namespace is a DNS label'),
   kind: z.enum(['Deployment', 'StatefulSet']),
   name: z.string().min(1).max(253).regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'an object name is a DNS subdomain'),
+  /**
+   * Where each pod serves its metrics in Prometheus's text format: read through the API server's
+   * pod proxy (GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy<path>), twice `windowMs` apart,
+   * for the metrics the contract names.
+   */
+  metrics: z
+    .strictObject({
+      port: z.int().min(1).max(65535),
+      path: z.string().min(1).max(256).regex(/^\/[A-Za-z0-9._~\/-]*$/, 'a path starts with / and holds no query').default('/metrics'),
+      windowMs: z.int().min(500).max(300_000).default(5_000),
+    })
+    .optional(),
 });
 export type KubernetesRuntime = z.infer<typeof KubernetesRuntimeSchema>;
 export const WorkloadRuntimeSchema = z.strictObject({ kubernetes: KubernetesRuntimeSchema });
@@ -291,6 +324,12 @@ const StreamDefinition = z.strictObject({ kind: z.literal('stream'), ...workload
 export const WorkloadDefinitionSchema = z
   .discriminatedUnion('kind', [ServiceDefinition, ConsumerDefinition, StreamDefinition])
   .superRefine((definition, ctx) => {
+    if (definition.contract.metrics && !(definition.kind === 'service' && definition.runtime?.kubernetes.metrics)) {
+      ctx.addIssue({
+        code: 'custom', path: ['contract', 'metrics'],
+        message: 'contract.metrics are read from a Kubernetes workload\'s pods: name where they serve them (runtime.kubernetes.metrics: {"port": …})',
+      });
+    }
     if (definition.kind !== 'service') return;
     if (definition.runtime) {
       if (definition.spec.command !== undefined || definition.spec.image !== undefined) {

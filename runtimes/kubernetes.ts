@@ -209,11 +209,20 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
     return done.sort();
   }
 
+  /**
+   * What one pod serves at the object's metrics endpoint (its text, at most 1 MiB), through the API
+   * server's pod proxy: the control plane needs no route to the pods' network, only `get` on pods/proxy.
+   */
+  async function readPodMetricsText(ref: KubernetesRuntime, pod: string): Promise<string> {
+    if (!ref.metrics) throw new Error(`${ref.kind} ${ref.namespace}/${ref.name} names no metrics endpoint (runtime.kubernetes.metrics)`);
+    return client(ref).getText(`/api/v1/namespaces/${ref.namespace}/pods/${pod}:${ref.metrics.port}/proxy${ref.metrics.path}`);
+  }
+
   /** Whether the control plane can reach `ref.cluster` at all (its kubeconfig context or service account): throws why not. */
   function reach(ref: KubernetesRuntime): void {
     client(ref);
   }
 
-  return { reach, readObject, readPods, readNodes, readBudgets, writeScale, annotatePods };
+  return { reach, readObject, readPods, readNodes, readBudgets, writeScale, annotatePods, readPodMetricsText };
 }
 export type KubernetesRuntimePort = ReturnType<typeof kubernetesRuntime>;

@@ -2,6 +2,7 @@
 // through the runtime port, the status they show, and how they name the object. Apart from
 // kubernetes-scale.ts so that scale-operation.ts can read it without an import cycle.
 import type { Activities } from '../activities';
+import type { MetricsReading } from '../domain/pod-metrics';
 import type { KubernetesRuntime, Workload } from '../protocol';
 
 export type KubernetesRead = Awaited<ReturnType<Activities['kubernetesObject']>>;
@@ -28,6 +29,8 @@ export interface KubernetesStatus {
   unmarked: string[];
   /** the pods gone after the change (a scale-in's must be exactly its victims) */
   deleted: string[];
+  /** the contract's metrics read from the pods before a scale-out's write and after its soak (absent: it names none) */
+  metrics?: { baseline: MetricsReading; after: MetricsReading | null };
 }
 
 export { describeObject } from '../protocol/names';

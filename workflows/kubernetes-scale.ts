@@ -16,11 +16,12 @@ import type { Activities } from '../activities';
 import { baselineHealth, type EvidenceSnapshot } from '../domain/evidence';
 import { evaluateScaleOutGates, formatEvidenceGap, GATE, type GateReport } from '../domain/gates';
 import { chooseKubernetesVictims, compareKubernetesPods, disruptionBudgetGate, kubernetesCapacityGate, podSnapshot } from '../domain/kubernetes';
+import { baselineMetricProblems, compareMetrics } from '../domain/pod-metrics';
 import { failureMessage, formatDuration, profiles } from './operation';
 import { awaitApproval } from './scale-approval';
 import type { ScaleOperation, ScaleStatus } from './scale-operation';
 import { describeObject, type KubernetesRead, type KubernetesStatus } from './kubernetes-runtime';
-import { askPatch, KUBERNETES_MANUAL_APPROVAL } from './patches';
+import { askPatch, KUBERNETES_MANUAL_APPROVAL, KUBERNETES_METRICS_JUDGED } from './patches';
 
 const cluster = proxyActivities<Activities>(profiles.agentCall);
 const store = proxyActivities<Activities>(profiles.storeCall);
@@ -130,6 +131,24 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
       const details = `scale ${input.workload} (${k8s.object}) ${from} → ${input.replicas}: **awaiting approval** (approve: POST /v1/operations/${workflowId}/approve)`;
       await awaitApproval(op, details, input.approvalTimeoutMs ?? 24 * 3_600_000);
     }
+    // The contract's metrics, read from the pods just before the write: a baseline that cannot be
+    // read (a pod not answering, a metric not served) refuses the change, since nothing after it
+    // could be judged. (Asked only for a workload naming metrics: no earlier run read any.)
+    const declared = op.workload.contract.metrics ?? [];
+    const endpoint = read.ref.metrics;
+    const judgesMetrics = declared.length > 0 && endpoint !== undefined && askPatch(KUBERNETES_METRICS_JUDGED);
+    const readMetrics = (when: string) => waits.kubernetesPodMetrics.executeWithOptions({
+      summary: summary(`${when}: ${declared.map((m) => m.name).join(', ')} from the pods over ${formatDuration(endpoint?.windowMs ?? 0)}`),
+    }, [{ workload: input.workload }]);
+    if (judgesMetrics) {
+      const baseline = await readMetrics('baseline');
+      k8s.metrics = { baseline, after: null };
+      const problems = baselineMetricProblems(declared, baseline);
+      if (problems.length) {
+        status.evidenceGap = `the metrics the contract names could not be read before the change: ${problems.join('; ')}`;
+        return refuse(status.evidenceGap);
+      }
+    }
     if (aborts.reason) return cancel(aborts.reason);
     let written = false;
     try {
@@ -160,7 +179,17 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     const after = await cluster.kubernetesObject.executeWithOptions({ summary: summary('after: the pods') }, [{ workload: input.workload }]);
     status.after = snapshot(after.pods);
     // (histories recorded before kubernetesObject read the group have none: not judged, as then)
-    status.comparison = compareKubernetesPods(status.baseline, status.after, input.replicas, after.group ?? null);
+    let metricRows = null;
+    if (k8s.metrics) {
+      try {
+        k8s.metrics.after = await readMetrics('after');
+      } catch (error) {
+        // not read is not judged good: the change is taken back
+        return scaleBack(`the metrics the contract names could not be read after the change: ${failureMessage(error)}`, from);
+      }
+      metricRows = compareMetrics(declared, k8s.metrics.baseline, k8s.metrics.after);
+    }
+    status.comparison = compareKubernetesPods(status.baseline, status.after, input.replicas, after.group ?? null, metricRows);
     if (status.comparison.verdict === 'regression') return scaleBack(`regression after scale-out: ${status.comparison.reasons.join('; ')}`, from);
     return complete('');
   }

@@ -42,6 +42,8 @@ type SweepPass = Awaited<ReturnType<Activities['sweepLeases']>>;
 
 /** Faults a scenario injects into the fakes. */
 interface Faults {
+  /** a Kubernetes workload's new pods serve 25 errors a second where the old serve 1 (its contract names app_errors_total) */
+  newPodsServeErrors?: boolean;
   /** commitPlacement refuses: the plan's basis moved */
   stalePlan?: boolean;
   /** preparePlan refuses a decided target (the scale-in's victims): the placement moved after the choice */
@@ -120,6 +122,16 @@ const kubernetesService = (name: string, replicas: number): Workload => ({
   contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
   runtime: { kubernetes: { cluster: 'prod', namespace: 'shop', kind: 'Deployment', name } },
 });
+
+/** A Kubernetes Deployment whose contract names a metric its pods serve (issue 37). */
+const meteredKubernetesService = (name: string, replicas: number): Workload => {
+  const base = kubernetesService(name, replicas) as Extract<Workload, { kind: 'service' }>;
+  return {
+    ...base,
+    contract: { ...base.contract, metrics: [{ name: 'app_errors_total', better: 'lower', tolerance: 0.2 }] },
+    runtime: { kubernetes: { ...base.runtime!.kubernetes, metrics: { port: 9102, path: '/metrics', windowMs: 1000 } } },
+  };
+};
 
 const withoutDownstream = (workload: Workload): Workload => ({ ...workload, contract: { ...workload.contract, downstream: undefined } });
 
@@ -523,6 +535,14 @@ function kubernetesFakes(definition: Extract<Workload, { kind: 'service' }>, rep
     },
     async setDesiredReplicas() {
       call('setDesiredReplicas');
+    },
+    async kubernetesPodMetrics() {
+      call('kubernetesPodMetrics');
+      const errorsOf = (i: number) => (faults.newPodsServeErrors && i >= replicas ? 25 : 1);
+      return {
+        windowMs: 1000, counters: ['app_errors_total'],
+        pods: pods.map((p) => ({ pod: p.name, figures: { app_errors_total: errorsOf(Number(p.name.slice(p.name.lastIndexOf('-') + 1))) } })),
+      };
     },
   };
 }
@@ -1177,6 +1197,23 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(ctx.fakes.count('kubernetesScale'), 2);
       assert.equal(ctx.fakes.count('commitPlacement'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:completed']);
+      return { workflowId };
+    },
+  },
+  {
+    // A Deployment 2 → 4 whose contract names app_errors_total: read from the pods before the write
+    // and after the soak; the new pods serve 25 errors a second where the old serve 1, so the
+    // metric's row is a regression and the size goes back to 2 (patch kubernetes-metrics-judged).
+    name: 'kubernetes-scale-out-metrics-regression',
+    fakes: (name) => fakeActivities(meteredKubernetesService(name, 2), 2, { newPodsServeErrors: true }),
+    async run(ctx) {
+      const { workflowId, status } = await scale(ctx, scaleOut, { replicas: 4, soakMs: 0 });
+      assert.equal(status.outcome, 'compensated');
+      assert.equal(ctx.fakes.count('kubernetesPodMetrics'), 2);
+      assert.equal(status.comparison?.rows?.find((r) => r.check === 'metric app_errors_total')?.verdict, 'regression');
+      assert.match(status.compensation?.reason ?? '', /metric app_errors_total/);
+      assert.equal(ctx.fakes.count('kubernetesScale'), 2); // 2 → 4, then back to 2
+      assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-out:compensated']);
       return { workflowId };
     },
   },

@@ -195,6 +195,60 @@ describe('a Deployment through the gates', () => {
     }
   });
 
+  it('judges the metrics its contract names, read from each pod through the API server\'s pod proxy: new pods serving errors take the scale-out back, naming the metric; figures held, it completes; a pod not answering refuses it before any change', async () => {
+    await createDeployment('metered', 2, '100m');
+    const response = await stack.api('PUT', '/v1/workloads/metered', {
+      body: {
+        kind: 'service', replicas: 2,
+        contract: { ...CONTRACT, metrics: [{ name: 'app_errors_total', better: 'lower' }, { name: 'app_served_total', better: 'higher' }] },
+        runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name: 'metered', metrics: { port: 9102, windowMs: 1000 } } },
+      },
+    });
+    expect(response.status).toBe(201);
+    const original = names(await podsOf('metered'));
+    // Each pod's counters grow from when it was first read, at its own rates: what its app serves.
+    const firstRead = new Map<string, number>();
+    let errorsPerSecond = (pod: string) => (original.includes(pod) ? 1 : 25);
+    let answering = (_pod: string) => true;
+    kube.pods.metricsOf = ({ name }) => {
+      if (!answering(name)) return null;
+      if (!firstRead.has(name)) firstRead.set(name, Date.now());
+      const seconds = (Date.now() - firstRead.get(name)!) / 1000;
+      return { app_errors_total: errorsPerSecond(name) * seconds, app_served_total: 100 * seconds };
+    };
+
+    // 2 → 4, the two new pods serving 25 errors a second where the old serve 1: taken back.
+    const bad = await scaleAndWait(stack, 'metered', { replicas: 4, soakMs: 0 }, 'scaleOut');
+    expect(bad).toMatchObject({ status: 'compensated' });
+    const errorsRow = bad.evidence.comparison.rows.find((row: { check: string }) => row.check === 'metric app_errors_total');
+    expect(errorsRow).toMatchObject({ verdict: 'regression', baseline: expect.closeTo(1, 0) });
+    expect(errorsRow.after).toBeGreaterThan(10);
+    expect(bad.evidence.comparison.rows.find((row: { check: string }) => row.check === 'metric app_served_total')).toMatchObject({ verdict: 'pass' });
+    expect(bad.compensation.reason).toContain('metric app_errors_total');
+    expect(bad.kubernetes.metrics.baseline.pods.map((p: { pod: string }) => p.pod)).toEqual(original);
+    expect(bad.kubernetes.metrics.after.pods).toHaveLength(4);
+    // read through the API server's proxy: it opened its tunnels to the pods' addresses
+    expect(kube.pods.connects.length).toBeGreaterThanOrEqual(2);
+    expect((await kube.client.request('GET', `${deployments}/metered`)).spec.replicas).toBe(2);
+    await waitForPods('metered', 2);
+
+    // The same scale with new pods that hold the old ones' figures: completed, each row judged.
+    errorsPerSecond = () => 1;
+    const good = await scaleAndWait(stack, 'metered', { replicas: 3, soakMs: 0 }, 'scaleOut');
+    expect(good).toMatchObject({ status: 'completed' });
+    expect(good.evidence.comparison.rows.filter((row: { check: string }) => row.check.startsWith('metric ')).map((row: { verdict: string }) => row.verdict)).toEqual(['pass', 'pass']);
+    await waitForPods('metered', 3);
+
+    // A pod that does not answer: the baseline cannot be read, so nothing after could be judged: refused, nothing written.
+    const silent = names(await readyPods('metered'))[0];
+    answering = (pod) => pod !== silent;
+    const refused = await scaleAndWait(stack, 'metered', { replicas: 4, soakMs: 0 }, 'scaleOut');
+    expect(refused).toMatchObject({ status: 'refused' });
+    expect(refused.evidenceGap).toMatch(new RegExp(`^the metrics the contract names could not be read before the change: ${silent}: GET /api/v1/namespaces/default/pods/${silent}:9102/proxy/metrics on cluster ${CLUSTER}: 50[23] `));
+    expect((await kube.client.request('GET', `${deployments}/metered`)).spec.replicas).toBe(3);
+    kube.pods.metricsOf = () => null;
+  });
+
   it('refuses a scale-in that would break the PodDisruptionBudget, naming it, and changes nothing', async () => {
     await createDeployment('guarded', 3, '100m');
     await kube.client.request('POST', '/apis/policy/v1/namespaces/default/poddisruptionbudgets', {
@@ -383,6 +437,12 @@ describe('a Deployment through the gates', () => {
       body: { kind: 'service', replicas: 2, contract: CONTRACT, spec: { command: ['node'] }, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name: 'web' } } },
     });
     expect(withCommand).toMatchObject({ status: 422, body: { message: expect.stringContaining('a Kubernetes workload runs its pod template: give no command or image') } });
+
+    // metrics the contract names with nowhere to read them: refused, naming the field
+    const unreadable = await stack.api('PUT', '/v1/workloads/daemons', {
+      body: { kind: 'service', replicas: 2, contract: { ...CONTRACT, metrics: [{ name: 'app_errors_total', better: 'lower' }] }, runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name: 'web' } } },
+    });
+    expect(unreadable).toMatchObject({ status: 422, body: { message: expect.stringContaining('contract.metrics are read from a Kubernetes workload\'s pods') } });
 
     const plan = await stack.api('POST', '/v1/workloads/web/plan', { body: { replicas: 4 } });
     expect(plan).toMatchObject({ status: 422, body: { error: 'unsupported-kind', message: expect.stringContaining('the cluster places its pods') } });

@@ -2,7 +2,8 @@
 // kube-controller-manager and kube-scheduler 1.36.1 and kwok, from the cache that
 // scripts/kubernetes.ts provisions, on free loopback ports with a static token (system:masters),
 // and two kwok nodes labelled by zone. kwok marks their pods Running and Ready without running
-// anything; what a pod "does" is played by test/fixtures/kube-drain.js. Started by the test file
+// anything; what a pod "does" is played by test/fixtures/kube-drain.js (load reports, drain
+// acknowledgements) and by test/support/pod-network.ts (what it serves). Started by the test file
 // that needs it (only its run pays the ~6 s), stopped by it.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -14,6 +15,7 @@ import { ensureKubernetes } from '../../embedded/kubernetes';
 import { freePort, stopChild } from '../../embedded/processes';
 import { createKubernetesClient, type KubernetesClient } from '../../lib/kubernetes';
 import { waitFor } from '../../harness/wait-for';
+import { egressSelectorConfiguration, startPodNetwork, type PodNetwork } from './pod-network';
 
 export const CLUSTER = 'scalegate-test';
 const TOKEN = 'scalegate-test-admin-token';
@@ -23,6 +25,8 @@ export interface KubernetesControlPlane {
   kubeconfig: string;
   server: string;
   client: KubernetesClient;
+  /** what the API server reaches when it proxies to a pod (test/support/pod-network.ts): the test says what each pod serves */
+  pods: PodNetwork;
   nodes: string[];
   dir: string;
   stop(): Promise<void>;
@@ -56,6 +60,10 @@ export async function startKubernetes(options: { nodeAllocatable?: { cpu: string
     `current-context: ${CLUSTER}`, '',
   ].join('\n'));
 
+  const client = createKubernetesClient(CLUSTER, { server, token: TOKEN, insecure: true });
+  const pods = await startPodNetwork(path.join(dir, 'pods.sock'), () => client);
+  fs.writeFileSync(path.join(dir, 'egress.yaml'), egressSelectorConfiguration(pods.socketPath));
+
   const children: ChildProcess[] = [];
   const start = (name: string, args: string[]) => {
     const log = fs.openSync(path.join(dir, `${name}.log`), 'a');
@@ -66,12 +74,12 @@ export async function startKubernetes(options: { nodeAllocatable?: { cpu: string
   };
   const stop = async () => {
     for (const child of [...children].reverse()) await stopChild(child, 5_000);
+    await pods.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   };
   const logTail = () => ['etcd', 'kube-apiserver', 'kcm', 'sched', 'kwok']
     .map((name) => path.join(dir, `${name}.log`)).filter((f) => fs.existsSync(f))
     .map((f) => `${path.basename(f)}:\n${fs.readFileSync(f, 'utf8').split('\n').slice(-15).join('\n')}`).join('\n');
-  const client = createKubernetesClient(CLUSTER, { server, token: TOKEN, insecure: true });
   try {
     start('etcd', [
       '--name', 'kube', '--data-dir', path.join(dir, 'etcd-data'),
@@ -84,6 +92,7 @@ export async function startKubernetes(options: { nodeAllocatable?: { cpu: string
       `--cert-dir=${path.join(dir, 'certs')}`, '--service-account-key-file=sa.pub', '--service-account-signing-key-file=sa.key',
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local', '--service-cluster-ip-range=10.0.0.0/24',
       '--token-auth-file=tokens.csv', '--authorization-mode=RBAC', '--anonymous-auth=false', '--enable-priority-and-fairness=false',
+      '--egress-selector-config-file=egress.yaml',
     ]);
     const failFast = { timeoutMs: 60_000, intervalMs: 200, context: logTail };
     await waitFor('kube-apiserver ready', async () => {
@@ -117,7 +126,7 @@ export async function startKubernetes(options: { nodeAllocatable?: { cpu: string
         return null;
       }
     }, failFast);
-    return { kubeconfig, server, client, nodes, dir, stop };
+    return { kubeconfig, server, client, pods, nodes, dir, stop };
   } catch (error) {
     await stop();
     throw error;
