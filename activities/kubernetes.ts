@@ -13,6 +13,8 @@ import { cancellationRequested, heartbeat, lookups, type ActivityDeps } from './
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const POLL_MS = 200;
+/** The event a NotReady node of a cluster a workload names is recorded as. */
+export const NODE_NOT_READY_EVENT = 'kubernetes.node-not-ready';
 
 export function kubernetesActivities(deps: ActivityDeps) {
   const { requireWorkload } = lookups(deps);
@@ -61,11 +63,23 @@ export function kubernetesActivities(deps: ActivityDeps) {
       return { ref, object, pods, group: await groupVerdict(await declaredGroupOf(input.workload), pods.filter((p) => !p.terminating).length) };
     },
 
-    /** What the gates judge: the nodes with their allocatable and requested resources, and the PodDisruptionBudgets over the pods. */
+    /**
+     * What the gates judge: the nodes with their allocatable and requested resources, and the
+     * PodDisruptionBudgets over the pods. A node found NotReady is evidence, recorded once per
+     * episode as a `kubernetes.node-not-ready` event (GET /v1/state lists it): the cluster moves its
+     * pods, scalegate only stops counting it as room.
+     */
     async kubernetesGateFacts(input: { workload: string }) {
       const { ref, port } = await target(input.workload);
       const object = await port.readObject(ref);
       const [nodes, budgets] = await Promise.all([port.readNodes(ref), port.readBudgets(ref, object.podSelector)]);
+      for (const node of nodes.filter((n) => !n.ready)) {
+        const since = node.notReadySince ?? null;
+        // one event per NotReady episode: keyed by when its Ready condition last changed (a retry finds the first)
+        const idempotencyKey = `${ref.cluster}/${node.name}/${since ?? 'never Ready'}`;
+        if (await deps.stores.registry.eventByKey(NODE_NOT_READY_EVENT, idempotencyKey)) continue;
+        await deps.stores.registry.emitEvent(NODE_NOT_READY_EVENT, node.name, { cluster: ref.cluster, since, seenBy: input.workload, idempotencyKey });
+      }
       return { nodes, budgets };
     },
 

@@ -20,6 +20,8 @@ export interface NodeFacts {
   allocatable: { cpuMilli: number; memoryBytes: number; pods: number };
   /** what the pods bound to it (not finished) request */
   requested: { cpuMilli: number; memoryBytes: number; pods: number };
+  /** when a node not Ready stopped being Ready (its Ready condition's last transition; null: it never reported one) */
+  notReadySince?: string | null;
 }
 
 export interface DisruptionBudgetFacts {

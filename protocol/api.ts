@@ -189,7 +189,7 @@ export const StateSchema = z
       api: z.object({ at: z.string(), resumedAt: z.string() }).nullable(),
       leaseSweeper: z.object({ at: z.string(), resumedAt: z.string() }).nullable(),
     }),
-    /** the newest runtime events: declared LOST (by whom), mass expiries */
+    /** the newest runtime events: declared LOST (by whom), mass expiries, crash loops, a cluster's NotReady nodes (kubernetes.node-not-ready) */
     runtimeEvents: z.array(z.object({ id: z.int(), at: z.string(), type: z.string(), subject: z.string(), detail: z.record(z.string(), z.unknown()) })),
   })
   .meta({ title: 'State' });

@@ -57,7 +57,7 @@ interface Metadata {
   annotations?: Record<string, string>;
   deletionTimestamp?: string;
 }
-type Conditions = { type: string; status: string }[];
+type Conditions = { type: string; status: string; lastTransitionTime?: string }[];
 interface Container {
   resources?: { requests?: Record<string, string> };
 }
@@ -162,6 +162,7 @@ export function kubernetesRuntime(clientFor: (cluster: string) => KubernetesClie
         cpuMilli: cpuMilli(node.status?.allocatable?.cpu), memoryBytes: parseQuantity(node.status?.allocatable?.memory), pods: parseQuantity(node.status?.allocatable?.pods),
       },
       requested: requested[node.metadata.name] ?? { cpuMilli: 0, memoryBytes: 0, pods: 0 },
+      ...(isReady(node.status?.conditions) ? {} : { notReadySince: node.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime ?? null }),
     }));
   }
 

@@ -20,10 +20,12 @@ import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
 import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { drainDeadlineMs } from './scale-in';
 import { compensate } from './stop-the-world-replan';
+import { askPatch, ROLLOUT_STOPS_REPLACED } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const shortCalls = proxyLocalActivities<Activities>(profiles.localStore);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
+const long = proxyActivities<Activities>(profiles.longCall);
 
 export const RolloutInputSchema = z.object({
   workload: WorkloadName,
@@ -65,7 +67,11 @@ export interface RolloutStatus {
   comparison: EvidenceComparison | null;
   steps: RolloutStep[];
   soakEndsAt: string | null;
-  compensation: { reason: string; restored: string | null; rolledBack: string[]; replanned: boolean } | null;
+  compensation: {
+    reason: string; restored: string | null; rolledBack: string[]; replanned: boolean;
+    /** old replicas a failed step's make-before-break had not stopped yet, stopped by the roll-back */
+    stoppedReplaced?: string[];
+  } | null;
   error: string | null;
 }
 
@@ -149,6 +155,11 @@ async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
 
   /** every replacement written so far, in order: what a roll-back undoes */
   const replaced: Replacement[] = [];
+  /**
+   * The replacements of the step under way, written but not yet through their make-before-break: a
+   * step whose new replica never became ready leaves their old replicas running, held by no placement
+   */
+  let unstopped: Replacement[] = [];
   const consumer = workload.kind === 'consumer';
 
   /**
@@ -165,8 +176,16 @@ async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
       const now = await shortCalls.loadPlacement.executeWithOptions({ summary: `load placement of ${input.workload}` }, [input.workload]);
       const back = Object.fromEntries(replaced.filter((r) => now?.assignments.some((a) => a.taskId === r.to.taskId)).map((r) => [r.to.taskId, r.from.revision ?? fromRevision!]));
       if (now && Object.keys(back).length) {
-        await replaceInSteps(now, back, `roll ${Object.keys(back).length} replica(s) back`);
+        const { fence } = await replaceInSteps(now, back, `roll ${Object.keys(back).length} replica(s) back`);
         compensation.rolledBack = Object.keys(back);
+        // The old replicas the failed step left running are stopped here, not left to their agents'
+        // next heartbeat: the roll-back ends with the replicas its placement holds, no more (a
+        // compensated rollout left a fourth container of three in rollout.test; patch rollout-stops-replaced).
+        if (unstopped.length && askPatch(ROLLOUT_STOPS_REPLACED)) {
+          const tasks = unstopped.map((r) => ({ runtimeId: r.from.runtimeId, taskId: r.from.taskId }));
+          await long.stopTasks.executeWithOptions({ summary: `stop ${tasks.map((t) => t.taskId).join(', ')}: replaced by the failed step, held by no placement` }, [{ tasks, placementFence: fence }]);
+          compensation.stoppedReplaced = tasks.map((t) => t.taskId);
+        }
       }
       if (fromRevision) compensation.restored = (await store.restoreRevision.executeWithOptions({ summary: `${input.workload} runs ${fromRevision} again` }, [{ workload: input.workload, revision: fromRevision }])).runs ?? null;
     } catch (error) {
@@ -194,17 +213,17 @@ async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
   /** One fenced replacement of the replicas `revisions` names (task id → revision), converged. */
   async function replaceInSteps(
     now: NonNullable<typeof placement>, revisions: Record<string, string>, what: string, onCommitted?: (replacements: Replacement[]) => void,
-  ): Promise<Replacement[]> {
+  ): Promise<{ replacements: Replacement[]; fence: number }> {
     const { assignments, replacements } = replaceReplicas(now.assignments, revisions, { workload: input.workload, fence: now.fence, generation: now.generation });
     const plan = await store.preparePlan.executeWithOptions({ summary: `plan: ${what}` }, [{
       workload: input.workload, replicas: assignments.length, decided: { assignments, onFence: now.fence, warnings: [] },
     }]);
-    await applyPlacement(plan, {
+    const applied = await applyPlacement(plan, {
       convergeTimeoutMs: input.convergeTimeoutMs, onPhase: enter, onCommitted: () => onCommitted?.(replacements),
       // Consumers drain first, as a scale-in: a replaced replica commits and releases before its partitions move.
       ...(consumer ? { drainFirst: { drainTimeoutMs: drainDeadlineMs(input.drainTimeoutMs, workload) } } : {}),
     });
-    return replacements;
+    return { replacements, fence: applied.fence };
   }
 
   // Before the first write nothing changed: an abort ends it `cancelled`, a gate `refused`.
@@ -241,8 +260,11 @@ async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
         const revisions = Object.fromEntries(step.replaced.map((r) => [r.from, target]));
         await replaceInSteps(now, revisions, `${which}: replace ${step.replaced.map((r) => r.from).join(', ')} with ${target}`, (replacements) => {
           replaced.push(...replacements);
+          // a consumer's replaced replicas were drained before the write; a service's are stopped once the new ones are ready
+          unstopped = consumer ? [] : replacements;
           for (const r of step.replaced) r.to = replacements.find((x) => x.from.taskId === r.from)?.to.taskId ?? null;
         });
+        unstopped = [];
         const windowStart = Date.now();
         if (input.soakMs > 0) {
           status.soakEndsAt = new Date(Date.now() + input.soakMs).toISOString();

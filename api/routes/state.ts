@@ -29,7 +29,7 @@ export async function runningOperations(deps: ApiDeps) {
 }
 
 /** The events /v1/state lists: runtimes declared LOST, mass expiries, tasks reported crash-looping. */
-const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping', 'task.crash-loop-decided'];
+const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping', 'task.crash-loop-decided', 'kubernetes.node-not-ready'];
 /** How many of the newest crash-loop decisions `state` reads to name each crash-looping task's. */
 const CRASH_LOOP_DECISIONS_READ = 200;
 
@@ -89,7 +89,7 @@ export function stateRoutes(deps: ApiDeps) {
             api: livenessOf('api'),
             leaseSweeper: livenessOf('lease-sweeper'),
           },
-          // The newest runtime events: declared LOST (by whom), mass expiries (held, not recovered).
+          // The newest runtime events: declared LOST (by whom), mass expiries (held, not recovered), a cluster's NotReady nodes.
           runtimeEvents,
         });
       },

@@ -1386,6 +1386,25 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // The canary never becomes ready (its converge deadline): the step failed after its write, with
+    // the replica it replaced still running (make-before-break stops it only once the canary is
+    // ready). The roll-back replaces the canary with the old revision and stops that replica, held
+    // by no placement (patch rollout-stops-replaced), then the old revision is current again.
+    name: 'rollout-canary-never-ready',
+    fakes: (name) => fakeActivities({ ...knownService(name, 3), runs: 'r-new' }, 3, { placedRevision: 'r-old', convergeDeadlineOnce: true }),
+    async run({ client, taskQueue, workload, fakes }) {
+      const workflowId = `scale:${workload}`;
+      const status = await client.workflow.execute(rollout, { taskQueue, workflowId, args: [{ workload, revision: 'r-new', soakMs: 100, convergeTimeoutMs: 5000 }] });
+      assert.equal(status.outcome, 'compensated');
+      assert.match(status.compensation?.reason ?? '', /^the canary step \(1 of 2\) failed: .*not ready/);
+      const canary = status.steps[0].replaced[0];
+      assert.deepEqual(status.compensation?.stoppedReplaced, [canary.from]);
+      assert.equal(fakes.count('stopTasks'), 2); // the canary itself (rolled back), then the replica it had replaced
+      assert.deepEqual(ledgerOutcomes(fakes), ['rollout:compensated']);
+      return { workflowId };
+    },
+  },
+  {
     // A consumer's rollout cancelled through Temporal while its canary soaks: an abort after a change,
     // so the canary is rolled back (drained first, as every consumer replacement) and it ends compensated.
     name: 'rollout-cancelled',

@@ -311,6 +311,13 @@ describe('a Deployment through the gates', () => {
     expect(refused.evidenceGap).toMatch(/9 new pod\(s\) of 1000m CPU, 64Mi memory: room for [0-3] on 2 Ready node\(s\); not counted: silent-c \(NotReady\): \d pod\(s\) without room; missing \d+m CPU/);
     expect((await kube.client.request('GET', `${deployments}/big`)).spec.replicas).toBe(1);
     expect(await podsOf('big')).toHaveLength(1);
+    // the NotReady node is evidence, recorded once (a second operation's gates see the same episode)
+    await kube.client.request('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'silent-c' } }).catch(() => null);
+    expect(await scaleAndWait(stack, 'big', { replicas: 10 }, 'scaleOut')).toMatchObject({ status: 'refused' });
+    await kube.client.request('DELETE', '/api/v1/nodes/silent-c');
+    const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
+    const recorded = (state.runtimeEvents as { type: string; subject: string; detail: Record<string, unknown> }[]).filter((e) => e.type === 'kubernetes.node-not-ready');
+    expect(recorded).toEqual([expect.objectContaining({ subject: 'silent-c', detail: expect.objectContaining({ cluster: CLUSTER, since: null, seenBy: 'big' }) })]);
   });
 
   it('follows a tier\'s signals up and down through the same gates and drain', async () => {

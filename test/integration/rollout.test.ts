@@ -144,6 +144,9 @@ describe('a rollout of a container service', () => {
     expect(done.result.compensation.reason).toContain('comparison:');
     const canary = done.result.steps[0].replaced[0];
     expect(done.result.compensation).toMatchObject({ restored: v2Revision, replanned: false, rolledBack: [canary.to] });
+    // the replica the canary replaced was never stopped by the step (its canary never became ready):
+    // the roll-back stops it, so the operation ends with the three replicas its placement holds
+    expect(done.result.compensation.stoppedReplaced).toEqual([canary.from]);
 
     const after = await containersOf('site');
     expect(Object.values(after).map(([, image]) => image)).toEqual([images.v2, images.v2, images.v2]);
