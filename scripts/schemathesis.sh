@@ -42,6 +42,16 @@ if [ -z "${SCALEGATE_API_URL:-}" ]; then
   stop_stack() {
     kill -INT "$stack_pid" 2>/dev/null || true
     wait "$stack_pid" 2>/dev/null || true
+    # npm start stops everything it started; should a process of its stack outlive it (seen once:
+    # its three agents, under a loaded CI), it is named here, with the stack's log, and killed, so
+    # that nothing of this run is left on the machine.
+    left=$(pgrep -f -- "$home" || true)
+    if [ -n "$left" ]; then
+      echo "npm start left $(echo "$left" | wc -l) process(es) behind after SIGINT:"
+      ps -o pid=,args= -p "$(echo "$left" | paste -sd,)" || true
+      tail -30 "$home/start.log" || true
+      kill -KILL $left 2>/dev/null || true
+    fi
     rm -rf "$home"
   }
   trap stop_stack EXIT
