@@ -2,8 +2,9 @@
 // recorder and the patch-retirement tool all bundle it so.
 //
 // No module is preloaded (the bundler's `preloadModules`, shared between runs instead of evaluated
-// again for each): every run of a workflow evaluates the whole workflow graph, about 12 of the 25 ms
-// of CPU a replayed ping costs (the ping alone in a bundle: 12.7 ms). What costs is building zod
+// again for each): every run evaluates the modules it uses again. workflows/index.ts exports each
+// workflow lazily, so a run evaluates its own workflow's graph, not every workflow's (a replayed
+// ping 35 → 19 ms of CPU, a scale-out 58 → 46: `npm run bench:workflow-replay`). What costs is building zod
 // the protocol's zod schemas, and zod 4 binds a schema's methods on first read while the SDK
 // deep-freezes preloaded modules: a preloaded schema's first `.optional()` throws "object is not
 // extensible" (tried: every workflow task failed). Preloading zod alone saves nothing (49.1 against
