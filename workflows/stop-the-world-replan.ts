@@ -8,7 +8,7 @@ import type { Plan } from '../domain/plan';
 import { Replicas, WorkloadName } from '../protocol/names';
 import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
 import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
-import { COMPENSATE_WAITS_FOR_RUNNING_REPLAN, REPLAN_FINISHES_ONCE_BEGUN, REPLAN_PLACES_AGAIN, STREAM_REPLAN, STREAM_REPLAN_STOPS_AGAIN, STREAM_REPLAN_WAITS_FOR_ROOM, STREAM_RESIZE_WAITS_FOR_ROOM, askPatch } from './patches';
+import { COMPENSATE_WAITS_FOR_RUNNING_REPLAN, REPLAN_CANCELLATION_LEDGERED, REPLAN_FINISHES_ONCE_BEGUN, REPLAN_PLACES_AGAIN, STREAM_REPLAN, STREAM_REPLAN_STOPS_AGAIN, STREAM_REPLAN_WAITS_FOR_ROOM, STREAM_RESIZE_WAITS_FOR_ROOM, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
@@ -88,13 +88,30 @@ async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcom
       return { ...outcome, stopped: stopped.map((t) => t.taskId) };
     });
   } catch (error) {
-    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
+    await ledgerUnfinished(error, {
       kind: 'replan', workload: input.workload, fromReplicas: before?.assignments.length ?? 0, toReplicas: null,
-      reason: input.reason, inputs: { cause: input.cause ?? null }, workflowId, runId, outcome: 'failed',
-      evidence: { error: failureMessage(error) },
-    }]);
+      reason: input.reason, inputs: { cause: input.cause ?? null }, workflowId, runId,
+    });
     throw error;
   }
+}
+
+type LedgerRow = Parameters<Activities['appendLedger']>[0];
+
+/**
+ * The row of a replan that ended unfinished: `failed`, or `cancelled` for a cancellation (one that
+ * came before the first stop: after it a replan is not cut short). The cancelled row is written in
+ * a scope the cancellation does not cut (patch replan-cancellation-ledgered); before, it was asked
+ * for in the cancelled scope, which schedules no activity, so a replan cancelled by hand (the Web
+ * UI's Request Cancellation) left no row at all.
+ */
+async function ledgerUnfinished(error: unknown, row: Omit<LedgerRow, 'outcome' | 'evidence'>): Promise<void> {
+  const evidence = { error: failureMessage(error) };
+  if (isCancellation(error) && askPatch(REPLAN_CANCELLATION_LEDGERED)) {
+    await CancellationScope.nonCancellable(() => store.appendLedger.executeWithOptions({ summary: `ledger: replan ${row.workload} cancelled` }, [{ ...row, outcome: 'cancelled', evidence }]));
+    return;
+  }
+  await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${row.workload} failed` }, [{ ...row, outcome: 'failed', evidence }]);
 }
 
 export interface StreamReplanOutcome extends PlacementOutcome {
@@ -203,11 +220,10 @@ async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promis
       return { ...outcome, stopped: stop.stopped.map((t) => t.taskId), restoredFrom, parallelism: resizedParallelism, unreachable: stop.unreachable, comparison, recordsReadBeforeStop };
     });
   } catch (error) {
-    await store.appendLedger.executeWithOptions({ summary: `ledger: replan ${input.workload} failed` }, [{
+    await ledgerUnfinished(error, {
       kind: 'replan', workload: input.workload, fromReplicas: parallelism ? subtotal(parallelism.from) : 0, toReplicas: null,
-      reason: input.reason, inputs: { cause: input.cause ?? null, parallelism }, workflowId, runId, outcome: 'failed',
-      evidence: { error: failureMessage(error) },
-    }]);
+      reason: input.reason, inputs: { cause: input.cause ?? null, parallelism }, workflowId, runId,
+    });
     throw error;
   }
 }

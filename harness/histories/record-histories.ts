@@ -1468,10 +1468,11 @@ export const SCENARIOS: Scenario[] = [
       const status = await handle.result();
       assert.equal(status.outcome, 'cancelled');
       assert.deepEqual(status.decisions.map((d) => [d.workload, d.applied]), [[workload, 'cancelled']]);
-      assert.match(fakes.ledger[0].reason ?? '', new RegExp(`replan:${workload} cancelled before it finished: .*start that replan again`));
-      assert.deepEqual(ledgerOutcomes(fakes), ['recover:cancelled']);
+      // the replan's own row first (patch replan-cancellation-ledgered), then the recovery's
+      assert.deepEqual(ledgerOutcomes(fakes), ['replan:cancelled', 'recover:cancelled']);
+      assert.match(fakes.ledger[1].reason ?? '', new RegExp(`replan:${workload} cancelled before it finished: .*start that replan again`));
       assert.equal(fakes.count('stopStreamJob'), 0);
-      return { workflowId };
+      return { workflowId, extra: [{ name: 'stop-the-world-replan-cancelled-by-hand', workflowId: `replan:${workload}` }] };
     },
   },
   {
