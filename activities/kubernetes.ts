@@ -3,7 +3,7 @@
 // its gates judge, the scale write, the drain handshake's marks and the waits. A workload that
 // names no Kubernetes object, or a control plane with no cluster access, fails non-retryably.
 import { ApplicationFailure } from '@temporalio/activity';
-import { kubernetesOf, type KubernetesRuntime, type ServiceKafka } from '../protocol';
+import { kubernetesOf, NODE_NOT_READY_EVENT, type KubernetesRuntime, type ServiceKafka } from '../protocol';
 import { groupConvergence } from '../domain/consumer-group';
 import { drainAcknowledgements } from '../domain/kubernetes';
 import { parseExposition, podFigures, type MetricsReading } from '../domain/pod-metrics';
@@ -13,8 +13,6 @@ import { cancellationRequested, heartbeat, lookups, type ActivityDeps } from './
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const POLL_MS = 200;
-/** The event a NotReady node of a cluster a workload names is recorded as. */
-export const NODE_NOT_READY_EVENT = 'kubernetes.node-not-ready';
 
 export function kubernetesActivities(deps: ActivityDeps) {
   const { requireWorkload } = lookups(deps);
@@ -171,11 +169,7 @@ export function kubernetesActivities(deps: ActivityDeps) {
       const read = (pod: string) => port.readPodMetricsText(ref, pod).then((text) => parseExposition(text, names));
       const first = await Promise.all(pods.map((pod) => read(pod).then((values) => ({ values, at: Date.now() }), (error: Error) => ({ error: error.message }))));
       const windowMs = ref.metrics.windowMs;
-      const until = Date.now() + windowMs;
-      while (Date.now() < until && !cancellationRequested()) {
-        heartbeat();
-        await sleep(Math.min(POLL_MS * 5, Math.max(0, until - Date.now())));
-      }
+      await until(Date.now() + windowMs, async () => null); // the window, heartbeating
       const counters = new Set<string>();
       const figures = await Promise.all(pods.map(async (pod, i) => {
         const before = first[i];

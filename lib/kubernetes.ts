@@ -122,32 +122,32 @@ export function createKubernetesClient(cluster: string, credentials: KubernetesC
       req.end(payload);
     });
   };
-  const refusal = (method: string, url: URL, status: number, text: string, parsed: { reason?: string; message?: string } | null) =>
-    new KubernetesApiError(status, parsed?.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${(parsed?.message ?? text.slice(0, 200)).trim()}`);
+  /** A refusal: the API server's Status object (reason, message), or whatever else it said. */
+  const refusal = (method: string, url: URL, status: number, text: string) => {
+    let parsed: { reason?: string; message?: string } | null = null;
+    try {
+      parsed = JSON.parse(text) as { reason?: string; message?: string };
+    } catch {
+      parsed = null;
+    }
+    return new KubernetesApiError(status, parsed?.reason ?? 'Unknown', `${method} ${url.pathname} on cluster ${cluster}: ${status} ${(parsed?.message ?? text.slice(0, 200)).trim()}`);
+  };
+  const succeeded = (status: number) => status >= 200 && status < 300;
   return {
     cluster,
     async request<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
       const { status, text, url } = await send(method, path, { body, contentType, accept: 'application/json' });
-      let parsed: unknown = null;
+      if (!succeeded(status)) throw refusal(method, url, status, text);
       try {
-        parsed = text ? JSON.parse(text) : null;
+        return (text ? JSON.parse(text) : null) as T;
       } catch {
-        parsed = { message: text.slice(0, 500) };
+        return { message: text.slice(0, 500) } as T;
       }
-      if (status >= 200 && status < 300) return parsed as T;
-      // a refusal is a Status object (reason, message), or whatever else the server said
-      throw refusal(method, url, status, text, parsed as { reason?: string; message?: string } | null);
     },
     async getText(path: string): Promise<string> {
       const { status, text, url } = await send('GET', path, { accept: 'text/plain, */*', limitBytes: TEXT_ANSWER_LIMIT_BYTES });
-      if (status >= 200 && status < 300) return text;
-      let parsed: { reason?: string; message?: string } | null = null;
-      try {
-        parsed = JSON.parse(text) as { reason?: string; message?: string };
-      } catch {
-        parsed = null;
-      }
-      throw refusal('GET', url, status, text, parsed);
+      if (!succeeded(status)) throw refusal('GET', url, status, text);
+      return text;
     },
   };
 }

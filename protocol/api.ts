@@ -132,6 +132,9 @@ const StateTaskSchema = z.object({
 });
 
 /** GET /v1/state (DESIGN.md §6 gives its least shape; more fields are welcome). */
+/** The event a NotReady node of a cluster a Kubernetes workload names is recorded as (once per episode), listed in the state's runtimeEvents. */
+export const NODE_NOT_READY_EVENT = 'kubernetes.node-not-ready';
+
 export const StateSchema = z
   .object({
     runtimes: z.array(RuntimeSummarySchema),

@@ -1,4 +1,4 @@
-import { LedgerPageSchema, LedgerQuerySchema, PHASE_KEY, StateSchema, WORKLOAD_KEY } from '../../protocol';
+import { LedgerPageSchema, LedgerQuerySchema, NODE_NOT_READY_EVENT, PHASE_KEY, StateSchema, WORKLOAD_KEY } from '../../protocol';
 import { replicaCounts } from '../../domain/replicas';
 import { assignmentKey, crashLoopingTasks, placedTask, reportsByAssignment, type CrashLoopAction, type RecordedCrashLoopDecision } from '../../domain/supervision';
 import type { StoredEvent } from '../../store/registry';
@@ -29,7 +29,7 @@ export async function runningOperations(deps: ApiDeps) {
 }
 
 /** The events /v1/state lists: runtimes declared LOST, mass expiries, tasks reported crash-looping. */
-const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping', 'task.crash-loop-decided', 'kubernetes.node-not-ready'];
+const RUNTIME_EVENTS = ['runtime.lost', 'mass-expiry', 'task.crash-looping', 'task.crash-loop-decided', NODE_NOT_READY_EVENT];
 /** How many of the newest crash-loop decisions `state` reads to name each crash-looping task's. */
 const CRASH_LOOP_DECISIONS_READ = 200;
 

@@ -3,16 +3,14 @@
 // nothing changed before the first change, `compensated` after it; the status stays readable and
 // the target takes a new operation afterwards. A completed scale is the desired state: recovery and
 // reconcile keep it. A drain honours the task's grace period and reports a forced kill.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findTemporalCli } from '../../embedded/temporal-cli';
 import { runLoad } from '../../store/source-feed';
 import { verifyExactlyOnce } from '../../store/sink-audit';
-import { testEnv } from '../../harness/env';
 import { startStack, type Stack } from '../../harness/stack';
 import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../../harness/workloads';
+import { temporalCancel } from '../support/cli';
 
 const FIXTURE = path.join(__dirname, '..', '..', 'harness', 'fixtures', 'http-server.js');
 const CONTRACT = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
@@ -37,13 +35,6 @@ afterAll(async () => {
 const tasksOf = (workload: string) => sharedTasksOf(stack, workload);
 const operation = async (workflowId: string) => (await stack.api('GET', `/v1/operations/${encodeURIComponent(workflowId)}`, { role: 'viewer' })).body;
 const workloadOf = async (name: string) => (await stack.api('GET', `/v1/workloads/${name}`, { role: 'viewer' })).body;
-
-/** `temporal workflow cancel`, as an operator types it (the Web UI's button sends the same request). */
-function temporalCancel(workflowId: string): void {
-  const cli = findTemporalCli();
-  if (!cli) throw new Error('no temporal CLI: .ci/run provisions it (npx tsx scripts/temporal-cli.ts)');
-  execFileSync(cli.path, ['workflow', 'cancel', '--workflow-id', workflowId, '--address', testEnv().temporalAddress, '--namespace', 'default'], { stdio: 'pipe' });
-}
 
 /** Starts a scale, waits for `phase`, cancels it through the temporal CLI, and waits for its end; answers the final operation. */
 async function cancelInPhase(name: string, body: Record<string, unknown>, phase: string) {
