@@ -141,7 +141,14 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
       summary: summary(`${when}: ${declared.map((m) => m.name).join(', ')} from the pods over ${formatDuration(endpoint?.windowMs ?? 0)}`),
     }, [{ workload: input.workload }]);
     if (judgesMetrics) {
-      const baseline = await readMetrics('baseline');
+      let baseline;
+      try {
+        // in the abort guard: an abort or a Temporal cancellation while it reads ends the operation `cancelled`, with its row
+        baseline = await aborts.guard(() => readMetrics('baseline'));
+      } catch (error) {
+        if (aborts.isAbort(error)) return cancel(aborts.reason!);
+        throw error;
+      }
       k8s.metrics = { baseline, after: null };
       const problems = baselineMetricProblems(declared, baseline);
       if (problems.length) {
@@ -184,8 +191,8 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
       try {
         k8s.metrics.after = await readMetrics('after');
       } catch (error) {
-        // not read is not judged good: the change is taken back
-        return scaleBack(`the metrics the contract names could not be read after the change: ${failureMessage(error)}`, from);
+        // cut by an abort, or not read (not read is not judged good): either way the change is taken back
+        return scaleBack(aborts.isAbort(error) ? aborts.reason! : `the metrics the contract names could not be read after the change: ${failureMessage(error)}`, from);
       }
       metricRows = compareMetrics(declared, k8s.metrics.baseline, k8s.metrics.after);
     }

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { stopChild } from '../../embedded/processes';
 import { CLUSTER, PROXIED, startApiProxy, startKubernetes, type ApiProxy, type KubernetesControlPlane } from '../support/kubernetes';
 import { openBrowser } from '../support/browser';
-import { runCli } from '../support/cli';
+import { runCli, temporalCancel } from '../support/cli';
 import { ensureTopic } from '../../store/kafka-feed';
 import { kafkaClient, readConsumerGroup } from '../../lib/kafka';
 import { testEnv } from '../../harness/env';
@@ -246,6 +246,47 @@ describe('a Deployment through the gates', () => {
     expect(refused).toMatchObject({ status: 'refused' });
     expect(refused.evidenceGap).toMatch(new RegExp(`^the metrics the contract names could not be read before the change: ${silent}: GET /api/v1/namespaces/default/pods/${silent}:9102/proxy/metrics on cluster ${CLUSTER}: 50[23] `));
     expect((await kube.client.request('GET', `${deployments}/metered`)).spec.replicas).toBe(3);
+    kube.pods.metricsOf = () => null;
+  });
+
+  it('a cancel from the temporal CLI while the metrics are read: before the write it ends cancelled with the object untouched; after the write the size goes back', async () => {
+    await createDeployment('measured', 2, '100m');
+    const response = await stack.api('PUT', '/v1/workloads/measured', {
+      body: {
+        kind: 'service', replicas: 2, contract: { ...CONTRACT, metrics: [{ name: 'app_served_total', better: 'higher' }] },
+        runtime: { kubernetes: { cluster: CLUSTER, namespace: 'default', kind: 'Deployment', name: 'measured', metrics: { port: 9102, windowMs: 3000 } } },
+      },
+    });
+    expect(response.status).toBe(201);
+    const started = Date.now();
+    kube.pods.metricsOf = () => ({ app_served_total: (Date.now() - started) / 10 });
+    const replicas = async () => (await kube.client.request('GET', `${deployments}/measured`)).spec.replicas as number;
+    /** Starts 2 → 3, cancels it once `when` holds while kubernetesPodMetrics runs, and answers how it ended. */
+    const cancelWhileReading = async (when: () => Promise<boolean>) => {
+      const start = await stack.api('POST', '/v1/workloads/measured/scale', { body: { replicas: 3, soakMs: 0 } });
+      expect(start.status).toBe(202);
+      const handle = stack.temporal.workflow.getHandle(start.body.workflowId, start.body.runId);
+      await stack.waitFor('kubernetesPodMetrics running', async () => {
+        const pending = (await handle.describe()).raw.pendingActivities ?? [];
+        return pending.some((a) => a.activityType?.name === 'kubernetesPodMetrics') && (await when());
+      });
+      temporalCancel(start.body.workflowId);
+      await handle.result().catch(() => null);
+      return (await stack.api('GET', `/v1/operations/${encodeURIComponent(start.body.workflowId)}?runId=${start.body.runId}`, { role: 'viewer' })).body;
+    };
+
+    const before = await cancelWhileReading(async () => (await replicas()) === 2);
+    expect(before).toMatchObject({ status: 'cancelled' });
+    expect(await replicas()).toBe(2);
+    expect(names(await podsOf('measured'))).toHaveLength(2);
+
+    const after = await cancelWhileReading(async () => (await replicas()) === 3);
+    expect(after).toMatchObject({ status: 'compensated', compensation: { replicas: 2 } });
+    expect(after.compensation.reason).toContain('cancellation requested through Temporal');
+    expect(await replicas()).toBe(2);
+    await waitForPods('measured', 2);
+    const ledger = (await stack.db.query(`select outcome from ledger where workload = 'measured' and kind = 'scale-out' order by id`)).rows.map((r) => r.outcome);
+    expect(ledger).toEqual(['cancelled', 'compensated']);
     kube.pods.metricsOf = () => null;
   });
 
