@@ -9,7 +9,10 @@ import { defineWorkload, tasksOf as sharedTasksOf, scaleAndWait } from '../../ha
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** 'slow' works 300 ms a record: a batch of 20 takes 6 s, under the driver's cap (MAX_WORK_SLEEP_MS, 10 s). */
-const SLOW_WORK_MS = 300;
+// 500 ms a record: a batch of 20 works 10 s. At 300 ms (6 s) a full run once let the batch end
+// before the drain arrived (the scale-in's steps before its drain, under load), and the drain met
+// nothing in flight: completed, not compensated.
+const SLOW_WORK_MS = 500;
 
 let stack: Stack;
 const CONTRACT = { ownership: 'partitioned', state: 'none', ordering: 'per-partition', delivery: 'exactly-once', recovery: 'reassign', downstream: 'none' };
@@ -136,7 +139,7 @@ describe('consolidation', () => {
 
 describe('drain deadline', () => {
   it('a drain that passes its deadline → replan → ledger', async () => {
-    // Every batch of 'slow' (20 records at 300 ms each) works for 6 s, so a batch stays in flight far
+    // Every batch of 'slow' (20 records at 500 ms each) works for 10 s, so a batch stays in flight far
     // longer than a drain takes to travel from the API to the agent.
     await define('slow', consumer('slow', 2, 4, SLOW_WORK_MS), 2);
     const { assignments } = await placementOf('slow');
