@@ -15,7 +15,7 @@ const UNANSWERED_LIMIT_MS = 120_000;
 export type AtLimit = 'fail' | 'unreachable';
 
 /**
- * How the control plane calls an agent that may fail: stopTasks, retirement and the stop-the-world
+ * How the control plane calls an agent that may fail: drainTasks, retirement and the stop-the-world
  * of services and of stream jobs (startTasks makes the same split through the activity's retries):
  * - a refusal (the agent answered an error the protocol says is final: 409 `stale-fence`, an
  *   unknown runtime, ...) is a non-retryable ApplicationFailure and fails the activity at once;
@@ -115,7 +115,7 @@ export function taskActivities(deps: ActivityDeps) {
     return (a) => (a.revision !== undefined && kept.has(a.revision) ? kept.get(a.revision) : spec);
   }
 
-  return {
+  const activities = {
     /**
      * Starts (idempotently) each task on its agent and records the ports the agents chose. Every
      * agent is called at once; one agent's tasks start one after another, in placement order.
@@ -204,13 +204,12 @@ export function taskActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Drains and stops tasks (the drain: the agent client's drainTask, the agent's DELETE
-     * /v1/tasks/:id, TaskHost.drainTask); answers the drain receipts. Drains can be long: the
-     * activity heartbeats while it waits. An unreachable LOST runtime is skipped (its fence is
-     * revoked). The activity keeps its first name: 24 kept histories record it, and a new one
-     * would need a patch in applyPlacement and a new version of each.
+     * Drains and stops tasks (the drain, one name from here down: the agent client's drainTask,
+     * the agent's DELETE /v1/tasks/:id, TaskHost.drainTask); answers the drain receipts. Drains can
+     * be long: the activity heartbeats while it waits. An unreachable LOST runtime is skipped (its
+     * fence is revoked).
      */
-    async stopTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number; placementFence?: number }) {
+    async drainTasks(input: { tasks: TaskRef[]; graceMs?: number; drainTimeoutMs?: number; placementFence?: number }) {
       const receipts: { taskId: string; runtimeId: string; state: string; receipt?: Record<string, unknown> }[] = [];
       for (const t of input.tasks) {
         const runtime = await runtimes.get(t.runtimeId);
@@ -243,5 +242,14 @@ export function taskActivities(deps: ActivityDeps) {
     async stopAllTasksOfWorkload(input: { workload: string; graceMs?: number }) {
       return refs(await stopEveryTaskOf(input.workload, { graceMs: input.graceMs }));
     },
+  };
+  return {
+    ...activities,
+    /**
+     * The drain under the name runs before patch drain-tasks-named schedule it by (kept histories,
+     * and executions still open across the upgrade): registered until that patch's old branch is
+     * removed (docs/workflows.md, "Patches").
+     */
+    stopTasks: activities.drainTasks,
   };
 }

@@ -9,14 +9,20 @@ import type { Activities } from '../activities';
 import type { Plan } from '../domain/plan';
 import type { ReplicaCount } from '../protocol';
 import { formatDuration, profiles, quickStore, runtimesOf } from './operation';
-import { SPEC_OF_THE_BASIS, askPatch } from './patches';
+import { DRAIN_TASKS_NAMED, SPEC_OF_THE_BASIS, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
 
 export { DEFAULT_CONVERGE_TIMEOUT_MS } from '../protocol/scale-inputs';
 
-export type DrainReceipts = Awaited<ReturnType<Activities['stopTasks']>>;
+export type DrainReceipts = Awaited<ReturnType<Activities['drainTasks']>>;
+
+/**
+ * The drain activity, asked where a drain is scheduled: `drainTasks`; runs recorded before patch
+ * drain-tasks-named scheduled the same activity as `stopTasks`.
+ */
+export const drainActivity = () => (askPatch(DRAIN_TASKS_NAMED) ? long.drainTasks : long.stopTasks);
 
 export interface PlacementOutcome {
   workload: string;
@@ -90,7 +96,7 @@ export async function applyPlacement(plan: Plan & { id: string }, options: Apply
     const summary = drainTimeoutMs === undefined
       ? `stop ${removed.length} removed task(s) on ${runtimesOf(removed)}`
       : `drain ${runtimesOf(removed)} (${removed.length} task(s), deadline ${formatDuration(drainTimeoutMs)})`;
-    return long.stopTasks.executeWithOptions({ summary }, [{ tasks: refs(removed), drainTimeoutMs, placementFence }]);
+    return drainActivity().executeWithOptions({ summary }, [{ tasks: refs(removed), drainTimeoutMs, placementFence }]);
   };
 
   if (options.drainFirst) {

@@ -60,6 +60,7 @@ export const REPLAN_FINISHES_ONCE_BEGUN = 'replan-finishes-once-begun';
 export const KUBERNETES_METRICS_JUDGED = 'kubernetes-metrics-judged';
 export const ROLLOUT_STOPS_REPLACED = 'rollout-stops-replaced';
 export const REPLAN_CANCELLATION_LEDGERED = 'replan-cancellation-ledgered';
+export const DRAIN_TASKS_NAMED = 'drain-tasks-named';
 
 export const PATCH_LOG: readonly PatchEntry[] = [
   patch(RECONCILE_MARKER_AFTER_CHILDREN, '2026-11-30', "reconcile writes its skip marker after the applies it started, so a pass interrupted in between is redone, not skipped; before, inside the pass"),
@@ -101,6 +102,7 @@ export const PATCH_LOG: readonly PatchEntry[] = [
   patch(KUBERNETES_METRICS_JUDGED, '2026-12-04', "a Kubernetes scale-out reads the metrics its contract names from the pods before the write and after the soak, and judges them; before, the app's figures were not judged (asked only for a workload naming metrics)"),
   patch(ROLLOUT_STOPS_REPLACED, '2026-12-04', "a rollout rolled back after a step whose new replica never became ready stops the old replicas that step replaced (held by no placement); before, they ran until their agents' next heartbeat revoked them (asked only when there are such)"),
   patch(REPLAN_CANCELLATION_LEDGERED, '2026-12-04', 'a replan cancelled before its first stop writes its ledger row, `cancelled`, in a scope the cancellation does not cut; before, the row was asked for in the cancelled scope and none was written (asked only on that path)'),
+  patch(DRAIN_TASKS_NAMED, '2026-12-04', "the drain is scheduled as activity `drainTasks`, the name it has below (the agent client's drainTask, the agent's DELETE /v1/tasks/:id); before, as `stopTasks`, which the worker registers too while this patch's old branch lives (asked only where a drain is scheduled)"),
 ];
 
 const DEPRECATED = new Set(PATCH_LOG.filter((entry) => entry.deprecatedSince).map((entry) => entry.id));

@@ -10,6 +10,7 @@ import { ActivityCancellationType, ApplicationFailure, CancellationScope, proxyA
 import type { Activities } from '../activities';
 import { CANCELLATION_REQUESTED, beginOperation, formatDuration, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
 import { PREPARE_ENDS_BEFORE_RESUME, askPatch } from './patches';
+import { drainActivity } from './apply-placement';
 import { rescaleExits } from './rescale-exits';
 import { RescaleInputSchema, rescaleStatusQuery, type RescaleStatus } from './rescale-status';
 
@@ -105,7 +106,7 @@ async function runRescaleOperator(rawInput: unknown): Promise<RescaleStatus> {
       { summary: `write the layout without the ${plan.retiring.length} retired subtask(s)` },
       [{ job: input.job, plan, registryRevision: layout.registryRevision, placementFence: layout.placementFence }],
     );
-    const stopped = await long.stopTasks.executeWithOptions(
+    const stopped = await drainActivity().executeWithOptions(
       { summary: `stop ${plan.retiring.length} retired subtask(s) on ${runtimesOf(plan.retiring)}` }, [{ tasks: refs(plan.retiring), placementFence: final.placementFence }],
     );
     for (const receipt of stopped) {

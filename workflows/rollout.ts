@@ -16,7 +16,7 @@ import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../do
 import { planRolloutSteps, replaceReplicas, revisionOfReplica, type Replacement } from '../domain/rollout';
 import type { Assignment, LedgerOutcome, Workload } from '../protocol';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, WorkloadName } from '../protocol/names';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS } from './apply-placement';
+import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, drainActivity } from './apply-placement';
 import { failureMessage, formatDuration, handleAborts, parseInput, profiles, reportingOutcome, runtimesOf, trackOperation } from './operation';
 import { drainDeadlineMs } from './scale-in';
 import { compensate } from './stop-the-world-replan';
@@ -25,7 +25,6 @@ import { askPatch, ROLLOUT_STOPS_REPLACED } from './patches';
 const store = proxyActivities<Activities>(profiles.storeCall);
 const shortCalls = proxyLocalActivities<Activities>(profiles.localStore);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
-const long = proxyActivities<Activities>(profiles.longCall);
 
 export const RolloutInputSchema = z.object({
   workload: WorkloadName,
@@ -183,7 +182,7 @@ async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
         // compensated rollout left a fourth container of three in rollout.test; patch rollout-stops-replaced).
         if (unstopped.length && askPatch(ROLLOUT_STOPS_REPLACED)) {
           const tasks = unstopped.map((r) => ({ runtimeId: r.from.runtimeId, taskId: r.from.taskId }));
-          await long.stopTasks.executeWithOptions({ summary: `stop ${tasks.map((t) => t.taskId).join(', ')}: replaced by the failed step, held by no placement` }, [{ tasks, placementFence: fence }]);
+          await drainActivity().executeWithOptions({ summary: `stop ${tasks.map((t) => t.taskId).join(', ')}: replaced by the failed step, held by no placement` }, [{ tasks, placementFence: fence }]);
           compensation.stoppedReplaced = tasks.map((t) => t.taskId);
         }
       }

@@ -56,7 +56,7 @@ interface Faults {
   noRoomOnce?: boolean;
   /** the first awaitTasksReady misses its deadline (after the commit) */
   convergeDeadlineOnce?: boolean;
-  /** the first stopTasks (a scale-in drain) misses its deadline */
+  /** the first drainTasks (a scale-in drain) misses its deadline */
   drainDeadlineOnce?: boolean;
   /** the recipients' probes fail, so the scale-out connectivity gate refuses */
   probesFail?: boolean;
@@ -260,8 +260,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       if (call('awaitTasksReady') === 1 && faults.convergeDeadlineOnce) throw nonRetryable('converge-deadline', `not ready within ${input.timeoutMs} ms`);
       return input.tasks.map((t) => taskStatus(t.taskId, 'ready'));
     },
-    async stopTasks(input) {
-      if (call('stopTasks') === 1 && faults.drainDeadlineOnce) throw nonRetryable('drain-deadline', `${input.tasks[0]?.taskId} did not drain in time`);
+    async drainTasks(input) {
+      if (call('drainTasks') === 1 && faults.drainDeadlineOnce) throw nonRetryable('drain-deadline', `${input.tasks[0]?.taskId} did not drain in time`);
       return input.tasks.map((t) => ({ ...t, state: 'stopped', receipt: { committed: {} } }));
     },
     async stopAllTasksOfWorkload() {
@@ -1279,7 +1279,7 @@ export const SCENARIOS: Scenario[] = [
     async run(ctx) {
       const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2, minReplicas: 4 });
       assert.equal(status.outcome, 'refused');
-      assert.equal(ctx.fakes.count('stopTasks'), 0);
+      assert.equal(ctx.fakes.count('drainTasks'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:refused']);
       return { workflowId };
     },
@@ -1293,7 +1293,7 @@ export const SCENARIOS: Scenario[] = [
       const { workflowId, status } = await scale(ctx, scaleIn, { replicas: 2 });
       assert.equal(status.outcome, 'refused');
       assert.match(status.evidenceGap ?? '', /decided on placement fence 3, now 4; decide again/);
-      assert.equal(ctx.fakes.count('stopTasks'), 0);
+      assert.equal(ctx.fakes.count('drainTasks'), 0);
       assert.equal(ctx.fakes.count('commitPlacement'), 0);
       assert.deepEqual(ledgerOutcomes(ctx.fakes), ['scale-in:stale-plan']);
       return { workflowId };
@@ -1399,7 +1399,7 @@ export const SCENARIOS: Scenario[] = [
       assert.match(status.compensation?.reason ?? '', /^the canary step \(1 of 2\) failed: .*not ready/);
       const canary = status.steps[0].replaced[0];
       assert.deepEqual(status.compensation?.stoppedReplaced, [canary.from]);
-      assert.equal(fakes.count('stopTasks'), 2); // the canary itself (rolled back), then the replica it had replaced
+      assert.equal(fakes.count('drainTasks'), 2); // the canary itself (rolled back), then the replica it had replaced
       assert.deepEqual(ledgerOutcomes(fakes), ['rollout:compensated']);
       return { workflowId };
     },
@@ -1418,7 +1418,7 @@ export const SCENARIOS: Scenario[] = [
       assert.equal(status.outcome, 'compensated');
       assert.match(status.compensation?.reason ?? '', /cancellation requested/);
       assert.deepEqual(status.compensation && { replanned: status.compensation.replanned, rolledBack: status.compensation.rolledBack.length }, { replanned: false, rolledBack: 1 });
-      assert.equal(fakes.count('stopTasks'), 2); // the canary's predecessor drained, then the canary itself
+      assert.equal(fakes.count('drainTasks'), 2); // the canary's predecessor drained, then the canary itself
       assert.deepEqual(ledgerOutcomes(fakes), ['rollout:compensated']);
       return { workflowId };
     },
@@ -1434,7 +1434,7 @@ export const SCENARIOS: Scenario[] = [
       const status = await client.workflow.execute(recoverRuntime, { taskQueue, workflowId, args: [{ runtime: 'rt-0', reason: 'recorded', convergeTimeoutMs: 5000 }] });
       assert.equal(status.outcome, 'completed');
       assert.deepEqual(status.decisions.map((d) => [d.workload, d.applied]), [[workload, 'converged']]);
-      assert.equal(fakes.count('stopTasks'), 0); // the task on the LOST runtime is revoked, never drained
+      assert.equal(fakes.count('drainTasks'), 0); // the task on the LOST runtime is revoked, never drained
       assert.deepEqual(ledgerOutcomes(fakes), ['recover:completed']);
       return { workflowId };
     },
@@ -1582,7 +1582,7 @@ export const SCENARIOS: Scenario[] = [
       assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new, got ${end}`);
       assert.deepEqual(ledgerOutcomes(fakes).slice(0, 3), ['autoscale:started', 'rescale:completed', 'autoscale:no-change']);
       assert.deepEqual([fakes.ledger[0].fromReplicas, fakes.ledger[0].toReplicas], [1, 2]);
-      assert.equal(fakes.count('stopTasks'), 1); // the retired aggregate subtask, nothing drained as a replica
+      assert.equal(fakes.count('drainTasks'), 1); // the retired aggregate subtask, nothing drained as a replica
       return { workflowId, runId };
     },
   },
