@@ -24,6 +24,7 @@ import { removeStackFile, writeStackFile } from './stack-file';
 import { supervise, type Supervised } from './supervisor';
 import { startTemporalDevServer, waitForTemporal } from './temporal-server';
 import { installedTemporalCli } from './temporal-cli';
+import { cachedWorkflowBundle } from './workflow-bundle-cache';
 import { DEMO_FEEDS, DEMO_TIER, demoBoxNextFile, demoTour, installDemo } from './demo';
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -172,6 +173,10 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
     return { tagged, pinned, ...(demo ? { next: (await ensure(BUSYBOX_WEB_V2)).tagged } : {}) };
   }).catch((error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }));
   starting.push(imageReady);
+  // The workflows, bundled once for every worker beside the servers' start, and kept for the next
+  // start of the same source (embedded/workflow-bundle-cache.ts); SCALEGATE_WORKFLOW_BUNDLE names one of yours.
+  const workflowBundle = process.env.SCALEGATE_WORKFLOW_BUNDLE ? Promise.resolve(process.env.SCALEGATE_WORKFLOW_BUNDLE) : cachedWorkflowBundle({ log: say });
+  starting.push(workflowBundle);
 
   let temporalAddress = config.TEMPORAL_ADDRESS;
   let uiUrl = `http://127.0.0.1:${config.SCALEGATE_UI_PORT}`;
@@ -231,7 +236,7 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   const envOf: Record<'api' | 'worker' | 'agent' | 'loadgen', NodeJS.ProcessEnv> = {
     loadgen: { ...common, DATABASE_URL: databaseUrl },
     api: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_OPERATOR_TOKEN: tokens.operator, SCALEGATE_AGENT_TOKEN: tokens.agent, SCALEGATE_VIEWER_TOKEN: tokens.viewer },
-    worker: { ...common, DATABASE_URL: databaseUrl },
+    worker: { ...common, DATABASE_URL: databaseUrl, SCALEGATE_WORKFLOW_BUNDLE: await workflowBundle },
     agent: { ...common, DATABASE_URL: agentDatabaseUrl, SCALEGATE_AGENT_TOKEN: tokens.agent },
   };
   const output = (name: string, line: string) => console.log(`[${name}] ${line}`);

@@ -1,7 +1,6 @@
 // One Temporal dev server (with its Web UI), one PostgreSQL, one workflow bundle and, when asked,
 // one Kafka broker, announced to harness/stack.ts through the TestEnv file. The jest global
 // setup and the benchmarks that run a real stack both start theirs here.
-import { bundleWorkflows } from '../workers/workflow-bundle';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,6 +9,7 @@ import { startKafkaIfAvailable, type RunningKafka } from '../embedded/kafka';
 import { startEmbeddedPostgres } from '../embedded/postgres';
 import { freePort } from '../embedded/processes';
 import { startTemporalOnFreePorts, type RunningTemporal } from '../embedded/temporal-server';
+import { cachedWorkflowBundle } from '../embedded/workflow-bundle-cache';
 import { bundleStackEntries } from './entry-bundles';
 import { TEST_ENV_VAR, TestEnv } from './env';
 
@@ -80,12 +80,8 @@ export async function startSharedServers(options: {
     options.containers
       ? startContainers(path.join(tmpDir, 'containers'), options.log).then((result) => ({ containers: keep(result.containers ?? undefined) ?? null, off: result.off }))
       : Promise.resolve({ containers: null, off: 'not asked for' }),
-    options.bundles ? Promise.resolve(options.bundles.workflowBundlePath) : bundleWorkflows()
-      .then(({ code }) => {
-        const file = path.join(tmpDir, 'workflow-bundle.js');
-        fs.writeFileSync(file, code);
-        return file;
-      }),
+    // The bundle npm start's workers load too (the npm-start tests start from it, not bundling again).
+    options.bundles ? Promise.resolve(options.bundles.workflowBundlePath) : cachedWorkflowBundle({ log: options.log }),
     options.bundles ? Promise.resolve(options.bundles.entryScripts) : bundleStackEntries(path.join(tmpDir, 'entries')),
   ] as const;
   const failed = (await Promise.allSettled(parts)).find((result) => result.status === 'rejected');

@@ -1,8 +1,9 @@
 // `npm start` (scripts/start.ts → embedded/stack.ts) says "ready" only once it is: at the moment
 // the line appears, the API answers /readyz, the orchestrator worker polls its task queue and
 // every agent is READY. It runs against the shared Temporal server and PostgreSQL (TEMPORAL_ADDRESS
-// and DATABASE_URL set, as a user with their own servers would), with a task queue of its own and
-// no prebuilt workflow bundle, so its worker bundles the workflows at start as under `npm start`.
+// and DATABASE_URL set, as a user with their own servers would), with a task queue of its own; its
+// workers load the workflow bundle npm start keeps for this source tree (the run's shared servers
+// bundled it into that cache: embedded/workflow-bundle-cache.ts), as a second npm start does.
 // Its Kafka broker is its own (where Java 17 is here), so that its stop is seen to end that JVM too,
 // and so are its Docker engine and image registry (where Docker is here): a container service
 // defined as the banner says runs on an agent, and the stop leaves no engine process, container,
