@@ -8,7 +8,8 @@ import { connectTcp } from './drivers/tcp-connect';
 /** How long one endpoint may take: a probe that hangs would hold the gate. */
 export const REQUIREMENT_TIMEOUT_MS = 3_000;
 
-const messageOf = (error: unknown): string => {
+/** Why a fetch failed: its cause's code (ECONNREFUSED, ENOTFOUND, ...) where it has one, the message otherwise. */
+const fetchFailureOf = (error: unknown): string => {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
 };
@@ -30,7 +31,7 @@ async function probeHttp(url: string, timeoutMs: number, runtimeId: string | und
     await response.body?.cancel().catch(() => {});
     return response.status < 400 ? { ok: true, detail: `HTTP ${response.status}` } : { ok: false, detail: `HTTP ${response.status}` };
   } catch (error) {
-    return { ok: false, detail: (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : messageOf(error) };
+    return { ok: false, detail: (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : fetchFailureOf(error) };
   }
 }
 

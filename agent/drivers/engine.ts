@@ -114,7 +114,7 @@ async function request(client: Pool, socketPath: string, method: string, path: s
 }
 
 /** The engine's own message of an error answer ({"message": ...}), else the raw body. */
-function messageOf(answer: Answer): string {
+function engineMessageOf(answer: Answer): string {
   try {
     const parsed = JSON.parse(answer.body) as { message?: unknown };
     if (typeof parsed.message === 'string') return parsed.message;
@@ -132,7 +132,7 @@ export function createEngine(socketPath: string): Engine {
   const call = async (method: string, path: string, body?: unknown, options: { allow?: number[]; timeoutMs?: number } = {}): Promise<Answer> => {
     const answer = await request(client, socketPath, method, path, body, options.timeoutMs ?? CALL_TIMEOUT_MS);
     if ((answer.status < 200 || answer.status >= 300) && !(options.allow ?? []).includes(answer.status)) {
-      throw new EngineError(answer.status, `${method} ${path.split('?')[0]}: ${messageOf(answer)}`);
+      throw new EngineError(answer.status, `${method} ${path.split('?')[0]}: ${engineMessageOf(answer)}`);
     }
     return answer;
   };
