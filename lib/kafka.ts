@@ -120,3 +120,57 @@ export function kafkaClient(brokers: string | readonly string[], clientId = 'sca
     ...overrides,
   });
 }
+
+/** The parts of KafkaJS's (unexported) cluster and broker that commit a group's offsets. */
+interface KafkaJsCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  findGroupCoordinator(request: { groupId: string }): Promise<{
+    offsetCommit(request: { groupId: string; groupGenerationId: number; memberId: string; topics: { topic: string; partitions: { partition: number; offset: string }[] }[] }): Promise<unknown>;
+  }>;
+}
+
+/** Commits a consumer group's offsets from outside the group. */
+export interface GroupOffsetWriter {
+  commit(group: string, topic: string, partitions: { partition: number; offset: string }[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Commits offsets to a group as a client outside it: an OffsetCommit with generation -1 and no
+ * member id, the request Kafka's own AdminClient.alterConsumerGroupOffsets sends, which the
+ * coordinator takes for a group with no active member. Writers of different partitions never meet.
+ * KafkaJS's admin.setOffsets instead joins the group with a consumer to commit: a second writer that
+ * met the first one's member failed ("The consumer group must have no running instances"), and
+ * each commit waited out a join. KafkaJS (archived at 2.2.4, pinned by the lockfile) sends this
+ * request only from a group member, so its client's own cluster, made by the constructor's private
+ * factory the admin client uses too, sends it here.
+ */
+export function groupOffsetWriter(kafka: Kafka): GroupOffsetWriter {
+  const factory = Object.getOwnPropertySymbols(kafka).find((symbol) => symbol.description === 'private:Kafka:createCluster');
+  if (!factory) throw new Error('this KafkaJS has no cluster factory: the group offset writer needs KafkaJS 2.2');
+  let cluster: Promise<KafkaJsCluster> | null = null;
+  const connected = (): Promise<KafkaJsCluster> => {
+    cluster ??= (async () => {
+      const created = (kafka as unknown as Record<symbol, (options: object) => KafkaJsCluster>)[factory]({ allowAutoTopicCreation: false });
+      await created.connect();
+      return created;
+    })().catch((error: unknown) => {
+      cluster = null; // the next commit connects again
+      throw error;
+    });
+    return cluster;
+  };
+  return {
+    async commit(group, topic, partitions) {
+      const coordinator = await (await connected()).findGroupCoordinator({ groupId: group });
+      // the response's partition errors are thrown by KafkaJS's parser
+      await coordinator.offsetCommit({ groupId: group, groupGenerationId: -1, memberId: '', topics: [{ topic, partitions }] });
+    },
+    async close() {
+      const closing = cluster;
+      cluster = null;
+      await (await closing?.catch(() => null))?.disconnect().catch(() => {});
+    },
+  };
+}

@@ -15,6 +15,7 @@ import { ownershipOverlaps, verifyAgainstAcked } from '../../store/sink-audit';
 import { createTestDatabase } from '../../harness/database';
 import { testEnv } from '../../harness/env';
 import { waitFor as pollUntil } from '../../harness/wait-for';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 jest.setTimeout(90_000);
 
@@ -105,6 +106,37 @@ describe('consumer driver, Kafka source', () => {
       const described = groups.length ? (await admin.describeGroups(groups)).groups : [];
       expect(described.filter((g) => g.members.length > 0).map((g) => g.groupId)).toEqual([]);
     } finally {
+      await admin.disconnect();
+    }
+  });
+
+  test('replicas mirror their offsets to the workload\'s group at the same time, and the broker holds every one', async () => {
+    // Each replica mirrors the offsets of its own partitions to one group (scalegate-<workload>),
+    // each on its own clock, so two often write at once. Committed as a client outside the group,
+    // both land; KafkaJS's admin.setOffsets joined the group to commit, and a writer that met the
+    // other's member failed ("must have no running instances"): its partitions stayed behind.
+    const topic = `mirror-${Date.now()}`;
+    const admin = kafkaClient(brokers).admin();
+    await admin.connect();
+    await ensureTopic(admin, topic, 4);
+    const replicas = [0, 1, 2, 3].map((i) => kafkaSource({ brokers, topic, partitions: 4, owner: `mirror-${i}` }));
+    try {
+      for (let round = 1; round <= 3; round++) {
+        // every replica within a second, each its own partition, as four tasks of one workload do
+        const results = await Promise.allSettled(replicas.map(async (source, partition) => {
+          await sleep(partition * 300);
+          await source.mirrorProcessed('scalegate-mirrored', new Map([[partition, round * 10 + partition]]));
+        }));
+        expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
+        const [committed] = await admin.fetchOffsets({ groupId: 'scalegate-mirrored', topics: [topic] });
+        // Kafka's committed offset is the next one to read
+        expect(committed.partitions.map((p) => [p.partition, Number(p.offset)]).sort(([a], [b]) => a - b)).toEqual([0, 1, 2, 3].map((p) => [p, round * 10 + p + 1]));
+      }
+      // the group has no member: nothing of scalegate's stays in it
+      const described = await admin.describeGroups(['scalegate-mirrored']);
+      expect(described.groups[0].members).toEqual([]);
+    } finally {
+      await Promise.all(replicas.map((source) => source.close()));
       await admin.disconnect();
     }
   });

@@ -12,7 +12,7 @@
 // re-read is exactly what was never committed.
 import { randomUUID } from 'node:crypto';
 import { AssignerProtocol, type Admin, type Consumer, type Kafka, type KafkaMessage, type PartitionAssigner } from 'kafkajs';
-import { kafkaClient, topicPartitionCount } from '../../../lib/kafka';
+import { groupOffsetWriter, kafkaClient, topicPartitionCount } from '../../../lib/kafka';
 import { DriverError } from '../driver';
 import type { PartitionRecord, SourcePort, SourceRecord } from './source';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -194,6 +194,7 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
   const onError = options.onError ?? (() => {});
   const readers = new Map<number, PartitionReader>();
   let admin: Admin | null = null;
+  const offsetWriter = groupOffsetWriter(kafka);
   const connectedAdmin = async (): Promise<Admin> => {
     if (!admin) {
       const created = kafka.admin();
@@ -235,9 +236,10 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
     },
     async mirrorProcessed(group, lastProcessed) {
       // Kafka's committed offset is the next one to read. The group has no members (scalegate's
-      // readers use transport groups of their own), so the broker takes the offsets as they are.
+      // readers use transport groups of their own), and each replica commits its own partitions
+      // from outside it, so replicas mirroring at once never meet (lib/kafka.ts groupOffsetWriter).
       const partitions = [...lastProcessed].map(([partition, last]) => ({ partition, offset: String(last + 1) }));
-      if (partitions.length) await (await connectedAdmin()).setOffsets({ groupId: group, topic: options.topic, partitions });
+      if (partitions.length) await offsetWriter.commit(group, options.topic, partitions);
     },
     async forget(partition) {
       const reader = readers.get(partition);
@@ -249,7 +251,7 @@ export function kafkaSource(options: KafkaSourceOptions): SourcePort {
       readers.clear();
       const closing = admin;
       admin = null;
-      await closing?.disconnect().catch(() => {});
+      await Promise.all([closing?.disconnect().catch(() => {}), offsetWriter.close()]);
     },
   };
 }
