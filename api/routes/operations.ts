@@ -18,9 +18,24 @@ import { defineRoute, ok } from '../../http/route';
 import { renderOperationReport, REPORT_CONTENT_SECURITY_POLICY } from '../report';
 import { rollout } from '../../workflows/rollout';
 import { z } from 'zod';
+import { PHASE_KEY } from '../../protocol/search-attributes';
 
 /** Workflows that handle the abort signal (→ the stop-the-world replan once they changed something; a rollout rolls back). */
 const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, applyPlan.name, recoverRuntime.name, rescaleOperator.name, rollout.name];
+
+/**
+ * How long a running operation's status query may take. A query is answered by a worker: one that
+ * is down or too busy leaves the detail unknown (null; the phase from the operation's
+ * ScalegatePhase search attribute, which Temporal holds), rather than the caller waiting out the
+ * route's deadline for a 503 though Temporal knows the operation runs.
+ */
+export const STATUS_QUERY_TIMEOUT_MS = 3_000;
+
+/** A running scale operation's fields when no worker answered its status query in time: each unknown. */
+const UNKNOWN_SCALE_STATUS = {
+  gates: null, evidenceGap: null, plan: null, evidence: { baseline: null, after: null, comparison: null },
+  approval: null, scaleIn: null, compensation: null, tierRules: null, soakEndsAt: null, steps: null, kubernetes: null,
+} as const;
 
 /** The innermost cause's message: "Activity task failed" says less than the activity's own failure. */
 function rootCauseMessage(error: Error): string {
@@ -31,6 +46,9 @@ function rootCauseMessage(error: Error): string {
 
 export function operationRoutes(deps: ApiDeps) {
   const handleOf = async (workflowId: string, runId?: string) => (await deps.temporal.client()).workflow.getHandle(workflowId, runId);
+  /** A running operation's status by its query, within STATUS_QUERY_TIMEOUT_MS; null when no worker answered in time. */
+  const queriedStatus = async (handle: Awaited<ReturnType<typeof handleOf>>, query: NonNullable<ReturnType<typeof statusQueryOf>>) =>
+    (await deps.temporal.client()).connection.withDeadline(Date.now() + STATUS_QUERY_TIMEOUT_MS, () => handle.query(query)).catch(() => null);
 
   /**
    * GET /v1/operations/:workflowId's answer: what the report page shows too. With a run id, exactly
@@ -51,9 +69,10 @@ export function operationRoutes(deps: ApiDeps) {
     if (temporalStatus === 'COMPLETED') detail = (await handle.result()) as OperationStatus | Record<string, unknown>;
     else if (temporalStatus === 'RUNNING') {
       const query = statusQueryOf(description.type);
-      detail = query ? await handle.query(query).catch(() => null) : null;
+      detail = query ? await queriedStatus(handle, query) : null;
     }
-    const scale = detail && (description.type === scaleOut.name || description.type === scaleIn.name) ? detail as ScaleStatus : null;
+    const scaleKind = description.type === scaleOut.name || description.type === scaleIn.name;
+    const scale = scaleKind ? (detail as ScaleStatus | null) : null;
     let status: string;
     if (temporalStatus === 'RUNNING') status = 'running';
     else if (temporalStatus === 'COMPLETED') status = statusOfOutcome(String(detail?.outcome ?? 'completed'));
@@ -64,13 +83,13 @@ export function operationRoutes(deps: ApiDeps) {
     return {
       workflowId: description.workflowId, runId: description.runId, kind: description.type, status, temporalStatus,
       reportUrl: reportUrlOf(deps, description.workflowId, { runId: description.runId }),
-      phase: detail?.phase ?? null, startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
+      phase: detail?.phase ?? (temporalStatus === 'RUNNING' ? description.typedSearchAttributes.get(PHASE_KEY) ?? null : null), startedAt: description.startTime.toISOString(), closedAt: description.closeTime?.toISOString() ?? null,
       // The scale operations' status (by the workflow type, not the shape) is spread out; every other kind's is `result`.
       ...(scale ? {
         gates: scale.gates, evidenceGap: scale.evidenceGap, plan: scale.plan, evidence: { baseline: scale.baseline, after: scale.after, comparison: scale.comparison },
         approval: scale.approval, scaleIn: scale.scaleIn ?? null, compensation: scale.compensation, tierRules: scale.tierRules ?? null,
         soakEndsAt: scale.soakEndsAt ?? null, steps: scale.steps ?? null, kubernetes: scale.kubernetes ?? null,
-      } : { result: detail }),
+      } : scaleKind ? UNKNOWN_SCALE_STATUS : { result: detail }),
       failure,
     };
   };

@@ -110,3 +110,37 @@ describe('a frozen PostgreSQL', () => {
     expect((await answered('/v1/state', 'viewer')).status).toBe(200);
   });
 });
+
+describe('a frozen worker', () => {
+  it('GET /v1/operations/:id of a running operation answers within its bound: running, its phase from the search attribute, the detail unknown; all of it again once the worker resumes', async () => {
+    // a contract the gates take, and a second runtime for the new replica
+    const contract = { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' };
+    await stack.startAgent({ id: 'hard-b', labels: { zone: 'b' } });
+    expect((await stack.api('PUT', '/v1/workloads/waiting', { body: { ...service(), contract } })).status).toBe(201);
+    // placed by its first scale-out, which has ended
+    await stack.waitFor('waiting placed', async () => (await stack.api('GET', '/v1/workloads/waiting', { role: 'viewer' })).body.placement?.assignments?.length === 1
+      && ['completed', 'compensated', 'refused'].includes((await stack.api('GET', '/v1/operations/scale:waiting', { role: 'viewer' })).body.status));
+    // approval "manual": the scale-out waits for it, running, for as long as the test needs
+    const started = await stack.api('POST', '/v1/workloads/waiting/scale', { body: { replicas: 2, approval: 'manual', soakMs: 0 } });
+    expect(started.status).toBe(202);
+    const operationPath = `/v1/operations/${started.body.workflowId}`;
+    await stack.waitFor('the scale-out awaiting its approval', async () => (await stack.api('GET', operationPath, { role: 'viewer' })).body.phase === 'awaiting-approval');
+    const worker = stack.worker!.child.pid!;
+    process.kill(worker, 'SIGSTOP');
+    try {
+      // The status query needs the worker; with it frozen, the answer comes from Temporal alone.
+      const frozen = await fetch(`${stack.apiUrl}${operationPath}`, { headers: { authorization: `Bearer ${stack.tokens.viewer}` }, signal: AbortSignal.timeout(30_000) });
+      expect(frozen.status).toBe(200);
+      const view = (await frozen.json()) as Record<string, unknown>;
+      expect(view).toMatchObject({ status: 'running', temporalStatus: 'RUNNING', phase: 'awaiting-approval', gates: null });
+    } finally {
+      process.kill(worker, 'SIGCONT');
+    }
+    const resumed = await stack.waitFor('the detail again', async () => {
+      const view = (await stack.api('GET', operationPath, { role: 'viewer' })).body;
+      return view.gates ? view : null;
+    });
+    expect(resumed).toMatchObject({ status: 'running', phase: 'awaiting-approval' });
+    expect((await stack.api('POST', `${operationPath}/abort`, { body: { reason: 'test over' } })).status).toBeLessThan(300);
+  });
+});
