@@ -69,7 +69,7 @@ export const OperationAnswerSchema = OperationViewSchema.extend({
   evidenceGap: z.string().nullable().optional(),
   plan: PlanSchema.pick({ id: true, starts: true, stops: true, moves: true, target: true, warnings: true }).nullable().optional(),
   evidence: z.object({ baseline: z.unknown(), after: z.unknown(), comparison: ComparisonSchema.nullable() }).optional(),
-  approval: ScaleOperationStatusSchema.shape.approval.optional(),
+  approval: ScaleOperationStatusSchema.shape.approval.nullable().optional(),
   scaleIn: z.object({ victims: z.array(AssignmentSchema), reasons: z.record(z.string(), z.string()) }).nullable().optional(),
   compensation: z.object({ reason: z.string(), replicas: z.number(), outcome: z.object({ fence: z.number(), generation: z.number() }).nullable() }).nullable().optional(),
   kubernetes: KubernetesStatusSchema.nullable().optional(),

@@ -27,12 +27,13 @@ const ABORTABLE: string[] = [scaleOut.name, scaleIn.name, applyPlan.name, recove
  * How long a running operation's status query may take. A query is answered by a worker: one that
  * is down or too busy leaves the detail unknown (null; the phase from the operation's
  * ScalegatePhase search attribute, which Temporal holds), rather than the caller waiting out the
- * route's deadline for a 503 though Temporal knows the operation runs.
+ * route's deadline for a 503 though Temporal knows the operation runs. Under the CLI's 3 s before
+ * it says it is still waiting for the API.
  */
-export const STATUS_QUERY_TIMEOUT_MS = 3_000;
+export const STATUS_QUERY_TIMEOUT_MS = 2_000;
 
 /** A running scale operation's fields when no worker answered its status query in time: each unknown. */
-const UNKNOWN_SCALE_STATUS = {
+export const UNKNOWN_SCALE_STATUS = {
   gates: null, evidenceGap: null, plan: null, evidence: { baseline: null, after: null, comparison: null },
   approval: null, scaleIn: null, compensation: null, tierRules: null, soakEndsAt: null, steps: null, kubernetes: null,
 } as const;

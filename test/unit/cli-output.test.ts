@@ -1,5 +1,6 @@
 // cli/watch.ts: what --wait prints for an operation's progress, and how it exits; cli/format.ts's tables fit 120 columns.
-import type { OperationAnswer } from '../../cli/answers';
+import { UNKNOWN_SCALE_STATUS } from '../../api/routes/operations';
+import { OperationAnswerSchema, type OperationAnswer } from '../../cli/answers';
 import { table, TABLE_WIDTH } from '../../cli/format';
 import { renderJobList, renderOperation, renderOperationList, renderState, renderTierList } from '../../cli/main';
 import { exitCodeOf, followOperation, outcomeReason, progressLine, workloadOf } from '../../cli/watch';
@@ -158,6 +159,17 @@ describe('operations show renders every kind', () => {
     expect(printed).toMatch(/^KUBERNETES\nobject:\s+Deployment shop\/web on prod\nresourceVersion:\s+812\nvictims:\s+web-7d-x \(idle: nothing in flight\)\nmarked:\s+web-7d-x\nnot acknowledged:\s+web-7d-x\nmarks removed:\s+web-7d-x$/m);
     expect(printed).toMatch(/^outcome:\s+compensated: Deployment shop\/web on prod at 3$/m);
     expect(printed).not.toMatch(/VICTIMS/);
+  });
+  test('a running scale-out whose status query no worker answered in time (the API sends each detail field null): its status and phase, nothing else', () => {
+    // read as the CLI reads an answer (its schema), not cast
+    const view = OperationAnswerSchema.parse({
+      ...base, workflowId: 'scale:web', kind: 'scaleOut', status: 'running', temporalStatus: 'RUNNING', reportUrl: 'http://127.0.0.1:8080/v1/operations/scale%3Aweb/report?runId=r1',
+      phase: 'awaiting-approval', closedAt: null, ...UNKNOWN_SCALE_STATUS,
+    });
+    const printed = renderOperation(view);
+    expect(printed).toMatch(/^status:\s+running$/m);
+    expect(printed).toMatch(/^phase:\s+awaiting-approval$/m);
+    expect(printed).not.toMatch(/GATES|PLAN|approval:/);
   });
   test('any other kind: its fields, one per line, lists joined', () => {
     const printed = renderOperation(answer({ ...base, workflowId: 'scale:web', kind: 'retireWorkload', result: { stopped: ['web-0-g1', 'web-1-g1'], unreachable: [] } }));
