@@ -176,6 +176,10 @@ export async function startEmbeddedStack(argv: readonly string[] = []): Promise<
   // The workflows, bundled once for every worker beside the servers' start, and kept for the next
   // start of the same source (embedded/workflow-bundle-cache.ts); SCALEGATE_WORKFLOW_BUNDLE names one of yours.
   const workflowBundle = process.env.SCALEGATE_WORKFLOW_BUNDLE ? Promise.resolve(process.env.SCALEGATE_WORKFLOW_BUNDLE) : cachedWorkflowBundle({ log: say });
+  // Handled here, thrown where it is awaited: a bundle that fails while the servers still start
+  // must end the start through its stop (the servers stopped), not as an unhandled rejection that
+  // exits with Temporal and PostgreSQL left running.
+  workflowBundle.catch(() => {});
   starting.push(workflowBundle);
 
   let temporalAddress = config.TEMPORAL_ADDRESS;

@@ -45,9 +45,10 @@ export async function cachedWorkflowBundle(options: { dir?: string; log?: (line:
   const dir = options.dir ?? path.join(cacheRoot(), 'workflow-bundles');
   const file = path.join(dir, `workflows-${workflowSourceKey()}.js`);
   if (fs.existsSync(file)) return file;
+  // where it will be kept first: a cache that cannot hold it fails before 3 s of bundling
+  fs.mkdirSync(dir, { recursive: true });
   options.log?.('bundling the workflows (once for this source tree)');
   const { code } = await bundleWorkflows({ level: 'ERROR' });
-  fs.mkdirSync(dir, { recursive: true });
   const partial = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
   fs.writeFileSync(partial, code);
   fs.renameSync(partial, file);

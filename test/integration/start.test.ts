@@ -174,3 +174,18 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   expect(processesOf(started.home)).toEqual([]);
   if (bridge) expect(bridgeExists(bridge)).toBe(false);
 }, 240_000);
+
+test('a start whose workflow bundle cannot be kept stops what it started: exit 1, naming why, nothing of it left running', async () => {
+  // A real fault: the cache folder is a file, so the bundle built beside the servers' start cannot
+  // be written. Its own PostgreSQL (DATABASE_URL unset) is what must not outlive the failed start.
+  const notAFolder = path.join(testEnv().tmpDir, 'cache-is-a-file');
+  fs.writeFileSync(notAFolder, '');
+  const failed = await startNpmStart({ name: 'startfails', env: { SCALEGATE_CACHE_DIR: notAFolder, DATABASE_URL: '', SCALEGATE_PG_PORT: String(await freePort()), SCALEGATE_KAFKA: 'off', SCALEGATE_CONTAINERS: 'off' } });
+  try {
+    await expect(failed.ready).rejects.toThrow(/exited with 1/);
+    expect(failed.lines.join('\n')).toMatch(/failed to start: .*ENOTDIR[\s\S]*\[scalegate\] stopped/);
+    expect(processesOf(failed.home)).toEqual([]);
+  } finally {
+    await failed.cleanUp();
+  }
+});

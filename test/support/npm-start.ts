@@ -2,7 +2,8 @@
 // Temporal server, PostgreSQL, Kafka broker and Docker engine (TEMPORAL_ADDRESS, DATABASE_URL,
 // SCALEGATE_KAFKA_BROKERS and DOCKER_HOST set, as a user with their own servers would;
 // SCALEGATE_KAFKA=off / SCALEGATE_CONTAINERS=off when the run has none), on ports and a task queue
-// of its own, with no prebuilt workflow bundle.
+// of its own; its workers load the workflow bundle npm start keeps for this source tree (the run's
+// shared servers bundled it: embedded/workflow-bundle-cache.ts).
 import { Client, Connection } from '@temporalio/client';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
