@@ -1,7 +1,8 @@
-// Orchestrator worker entry point: wait for Temporal, register the search attributes, start the
-// reconcile loop, run the worker. Logs are JSON lines with tokens redacted (lib/log.ts).
+// Orchestrator worker entry point: wait for PostgreSQL and Temporal, register the search attributes,
+// start the reconcile loop, run the worker. Logs are JSON lines with tokens redacted (lib/log.ts).
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { isServerUnavailable, messageOf } from '../lib/errors';
 import { createRedactor, secretsOf, type Logger } from '../lib/log';
 import { createPool } from '../store/db';
 import { leaseSweeper } from '../workflows/lease-sweeper';
@@ -11,8 +12,11 @@ import { parseWorkerConfig } from './config';
 import { createOrchestratorWorker, ensureSearchAttributes, installWorkerLogging } from './orchestrator';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** how long a starting worker waits for its Temporal server (compose starts them together) */
-const TEMPORAL_WAIT_MS = 180_000;
+/**
+ * How long a starting worker waits for its PostgreSQL and Temporal servers: compose starts them
+ * together, and a server frozen or restarting for a moment is no reason to exit.
+ */
+const SERVER_WAIT_MS = 180_000;
 
 const redact = createRedactor(secretsOf(process.env));
 let log: Logger | null = null;
@@ -21,7 +25,8 @@ async function main() {
   const config = parseWorkerConfig();
   log = installWorkerLogging(config.SCALEGATE_LOG_LEVEL, redact);
   const db = createPool(config.DATABASE_URL, { connectTimeoutMs: 5_000, queryTimeoutMs: 60_000 });
-  await migrate(db);
+  // Only a server not answering is waited out; a migration that fails is an error at once.
+  await untilReachable('PostgreSQL', () => migrate(db), log, isServerUnavailable);
 
   const client = await connectClient(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, log);
   try {
@@ -46,29 +51,37 @@ async function main() {
 }
 
 /**
- * Connects once Temporal answers and knows the namespace, retrying for TEMPORAL_WAIT_MS (a server
- * starting beside us, or still creating its namespace, is not an error).
+ * `attempt`'s answer once it succeeds, trying again every second for SERVER_WAIT_MS while
+ * `retryable` says its failure is a server not there (yet); says once what it waits for.
  */
-async function connectClient(address: string, namespace: string, logger: Logger): Promise<Client> {
-  const deadline = Date.now() + TEMPORAL_WAIT_MS;
+async function untilReachable<T>(server: string, attempt: () => Promise<T>, logger: Logger, retryable: (error: unknown) => boolean = () => true): Promise<T> {
+  const deadline = Date.now() + SERVER_WAIT_MS;
   let said = false;
   for (;;) {
     try {
-      const connection = await Connection.connect({ address, connectTimeout: 2_000 });
-      try {
-        await connection.workflowService.describeNamespace({ namespace });
-      } catch (error) {
-        await connection.close();
-        throw error;
-      }
-      return new Client({ connection, namespace });
+      return await attempt();
     } catch (error) {
-      if (Date.now() > deadline) throw new Error(`Temporal at ${address} (namespace ${namespace}) did not answer within ${TEMPORAL_WAIT_MS / 1000} s: ${(error as Error).message}`);
-      if (!said) logger.warn('waiting for Temporal and its namespace', { address, namespace, error: (error as Error).message });
+      if (!retryable(error)) throw error;
+      if (Date.now() > deadline) throw new Error(`${server} did not answer within ${SERVER_WAIT_MS / 1000} s: ${messageOf(error)}`);
+      if (!said) logger.warn(`waiting for ${server}`, { error: messageOf(error) });
       said = true;
       await sleep(1_000);
     }
   }
+}
+
+/** A client once Temporal answers and knows the namespace (a server still creating it is not an error). */
+function connectClient(address: string, namespace: string, logger: Logger): Promise<Client> {
+  return untilReachable(`Temporal at ${address} (namespace ${namespace})`, async () => {
+    const connection = await Connection.connect({ address, connectTimeout: 2_000 });
+    try {
+      await connection.workflowService.describeNamespace({ namespace });
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
+    return new Client({ connection, namespace });
+  }, logger);
 }
 
 /** The reconcile loop is one long-lived workflow per task queue (id `reconcile:<queue>`); starting it twice is a no-op. */

@@ -8,6 +8,7 @@ import { startEmbeddedPostgres, type RunningPostgres } from '../../embedded/post
 import { freePort } from '../../embedded/processes';
 import { startStack, Stack } from '../../harness/stack';
 import { testEnv } from '../../harness/env';
+import { GiveUp } from '../../harness/wait-for';
 
 let stack: Stack;
 /** This file freezes its PostgreSQL: a server of its own, so test files running beside it keep theirs. */
@@ -108,6 +109,30 @@ describe('a frozen PostgreSQL', () => {
     }
     await stack.waitFor('/readyz 200 after PostgreSQL resumed', async () => (await answered('/readyz', null)).status === 200);
     expect((await answered('/v1/state', 'viewer')).status).toBe(200);
+  });
+
+  it('a worker starting while it is frozen waits for it (past its connect timeout), and serves once it resumes', async () => {
+    const previous = stack.worker!;
+    const frozen = postgresProcesses();
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    let starting;
+    try {
+      starting = await stack.startWorker();
+      // said after its first attempt failed on the 5 s connect timeout: before, the worker exited there
+      const worker = starting;
+      await stack.waitFor('the starting worker waiting for PostgreSQL', async () => {
+        if (worker.child.exitCode !== null) throw new GiveUp(`the starting worker exited (${worker.child.exitCode}):\n${stack.logs.filter((line) => line.startsWith('[worker]')).slice(-3).join('\n')}`);
+        return stack.logs.some((line) => line.startsWith('[worker]') && line.includes('waiting for PostgreSQL'));
+      });
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    // it polls its task queue (the SDK's identity is pid@host), and takes over from the one it joined
+    const workflowPollers = async () =>
+      ((await stack.temporal.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: stack.taskQueue }, taskQueueType: 1 })).pollers ?? []).map((poller) => poller.identity ?? '');
+    await stack.waitFor('the new worker polling', async () => (await workflowPollers()).some((identity) => identity.startsWith(`${starting.child.pid}@`)));
+    await previous.stop(10_000);
+    expect(starting.child.exitCode).toBeNull();
   });
 });
 
