@@ -31,7 +31,7 @@ export interface Violation {
 const LOOPS = ['reconcile', 'leaseSweeper', 'autoscaler', 'handleSubtaskFailures'];
 
 /** Polls `probe` (harness/wait-for.ts) until it answers non-null; null once `timeoutMs` passed. */
-const settle = <T>(timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> =>
+const settleWithin = <T>(timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> =>
   waitFor('the stack to settle', () => probe().catch(() => null), { timeoutMs, intervalMs: 500 }).then((value) => value as T, () => null);
 
 async function runningOperations(stack: Stack): Promise<string[]> {
@@ -47,13 +47,28 @@ export async function checkAfterChaos(
   network?: { nemeses: readonly FaultWindow[]; t0: number; leaseTtlMs: number },
 ): Promise<Violation[]> {
   const violations: Violation[] = [];
+  /** settleWithin, saying how long `what` took to settle: where a slow run spent its time */
+  const settle = async <T>(what: string, timeoutMs: number, probe: () => Promise<T | null>): Promise<T | null> => {
+    const startedAt = Date.now();
+    const value = await settleWithin(timeoutMs, probe);
+    log(`${what}: ${value === null ? 'not settled' : 'settled'} in ${Date.now() - startedAt} ms`);
+    return value;
+  };
   const violate = (check: string, detail: string) => {
     log(`VIOLATION ${check}: ${detail}`);
     violations.push({ check, detail });
   };
 
   // 1. Every operation ends.
-  const stillRunning = await settle(240_000, async () => ((await runningOperations(stack)).length === 0 ? true : null));
+  let lastRunning = '';
+  const checkStartedAt = Date.now();
+  const stillRunning = await settle('every operation ended', 240_000, async () => {
+    const running = await runningOperations(stack);
+    // each change of what still runs, with when: what a slow settle waited for
+    if (running.join(', ') !== lastRunning) log(`after ${Date.now() - checkStartedAt} ms still running: ${running.join(', ') || 'nothing'}`);
+    lastRunning = running.join(', ');
+    return running.length === 0 ? true : null;
+  });
   if (!stillRunning) violate('operations-running', (await runningOperations(stack)).join(', '));
   for await (const run of stack.temporal.workflow.list({ query: `TaskQueue = '${stack.taskQueue}' AND ExecutionStatus != 'Running'` })) {
     if (LOOPS.includes(run.type) || run.type === 'ping') continue;
@@ -90,7 +105,7 @@ export async function checkAfterChaos(
     return (state.workloads as any[]).filter((w) => CHAOS_WORKLOADS.includes(w.name) && w.status !== 'retired')
       .filter((w) => !(w.ready === w.placed && (w.placed === w.desired || state.unplaced.some((u: any) => u.workload === w.name))));
   };
-  if (!(await settle(120_000, async () => ((await notConverged()).length === 0 ? true : null)))) {
+  if (!(await settle('placement converged', 120_000, async () => ((await notConverged()).length === 0 ? true : null)))) {
     for (const w of await notConverged()) violate('placement-not-converged', `${w.name}: desired ${w.desired}, placed ${w.placed}, ready ${w.ready}, status ${w.status}`);
   }
   // The agents' own task lists equal the placement (a task recovery moved away is revoked at its
@@ -115,7 +130,7 @@ export async function checkAfterChaos(
     }
     return found;
   };
-  if (!(await settle(60_000, async () => ((await taskMismatches()).length === 0 ? true : null)))) {
+  if (!(await settle('live tasks match placement', 60_000, async () => ((await taskMismatches()).length === 0 ? true : null)))) {
     for (const v of await taskMismatches()) violate(v.check, v.detail);
   }
   const state = (await stack.api('GET', '/v1/state', { role: 'viewer' })).body;
@@ -143,7 +158,7 @@ export async function checkAfterChaos(
   }
 
   // 3. The consumer: its sink equals its source once it caught up.
-  const orders = await settle(120_000, async () => {
+  const orders = await settle('orders records in the sink', 120_000, async () => {
     const audit = await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: CHAOS_TABLES.orders.source, sink: CHAOS_TABLES.orders.sink });
     return audit.missing === 0 ? audit : null;
   }) ?? await verifyExactlyOnce({ databaseUrl: stack.databaseUrl, source: CHAOS_TABLES.orders.source, sink: CHAOS_TABLES.orders.sink });
@@ -159,7 +174,7 @@ export async function checkAfterChaos(
 
   // 4. The stream job: a checkpoint covers every record, the sink is exact, checkpoints go on.
   const total = (await stack.db.query<{ n: number }>(`select count(*)::int as n from ${CHAOS_TABLES.clicks.source}`)).rows[0].n;
-  const covered = await settle(120_000, async () => {
+  const covered = await settle('a checkpoint covering every clicks record', 120_000, async () => {
     const audit = await auditStreamCheckpoint(stack.db, { job: CHAOS_JOB, source: CHAOS_TABLES.clicks.source, sink: CHAOS_TABLES.clicks.sink });
     return audit.coveredSourceRows === total ? audit : null;
   });
@@ -169,7 +184,7 @@ export async function checkAfterChaos(
   if (!sink.exact) violate('stream-not-exactly-once', `${CHAOS_JOB}: source ${sink.sourceRows}, sink ${sink.sinkTotal}, mismatched keys ${sink.mismatchedKeys}, extra keys ${sink.extraKeys}`);
   const lastCheckpoint = async () => (await stack.api('GET', `/v1/jobs/${CHAOS_JOB}`, { role: 'viewer' })).body?.lastCompletedCheckpoint?.id ?? 0;
   const before = await lastCheckpoint();
-  if ((await settle(30_000, async () => ((await lastCheckpoint()) > before ? true : null))) === null) {
+  if ((await settle('the stream checkpoint advancing', 30_000, async () => ((await lastCheckpoint()) > before ? true : null))) === null) {
     violate('checkpoint-clock-stopped', `${CHAOS_JOB}: no checkpoint completed after ${before} within 30 s`);
   }
   return violations;

@@ -39,5 +39,7 @@ test(`seed ${NETWORK_SEED} on hosts of their own, with partitions, a slow link a
   expect(kinds).toEqual(expect.arrayContaining(['clock-skew', 'partition isolate', 'slow-link']));
   expect((report.nemeses ?? []).every((n) => n.toMs !== null && n.toMs > n.fromMs)).toBe(true);
   expect(report.records.orders).toBeGreaterThan(0);
-  console.log(JSON.stringify({ seed: NETWORK_SEED, steps: NETWORK_STEPS, durationMs: report.durationMs, faults: report.faults, operations: report.operations, writesRefused: report.writesRefused, nemeses: report.nemeses }));
+  console.log(JSON.stringify({ seed: NETWORK_SEED, steps: NETWORK_STEPS, durationMs: report.durationMs, faults: report.faults, operations: report.operations, writesRefused: report.writesRefused, nemeses: report.nemeses,
+    // where the time after the schedule went (the checker's waits; a slow run is read here)
+    settling: lines.filter((line) => /: (not )?settled in \d+ ms$/.test(line)) }));
 }, 600_000);
