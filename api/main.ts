@@ -15,7 +15,9 @@ import { createRegistryStore } from '../store/registry';
 import { apiOutageAfterMs } from '../domain/recovery';
 import { createRuntimeStore } from '../store/runtimes';
 import { createStreamJobStore } from '../store/stream-jobs';
-import { createRedactor, secretsOf } from '../lib/log';
+import { untilReachable } from '../lib/backoff';
+import { isServerUnavailable } from '../lib/errors';
+import { createLogger, createRedactor, secretsOf } from '../lib/log';
 import { parseApiConfig } from './config';
 import { kafkaMetadata } from '../lib/kafka';
 import type { ApiDeps } from './deps';
@@ -26,7 +28,9 @@ import { createTemporalGateway } from './temporal';
 async function main() {
   const config = parseApiConfig();
   const db = createPool(config.DATABASE_URL, { max: 20, connectTimeoutMs: 2_000, queryTimeoutMs: 5_000 });
-  await migrate(db);
+  // A PostgreSQL not answering yet (or frozen) is waited out, as the worker does; a failing migration is not.
+  const startLog = createLogger({ level: config.SCALEGATE_LOG_LEVEL, redact: createRedactor(secretsOf(process.env)), scope: { process: 'api' } });
+  await untilReachable('PostgreSQL', () => migrate(db), { retryable: isServerUnavailable, onWait: (message, error) => startLog.warn(message, { error }) });
   if (config.SCALEGATE_AGENT_DATABASE_PASSWORD && !(await enableDataPlaneLogin(db, config.SCALEGATE_AGENT_DATABASE_PASSWORD))) {
     throw new Error(`SCALEGATE_AGENT_DATABASE_PASSWORD is set, but the role ${DATA_PLANE_ROLE} does not exist: create it as docs/security.md shows`);
   }

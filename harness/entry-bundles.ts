@@ -109,7 +109,6 @@ const script = new vm.Script(Module.wrap(fs.readFileSync(file, 'utf8')), {
 });
 const entry = new Module(file, module);
 entry.filename = file;
-entry.paths = Module._nodeModulePaths(path.dirname(file));
 // require() left in the bundle (a package's optional or computed one, e.g. protobufjs asking for
 // long) resolves from the repository, as it did from the package's own file unbundled
 const requireFromRepository = Module.createRequire(${JSON.stringify(path.join(ROOT, 'package.json'))});

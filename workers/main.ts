@@ -2,7 +2,8 @@
 // start the reconcile loop, run the worker. Logs are JSON lines with tokens redacted (lib/log.ts).
 import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { isServerUnavailable, messageOf } from '../lib/errors';
+import { untilReachable } from '../lib/backoff';
+import { isServerUnavailable } from '../lib/errors';
 import { createRedactor, secretsOf, type Logger } from '../lib/log';
 import { createPool } from '../store/db';
 import { leaseSweeper } from '../workflows/lease-sweeper';
@@ -10,13 +11,6 @@ import { reconcile } from '../workflows/reconcile';
 import { migrate } from '../store/migrate';
 import { parseWorkerConfig } from './config';
 import { createOrchestratorWorker, ensureSearchAttributes, installWorkerLogging } from './orchestrator';
-import { setTimeout as sleep } from 'node:timers/promises';
-
-/**
- * How long a starting worker waits for its PostgreSQL and Temporal servers: compose starts them
- * together, and a server frozen or restarting for a moment is no reason to exit.
- */
-const SERVER_WAIT_MS = 180_000;
 
 const redact = createRedactor(secretsOf(process.env));
 let log: Logger | null = null;
@@ -26,9 +20,10 @@ async function main() {
   log = installWorkerLogging(config.SCALEGATE_LOG_LEVEL, redact);
   const db = createPool(config.DATABASE_URL, { connectTimeoutMs: 5_000, queryTimeoutMs: 60_000 });
   // Only a server not answering is waited out; a migration that fails is an error at once.
-  await untilReachable('PostgreSQL', () => migrate(db), log, isServerUnavailable);
+  const onWait = (message: string, error: string) => log?.warn(message, { error });
+  await untilReachable('PostgreSQL', () => migrate(db), { retryable: isServerUnavailable, onWait });
 
-  const client = await connectClient(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, log);
+  const client = await connectClient(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, onWait);
   try {
     // Before any workflow runs: a workflow upserting an unregistered attribute fails its task.
     await ensureSearchAttributes(client.connection.operatorService, config.TEMPORAL_NAMESPACE, { log });
@@ -50,28 +45,8 @@ async function main() {
   await db.end();
 }
 
-/**
- * `attempt`'s answer once it succeeds, trying again every second for SERVER_WAIT_MS while
- * `retryable` says its failure is a server not there (yet); says once what it waits for.
- */
-async function untilReachable<T>(server: string, attempt: () => Promise<T>, logger: Logger, retryable: (error: unknown) => boolean = () => true): Promise<T> {
-  const deadline = Date.now() + SERVER_WAIT_MS;
-  let said = false;
-  for (;;) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!retryable(error)) throw error;
-      if (Date.now() > deadline) throw new Error(`${server} did not answer within ${SERVER_WAIT_MS / 1000} s: ${messageOf(error)}`);
-      if (!said) logger.warn(`waiting for ${server}`, { error: messageOf(error) });
-      said = true;
-      await sleep(1_000);
-    }
-  }
-}
-
 /** A client once Temporal answers and knows the namespace (a server still creating it is not an error). */
-function connectClient(address: string, namespace: string, logger: Logger): Promise<Client> {
+function connectClient(address: string, namespace: string, onWait: (message: string, error: string) => void): Promise<Client> {
   return untilReachable(`Temporal at ${address} (namespace ${namespace})`, async () => {
     const connection = await Connection.connect({ address, connectTimeout: 2_000 });
     try {
@@ -81,7 +56,7 @@ function connectClient(address: string, namespace: string, logger: Logger): Prom
       throw error;
     }
     return new Client({ connection, namespace });
-  }, logger);
+  }, { onWait });
 }
 
 /** The reconcile loop is one long-lived workflow per task queue (id `reconcile:<queue>`); starting it twice is a no-op. */

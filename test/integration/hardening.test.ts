@@ -134,6 +134,28 @@ describe('a frozen PostgreSQL', () => {
     await previous.stop(10_000);
     expect(starting.child.exitCode).toBeNull();
   });
+
+  it('an API starting while it is frozen waits for it (past its connect timeout), and answers once it resumes', async () => {
+    await stack.apis[0].stop(10_000);
+    const frozen = postgresProcesses();
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    let starting: Promise<unknown> | null = null;
+    try {
+      starting = stack.startApi(0);
+      starting.catch(() => {}); // awaited below, once PostgreSQL resumed
+      const api = stack.apis[0];
+      // said after its first attempt failed on the 2 s connect timeout: before, the API exited there
+      await stack.waitFor('the starting API waiting for PostgreSQL', async () => {
+        if (api.child.exitCode !== null) throw new GiveUp(`the starting API exited (${api.child.exitCode}):\n${stack.logs.filter((line) => line.startsWith('[api]')).slice(-3).join('\n')}`);
+        return stack.logs.some((line) => line.startsWith('[api]') && line.includes('waiting for PostgreSQL'));
+      });
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    await starting;
+    expect((await answered('/readyz', null)).status).toBe(200);
+    expect((await answered('/v1/state', 'viewer')).status).toBe(200);
+  });
 });
 
 describe('a frozen worker', () => {
