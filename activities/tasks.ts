@@ -115,6 +115,26 @@ export function taskActivities(deps: ActivityDeps) {
     return (a) => (a.revision !== undefined && kept.has(a.revision) ? kept.get(a.revision) : spec);
   }
 
+  /**
+   * A task its registered agent does not host, or reports stopped, will not become ready unless a
+   * placement still assigns it there (nothing else starts it again). When none does, another
+   * change (a recovery of its runtime, a replan) moved it: fail now, not at the deadline. The
+   * placement is read only then. A 404 is an answer of the registered agent: before its
+   * registration an agent answers 503, and it restores its tasks before it registers (agent/main.ts).
+   */
+  async function failIfMoved(tasks: TaskRef[], statuses: (TaskStatus | null | undefined)[]): Promise<void> {
+    const gone = tasks.filter((_, i) => statuses[i] === null || statuses[i]?.state === 'stopped');
+    const moved: string[] = [];
+    for (const t of gone) if (!(await registry.isPlaced(t))) moved.push(`${t.taskId}@${t.runtimeId}`);
+    if (moved.length) {
+      throw ApplicationFailure.create({
+        type: 'task-failed',
+        message: `not ready: ${moved.join(', ')} no longer placed there and not running (another change moved it)`,
+        nonRetryable: true,
+      });
+    }
+  }
+
   const activities = {
     /**
      * Starts (idempotently) each task on its agent and records the ports the agents chose. Every
@@ -172,9 +192,11 @@ export function taskActivities(deps: ActivityDeps) {
         }
         // Each poll is bounded by the time left (at least a second): an agent that does not answer cannot hold the wait past its deadline.
         const pollMs = Math.max(1_000, deadline - now());
+        // `undefined`: the agent did not answer (keep waiting); `null`: it answered that it does not host the task.
         const statuses = await Promise.all(
-          input.tasks.map(async (t) => (await agents.taskStatus(await agentOf(t.runtimeId), t.taskId, pollMs).catch(() => null)) ?? null),
+          input.tasks.map(async (t) => agents.taskStatus(await agentOf(t.runtimeId), t.taskId, pollMs).catch(() => undefined)),
         );
+        await failIfMoved(input.tasks, statuses);
         // A task its agent is restarting after an exit failed too: a new replica that dies at once is not converging.
         const failed = statuses.find((s) => s?.state === 'failed' || s?.state === 'restarting');
         if (failed) {

@@ -255,6 +255,19 @@ export function createRegistryStore(db: Pool) {
       return Object.fromEntries(rows.map((row) => [row.runtime_id, row.used]));
     },
 
+    /**
+     * Whether a placement still assigns the task to the runtime: one lookup through
+     * placements_assignments_idx (010), not a read of every placement.
+     */
+    async isPlaced(task: { taskId: string; runtimeId: string }): Promise<boolean> {
+      const { rows } = await db.query<{ placed: boolean }>(
+        `select exists(select 1 from placements
+                        where assignments @> jsonb_build_array(jsonb_build_object('taskId', $1::text, 'runtimeId', $2::text))) as placed`,
+        [task.taskId, task.runtimeId],
+      );
+      return rows[0]?.placed ?? false;
+    },
+
     async listPlacements(): Promise<Placement[]> {
       const { rows } = await db.query<PlacementRow>('select * from placements order by workload');
       return rows.map(toPlacement);

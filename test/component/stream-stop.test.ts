@@ -13,74 +13,23 @@
 // task host with the process driver, running real child processes), real closed ports. The tasks
 // are process tasks named after the job: the stop finds a job's tasks by workload name, whatever
 // their driver.
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import type { Pool } from 'pg';
 import { ApplicationFailure } from '@temporalio/activity';
-import { createProcessDriver } from '../../agent/drivers/process';
-import { TaskHost } from '../../agent/host';
-import { PortAllocator } from '../../agent/ports';
-import { buildAgentServer } from '../../agent/server';
 import { createActivities } from '../../activities';
-import { createActivityDeps } from '../../activities/deps';
 import type { ActivityDeps } from '../../activities/ports';
 import { freePort } from '../../embedded/processes';
 import { WorkloadDefinitionSchema, type TaskStart } from '../../protocol';
-import { createPool } from '../../store/db';
-import { migrate } from '../../store/migrate';
 import { newRuntimeCredential } from '../../store/runtimes';
-import { createTestDatabase } from '../../harness/database';
-import { reservePortRange, type PortRange } from '../../harness/ports';
+import { InProcessAgents } from '../../harness/in-process-agents';
 import { waitFor } from '../../harness/wait-for';
 
 const HTTP_SERVER = path.resolve(__dirname, '../../harness/fixtures/http-server.js');
-const SLICE_SIZE = 16;
 
-let block: PortRange;
-let slicesTaken = 0;
-const roots: string[] = [];
-const hosts: TaskHost[] = [];
-const servers: { close: () => Promise<unknown> }[] = [];
-const pools: Pool[] = [];
-
-beforeAll(async () => {
-  block = await reservePortRange();
-});
-afterAll(async () => {
-  await Promise.all(servers.map((server) => server.close()));
-  await Promise.all(hosts.map((host) => host.close()));
-  for (const root of roots) fs.rmSync(root, { recursive: true, force: true });
-  block?.release();
-  await Promise.all(pools.map((pool) => pool.end()));
-});
-
-/** Activities over a database of their own: a test sees only its own runtimes. */
-async function freshDeps(): Promise<ActivityDeps> {
-  const db = createPool((await createTestDatabase('streamstop')).databaseUrl, { max: 4 });
-  pools.push(db);
-  await migrate(db);
-  return createActivityDeps({ db });
-}
-
-/**
- * An agent of runtime `id`: a task host running real processes behind the agent's HTTP server, on
- * `port` (0: any), hosting `tasks` before it listens.
- */
-async function startAgent(id: string, credential: string, port = 0, tasks: TaskStart[] = []): Promise<{ host: TaskHost; endpoint: string }> {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-stream-stop-'));
-  roots.push(root);
-  const stateDir = path.join(root, 'agent');
-  const range = block.slice(SLICE_SIZE * slicesTaken++, SLICE_SIZE);
-  const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 0 });
-  const host = new TaskHost({ service: createProcessDriver({ runtimeId: id, stateDir, log: () => {} }, ports) }, { stateDir });
-  hosts.push(host);
-  for (const task of tasks) await host.ensure(task);
-  const app = buildAgentServer({ id, credential: () => credential, host, fence: () => 1, labels: {} });
-  servers.push(app);
-  const endpoint = await app.listen({ host: '127.0.0.1', port });
-  return { host, endpoint };
-}
+const agents = new InProcessAgents('streamstop');
+afterAll(() => agents.close());
+const freshDeps = () => agents.freshDeps();
+const startAgent = agents.start.bind(agents);
+const register = agents.register.bind(agents);
 
 const JOB = 'clicks';
 const subtask = (index: number, placementFence: number): TaskStart => ({
@@ -101,9 +50,6 @@ async function placeJob(deps: ActivityDeps, runtimeIds: string[]): Promise<numbe
   const placement = await deps.stores.registry.writePlacement(JOB, 0, runtimeIds.map((runtimeId, index) => ({ runtimeId, index, taskId: `${JOB}-${index}-g1` })), { generation: 1 });
   return placement.fence;
 }
-
-const register = (deps: ActivityDeps, id: string, endpoint: string, credential: string, leaseTtlMs = 60_000) =>
-  deps.stores.runtimes.register({ id, endpoint, labels: {}, slots: 4 }, leaseTtlMs, credential);
 
 describe('the stream stop-the-world', () => {
   test('an agent that refuses the stop (409 stale-fence) fails it, naming the refusal: it is not listed as unreachable', async () => {
