@@ -36,7 +36,11 @@ export function spawnService(options: {
    */
   wrap?: readonly string[];
 }): ServiceProcess {
-  const program = options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)];
+  // A bench's CPU profile of one service (node ≥ 20 refuses --cpu-prof in NODE_OPTIONS): one file
+  // per thread, written when the service exits (README, the benches).
+  const profiled = process.env.SCALEGATE_CPU_PROFILE_DIR && options.name === process.env.SCALEGATE_CPU_PROFILE_SERVICE;
+  const profile = profiled ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SCALEGATE_CPU_PROFILE_DIR}`] : [];
+  const program = [...profile, ...(options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)])];
   const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
   const child = spawn(command!, [...prefix, ...program, ...(options.args ?? [])], {
     cwd: ROOT,

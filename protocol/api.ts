@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { ScaleOperationStatusSchema } from './operation-status';
 import { RuntimeSummarySchema, TaskReportSchema } from './runtime';
-import { OPERATION_STATUSES } from './ledger';
+import { LEDGER_KIND, LEDGER_OUTCOMES, OPERATION_STATUSES, type LedgerKind } from './ledger';
 import { AssignmentSchema, Replicas, RolloutPolicySchema, RuntimeId, UnplacedSchema, WORKLOAD_KINDS, WorkloadName, WorkloadSchema } from './workload';
 
 export const WorkloadParamsSchema = z.object({ name: WorkloadName });
@@ -72,6 +72,31 @@ export const LedgerQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
 export type LedgerQuery = z.infer<typeof LedgerQuerySchema>;
+
+/** One ledger row as read back (GET /v1/ledger): every column, null when unset. */
+export const LedgerEventSchema = z.object({
+  id: z.int(),
+  /** ISO-8601 instant */
+  at: z.string(),
+  kind: z.enum(Object.values(LEDGER_KIND) as [LedgerKind, ...LedgerKind[]]),
+  workload: z.string().nullable(),
+  tier: z.string().nullable(),
+  fromReplicas: z.int().nullable(),
+  toReplicas: z.int().nullable(),
+  reason: z.string().nullable(),
+  /** what the decision used: the request, gates, observations and targets, ... */
+  inputs: z.record(z.string(), z.unknown()),
+  planId: z.string().nullable(),
+  workflowId: z.string().nullable(),
+  runId: z.string().nullable(),
+  outcome: z.enum(LEDGER_OUTCOMES).nullable(),
+  /** baseline, after and comparison of a scale, the drain receipts of a scale-in, ... */
+  evidence: z.unknown(),
+});
+export type LedgerEvent = z.infer<typeof LedgerEventSchema>;
+
+/** GET /v1/ledger: newest first. */
+export const LedgerPageSchema = z.object({ events: z.array(LedgerEventSchema) }).meta({ title: 'LedgerPage' });
 
 /** The Idempotency-Key header a start route takes (DESIGN.md §4 "Unambiguous starts"): bounded before any work is done on it. */
 export const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;

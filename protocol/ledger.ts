@@ -1,7 +1,7 @@
 // The scale ledger's vocabulary (DESIGN.md §3 "Ledger"): every row's kind and outcome is one of
-// these, so a reader (the API's filters, /metrics, the CLI, tests) can rely on the words.
-import { z } from 'zod';
-
+// these, so a reader (the API's filters, /metrics, the CLI, tests) can rely on the words. No schema
+// here: every workflow run evaluates this module (workflows/operation.ts), and building zod
+// schemas is what a run's module evaluation costs; the rows as read back are ./api.ts's.
 export const LEDGER_KIND = {
   scaleOut: 'scale-out',
   scaleIn: 'scale-in',
@@ -69,28 +69,3 @@ export function listedStatusOf(temporalStatus: string, outcome: string | null | 
   if (outcome) return statusOfOutcome(outcome);
   return temporalStatus === 'COMPLETED' ? 'completed' : 'failed';
 }
-
-/** One ledger row as read back (GET /v1/ledger): every column, null when unset. */
-export const LedgerEventSchema = z.object({
-  id: z.int(),
-  /** ISO-8601 instant */
-  at: z.string(),
-  kind: z.enum(Object.values(LEDGER_KIND) as [LedgerKind, ...LedgerKind[]]),
-  workload: z.string().nullable(),
-  tier: z.string().nullable(),
-  fromReplicas: z.int().nullable(),
-  toReplicas: z.int().nullable(),
-  reason: z.string().nullable(),
-  /** what the decision used: the request, gates, observations and targets, ... */
-  inputs: z.record(z.string(), z.unknown()),
-  planId: z.string().nullable(),
-  workflowId: z.string().nullable(),
-  runId: z.string().nullable(),
-  outcome: z.enum(LEDGER_OUTCOMES).nullable(),
-  /** baseline, after and comparison of a scale, the drain receipts of a scale-in, ... */
-  evidence: z.unknown(),
-});
-export type LedgerEvent = z.infer<typeof LedgerEventSchema>;
-
-/** GET /v1/ledger: newest first. */
-export const LedgerPageSchema = z.object({ events: z.array(LedgerEventSchema) }).meta({ title: 'LedgerPage' });

@@ -1,6 +1,7 @@
 // The append-only scale ledger.
 import type { Pool } from 'pg';
-import type { LedgerEvent, LedgerKind, LedgerOutcome } from '../protocol/ledger';
+import type { LedgerEvent } from '../protocol/api';
+import type { LedgerKind, LedgerOutcome } from '../protocol/ledger';
 
 export interface LedgerEntry {
   kind: LedgerKind;

@@ -19,3 +19,13 @@ it('the workflow bundle imports no protocol module beyond the names, the ledger 
   expect(modules).toContain('workflows/scale-out.ts');
   expect(modules.filter((file) => file.startsWith('protocol/')).sort()).toEqual(ALLOWED);
 });
+
+it('the ledger words every workflow run evaluates build no schema (the rows as read back are protocol/api.ts\'s)', async () => {
+  const result = await build({
+    entryPoints: [path.join(ROOT, 'workflows/operation.ts')], bundle: true, write: false, metafile: true, platform: 'node',
+    external: ['@temporalio/*', 'zod'], logLevel: 'error', outfile: path.join(ROOT, 'workflow-imports.js'), absWorkingDir: ROOT,
+  });
+  const ledger = result.metafile.inputs['protocol/ledger.ts'];
+  expect(ledger).toBeDefined();
+  expect(ledger!.imports.map((i) => i.path)).not.toContain('zod');
+});
