@@ -8,6 +8,15 @@ import { runChaos } from '../../harness/chaos/run';
 const SEEDS = [3];
 const STEPS = 10;
 
+/** The run's figures on one JSON line in CI's log: where a slow run's time went (the schedule, the checker's waits). */
+function reportLine(report: Awaited<ReturnType<typeof runChaos>>, lines: string[], extra: Record<string, unknown> = {}): void {
+  const lastStepAtMs = report.schedule.length ? report.schedule[report.schedule.length - 1].atMs : 0;
+  console.log(JSON.stringify({
+    seed: report.seed, steps: report.steps, durationMs: report.durationMs, lastStepAtMs, faults: report.faults, operations: report.operations, ...extra,
+    settling: lines.filter((line) => /: (not )?settled in \d+ ms$/.test(line)),
+  }));
+}
+
 test.each(SEEDS)('seed %i: every operation ends, nothing lost or doubled, placement = desired = live tasks', async (seed) => {
   const lines: string[] = [];
   const report = await runChaos({ seed, steps: STEPS, log: (line) => lines.push(line) });
@@ -18,6 +27,7 @@ test.each(SEEDS)('seed %i: every operation ends, nothing lost or doubled, placem
   expect(Object.keys(report.operations).length).toBeGreaterThan(0);
   expect(report.records.orders).toBeGreaterThan(0);
   expect(report.records.clicks).toBeGreaterThan(0);
+  reportLine(report, lines);
 }, 600_000);
 
 // The same suite with each agent on a host of its own (network namespaces on a bridge,
@@ -39,7 +49,5 @@ test(`seed ${NETWORK_SEED} on hosts of their own, with partitions, a slow link a
   expect(kinds).toEqual(expect.arrayContaining(['clock-skew', 'partition isolate', 'slow-link']));
   expect((report.nemeses ?? []).every((n) => n.toMs !== null && n.toMs > n.fromMs)).toBe(true);
   expect(report.records.orders).toBeGreaterThan(0);
-  console.log(JSON.stringify({ seed: NETWORK_SEED, steps: NETWORK_STEPS, durationMs: report.durationMs, faults: report.faults, operations: report.operations, writesRefused: report.writesRefused, nemeses: report.nemeses,
-    // where the time after the schedule went (the checker's waits; a slow run is read here)
-    settling: lines.filter((line) => /: (not )?settled in \d+ ms$/.test(line)) }));
+  reportLine(report, lines, { writesRefused: report.writesRefused, nemeses: report.nemeses });
 }, 600_000);
