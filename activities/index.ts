@@ -13,6 +13,7 @@ import { createRendezvous } from './rendezvous-threads';
 import { rescaleActivities } from './rescale';
 import { streamActivities } from './stream';
 import { taskActivities } from './tasks';
+import { workflowInputActivities } from './workflow-input';
 
 export type { ActivityDeps, ActivityStores, TaskRef } from './ports';
 export type { ReconcilePassResult } from './reconcile';
@@ -33,6 +34,7 @@ export function createActivities(deps: ActivityDeps) {
     ...streamActivities(deps),
     ...rescaleActivities(deps),
     ...kubernetesActivities(deps),
+    ...workflowInputActivities(),
   };
 }
 export type Activities = ReturnType<typeof createActivities>;

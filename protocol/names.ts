@@ -1,28 +1,12 @@
 // The names, bounds and replica counts every message is built from, apart from the messages
-// themselves (./workload.ts re-exports them). The workflows validate their input with these alone:
-// every workflow run evaluates the modules its bundle imports (the SDK's per-run module isolation),
-// and the full message schemas cost a scale-out more CPU than its own logic did
-// (test/unit/workflow-imports.test.ts keeps them out).
+// themselves (./workload.ts re-exports them). The bounds and words without a schema are
+// ./bounds.ts's, which the workflows import instead: every workflow run evaluates the modules its
+// bundle imports (the SDK's per-run module isolation), and building these schemas cost each
+// scale-out run more CPU than its own logic (test/unit/workflow-imports.test.ts keeps them out).
 import { z } from 'zod';
+import { DNS_LABEL, LIMITS } from './bounds';
 
-/** Every input is bounded before any work is done on it: these are the bounds. */
-export const LIMITS = {
-  /** the most replicas any request may name; the API may be configured lower (SCALEGATE_MAX_REPLICAS) */
-  replicas: 10_000,
-  labels: 64,
-  argv: 256,
-  argLength: 4096,
-  envEntries: 256,
-  envValueLength: 8192,
-  partitions: 4096,
-  /** endpoints one workload may require every replica to reach */
-  requirements: 16,
-  /** metrics one contract may name (each read from every pod, twice, at each judged scale-out) */
-  contractMetrics: 16,
-} as const;
-
-/** Lowercase DNS label (RFC 1123): what workload names and runtime ids must be. */
-export const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+export { ACCEPTABLE_UNKNOWNS, describeObject, DNS_LABEL, LIMITS } from './bounds';
 
 export const RuntimeId = z
   .string()
@@ -35,9 +19,6 @@ export const WorkloadName = z
   .min(1)
   .max(63)
   .regex(DNS_LABEL, 'workload names are DNS labels: lowercase letters, digits and inner dashes');
-
-/** The unknowns a scale-out request may accept rather than be refused for (`accept`), each a gate row's. */
-export const ACCEPTABLE_UNKNOWNS = ['downstream'] as const;
 
 /** A replica count, 1 to LIMITS.replicas; `notInteger` is what a value of another type is told. */
 const replicaNumber = (notInteger: z.core.$ZodErrorMap | string, atLeastOne: string) => z
@@ -76,6 +57,3 @@ export const StepsSchema = z
   .array(z.union([z.int().min(1).max(LIMITS.replicas), z.string().regex(/^(100|[1-9]?[0-9])%$|^rest$/, 'a step is a replica count, "P%" of the increase, or "rest"')]))
   .min(1)
   .max(10);
-
-/** A Kubernetes workload's object as summaries and details name it: `Deployment default/web on prod` (a name only: the workflows use it). */
-export const describeObject = (ref: { kind: string; namespace: string; name: string; cluster: string }): string => `${ref.kind} ${ref.namespace}/${ref.name} on ${ref.cluster}`;

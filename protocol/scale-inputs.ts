@@ -2,14 +2,15 @@
 // declared once here, and three schemas are built from that one table: the body of
 // POST /v1/workloads/:name/scale (every option optional, so a field the chosen operation does not
 // take can be named in its 422: domain/scale-choice.ts), and the inputs of the scaleOut and scaleIn
-// workflows (their defaults). A light module: the workflows import it (test/unit/workflow-imports).
+// workflows (their defaults). The workflows import only its types: the worker checks their input
+// (protocol/workflow-inputs.ts).
 import { z } from 'zod';
+import { DEFAULT_CONVERGE_TIMEOUT_MS } from './bounds';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, ScaleReplicas, StepsSchema, WorkloadName } from './names';
 
 const HOUR_MS = 3_600_000;
 
-/** How long a replan or scale waits for its new tasks to be ready, unless the request says. */
-export const DEFAULT_CONVERGE_TIMEOUT_MS = 60_000;
+export { DEFAULT_CONVERGE_TIMEOUT_MS } from './bounds';
 
 /** Each option of a scale, once: its type and bounds (the request makes it optional, a workflow gives its default). */
 export const SCALE_FIELDS = {

@@ -14,7 +14,7 @@ import { DRAIN_TASKS_NAMED, SPEC_OF_THE_BASIS, askPatch } from './patches';
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
 
-export { DEFAULT_CONVERGE_TIMEOUT_MS } from '../protocol/scale-inputs';
+export { DEFAULT_CONVERGE_TIMEOUT_MS } from '../protocol/bounds';
 
 export type DrainReceipts = Awaited<ReturnType<Activities['drainTasks']>>;
 

@@ -2,21 +2,14 @@
 // loop's plans. An abort or a Temporal cancellation before the placement write ends it `cancelled`
 // with nothing changed; a failure or an abort after it is compensated by the stop-the-world replan.
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
-import { z } from 'zod';
 import type { LedgerOutcome } from '../protocol';
 import type { Activities } from '../activities';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
-import { failureMessage, handleAborts, isStalePlan, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
+import { applyPlacement, type PlacementOutcome } from './apply-placement';
+import { checkInput, failureMessage, handleAborts, isStalePlan, profiles, reportingOutcome, trackOperation } from './operation';
 import { compensate } from './stop-the-world-replan';
 import { APPLY_PLAN_STALE_REFUSED, LEDGER_AFTER_COMPENSATION, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
-
-export const ApplyPlanInputSchema = z.object({
-  planId: z.string().min(1),
-  reason: z.string().max(500).optional(),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
-});
 
 export type ApplyPlanResult = PlacementOutcome & {
   compensated: boolean;
@@ -30,7 +23,7 @@ export async function applyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
 }
 
 async function runApplyPlan(rawInput: unknown): Promise<ApplyPlanResult> {
-  const input = parseInput(ApplyPlanInputSchema, rawInput, 'applyPlan');
+  const input = await checkInput('applyPlan', rawInput);
   const { workflowId, runId } = workflowInfo();
   const aborts = handleAborts();
   const plan = await store.loadPlan.executeWithOptions({ summary: `load plan ${input.planId}` }, [input.planId]);

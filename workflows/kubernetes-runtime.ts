@@ -33,4 +33,4 @@ export interface KubernetesStatus {
   metrics?: { baseline: MetricsReading; after: MetricsReading | null };
 }
 
-export { describeObject } from '../protocol/names';
+export { describeObject } from '../protocol/bounds';

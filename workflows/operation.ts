@@ -9,9 +9,11 @@ import type { z } from 'zod';
 import type { Activities } from '../activities';
 // Values from protocol's own modules, not its index: see protocol/names.ts for why.
 import { describeIssues } from '../protocol/issues';
+import type * as WorkflowInputsModule from '../protocol/workflow-inputs';
+import type { CheckedInput, CheckedWorkflow, InputCheck } from '../protocol/workflow-inputs';
 import { statusOfOutcome, type LedgerOutcome, type OperationStatusWord } from '../protocol/ledger';
 import { ADMIT_BY_MEMO, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol/search-attributes';
-import { ADMISSION_BY_RECORDED_START, EVIDENCE_JUDGED, FEWER_ROUND_TRIPS, SCALEGATE_OUTCOME, askPatch } from './patches';
+import { ADMISSION_BY_RECORDED_START, EVIDENCE_JUDGED, FEWER_ROUND_TRIPS, INPUT_CHECKED_BY_WORKER, SCALEGATE_OUTCOME, askPatch } from './patches';
 
 export const phaseQuery = defineQuery<string>('phase');
 /** POST /v1/operations/:id/abort: an operator's abort, taken by every operation that changes a placement. */
@@ -133,6 +135,31 @@ export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType
     });
   }
   return parsed.data;
+}
+
+const inputCheck = proxyLocalActivities<Activities>({ startToCloseTimeout: '10 seconds', retry: { maximumAttempts: 5, initialInterval: '200ms' } });
+
+/**
+ * The input of a workflow the worker checks (protocol/workflow-inputs.ts): the local activity
+ * checkWorkflowInput answers it with its defaults, or the message a refusal fails with, non-retryably,
+ * as parseInput's. Runs recorded before patch input-checked-by-worker check it inline, as they did:
+ * the schemas are required only on that path, so a run evaluates no zod.
+ */
+export async function checkInput<W extends CheckedWorkflow>(workflowType: W, input: unknown): Promise<CheckedInput<W>> {
+  refuseLateStart(workflowType);
+  let check: InputCheck<W>;
+  if (askPatch(INPUT_CHECKED_BY_WORKER)) {
+    // Asked before the local activity, not in the activation that resolves it, where the store calls
+    // that follow would ask it: a replay can resolve a local activity a workflow task earlier than
+    // the run did, and a patch first asked there then reads as absent (docs/workflows.md, "Patches").
+    askPatch(FEWER_ROUND_TRIPS);
+    check = await inputCheck.checkWorkflowInput.executeWithOptions({ summary: `check ${workflowType}'s input` }, [workflowType, input]) as InputCheck<W>;
+  } else {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- evaluated only by runs recorded before the patch
+    check = (require('../protocol/workflow-inputs') as typeof WorkflowInputsModule).checkWorkflowInput(workflowType, input);
+  }
+  if (!check.ok) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: check.message });
+  return check.input;
 }
 
 /**

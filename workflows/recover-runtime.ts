@@ -9,13 +9,13 @@
 // LOST, ends in the stop-the-world replan of every affected workload that did not converge.
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { beginOperation, failureMessage, parseInput, profiles, reportingOutcome } from './operation';
+import { beginOperation, checkInput, failureMessage, profiles, reportingOutcome } from './operation';
 import { applyRecoveryDecision, replanCancelledByHand, replanRecoveredStream } from './recover-apply';
-import { RecoverRuntimeInputSchema, recoveryRow, recoveryStatusQuery, type RecoveryOutcome, type RecoveryStatus } from './recover-status';
+import { recoveryRow, recoveryStatusQuery, type RecoveryOutcome, type RecoveryStatus } from './recover-status';
 import { compensate } from './stop-the-world-replan';
 
 export { abortSignal } from './operation';
-export { RecoverRuntimeInputSchema, recoveryStatusQuery, type RecoverRuntimeInput, type RecoveryDecisionStatus, type RecoveryOutcome, type RecoveryStatus } from './recover-status';
+export { recoveryStatusQuery, type RecoverRuntimeInput, type RecoveryDecisionStatus, type RecoveryOutcome, type RecoveryStatus } from './recover-status';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 
@@ -24,7 +24,7 @@ export async function recoverRuntime(rawInput: unknown): Promise<RecoveryStatus>
 }
 
 async function runRecoverRuntime(rawInput: unknown): Promise<RecoveryStatus> {
-  const input = parseInput(RecoverRuntimeInputSchema, rawInput, 'recoverRuntime');
+  const input = await checkInput('recoverRuntime', rawInput);
   const at = () => new Date().toISOString();
   const status: RecoveryStatus = {
     kind: 'recoverRuntime', runtime: input.runtime, by: input.by, reason: input.reason, phase: 'starting', outcome: 'running',

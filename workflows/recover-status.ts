@@ -1,25 +1,12 @@
 // What a recoverRuntime is asked and what it reports: its input, its status (the `status` query
 // GET /v1/operations/recover:<runtime> reads) and its ledger row, made from that status.
 import { defineQuery } from '@temporalio/workflow';
-import { z } from 'zod';
 import type { Activities } from '../activities';
 import type { WorkloadRecovery } from '../domain/recovery';
-import { RuntimeId, type ReplicaCount } from '../protocol/names';
-import { DEFAULT_CONVERGE_TIMEOUT_MS, type PlacementOutcome } from './apply-placement';
+import type { ReplicaCount } from '../protocol/names';
+import type { PlacementOutcome } from './apply-placement';
 
-export const RecoverRuntimeInputSchema = z.strictObject({
-  runtime: RuntimeId,
-  reason: z.string().min(1).max(500).default('requested'),
-  /** who asked: the lease sweeper (a lease ran out) or an operator */
-  by: z.enum(['operator', 'lease-sweeper']).default('operator'),
-  /**
-   * The fence the lease sweeper declared the runtime LOST under. A runtime that is not LOST any more
-   * registered again since: it came back, and there is nothing to recover.
-   */
-  expectedFence: z.int().min(1).optional(),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
-});
-export type RecoverRuntimeInput = z.input<typeof RecoverRuntimeInputSchema>;
+export type { RecoverRuntimeInput } from '../protocol/workflow-inputs';
 
 /** `cancelled`: an abort or a Temporal cancellation before any placement moved (the runtime stays LOST). */
 export type RecoveryOutcome = 'running' | 'completed' | 'degraded' | 'not-needed' | 'compensated' | 'rejected' | 'cancelled' | 'failed';

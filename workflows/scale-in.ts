@@ -8,10 +8,9 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { planScaleIn, type ScaleInDecision } from '../domain/scale-in';
-import { ScaleInInputSchema } from '../protocol/scale-inputs';
 import { applyPlacement } from './apply-placement';
 import { kubernetesScale } from './kubernetes-scale';
-import { failureMessage, formatDuration, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { checkInput, failureMessage, formatDuration, isStalePlan, profiles, reportingOutcome, runtimesOf } from './operation';
 import { EVIDENCE_JUDGED, SCALE_IN_STALE_REFUSED, TIER_RULES, askPatch } from './patches';
 import { compareAfterScaleIn, drainDeadlineMs, forcedStops, scaleInLoads } from './scale-judgments';
 import { beginScaleOperation, planView, requirePlanFor, type ScaleStatus } from './scale-operation';
@@ -19,7 +18,7 @@ import { beginScaleOperation, planView, requirePlanFor, type ScaleStatus } from 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
-export { ScaleInInputSchema, type ScaleInInput } from '../protocol/scale-inputs';
+export type { ScaleInInput } from '../protocol/scale-inputs';
 export { drainDeadlineMs, forcedStops } from './scale-judgments';
 
 export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
@@ -27,7 +26,7 @@ export async function scaleIn(rawInput: unknown): Promise<ScaleStatus> {
 }
 
 async function runScaleIn(rawInput: unknown): Promise<ScaleStatus> {
-  const input = parseInput(ScaleInInputSchema, rawInput, 'scaleIn');
+  const input = await checkInput('scaleIn', rawInput);
   const op = await beginScaleOperation('scaleIn', input);
   const { workload, placement, status, aborts, enter } = op;
   // A Kubernetes workload: the two-phase drain through the runtime port's Kubernetes activities.

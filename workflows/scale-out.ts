@@ -5,10 +5,9 @@ import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { formatEvidenceGap } from '../domain/gates';
 import { stepSizes } from '../domain/steps';
-import { ScaleOutInputSchema } from '../protocol/scale-inputs';
 import { applyPlacement } from './apply-placement';
 import { kubernetesScale } from './kubernetes-scale';
-import { failureMessage, formatDuration, isStalePlan, parseInput, profiles, reportingOutcome, runtimesOf } from './operation';
+import { checkInput, failureMessage, formatDuration, isStalePlan, profiles, reportingOutcome, runtimesOf } from './operation';
 import { APPLY_APPROVED_PLAN, askPatch } from './patches';
 import { approvalDetails, awaitApproval, handleApproval } from './scale-approval';
 import { compareAfterScaleOut, judgeScaleOutGates } from './scale-judgments';
@@ -16,7 +15,7 @@ import { beginScaleOperation, planView, requirePlanFor, type ScaleStatus } from 
 
 export { abortSignal, statusQuery, type ScaleStatus } from './scale-operation';
 export { approvalDetails, approveUpdate, rejectUpdate, type DecisionArgs } from './scale-approval';
-export { ScaleOutInputSchema, type ScaleOutInput } from '../protocol/scale-inputs';
+export type { ScaleOutInput } from '../protocol/scale-inputs';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
@@ -26,7 +25,7 @@ export async function scaleOut(rawInput: unknown): Promise<ScaleStatus> {
 }
 
 async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
-  const input = parseInput(ScaleOutInputSchema, rawInput, 'scaleOut');
+  const input = await checkInput('scaleOut', rawInput);
   const op = await beginScaleOperation('scaleOut', input);
   const { workload, from, status, aborts, enter } = op;
   handleApproval(status);

@@ -1,34 +1,20 @@
 // stopTheWorldReplan (DESIGN.md §4.5): the one compensation. Every abort path ends here as a child.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, CancellationScope, executeChild, isCancellation, log, proxyActivities, sleep, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
-import { z } from 'zod';
 import type { Activities } from '../activities';
 import { compareEvidence, type EvidenceComparison } from '../domain/evidence';
 import type { Plan } from '../domain/plan';
-import { Replicas, WorkloadName } from '../protocol/names';
-import { applyPlacement, DEFAULT_CONVERGE_TIMEOUT_MS, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
-import { failureMessage, parseInput, profiles, reportingOutcome, trackOperation } from './operation';
+import { REPLAN_REASON_MAX } from '../protocol/bounds';
+import type { CheckedInput } from '../protocol/workflow-inputs';
+import { applyPlacement, withoutRemovalsOn, type PlacementOutcome } from './apply-placement';
+import { checkInput, failureMessage, profiles, reportingOutcome, trackOperation } from './operation';
 import { COMPENSATE_WAITS_FOR_RUNNING_REPLAN, REPLAN_CANCELLATION_LEDGERED, REPLAN_FINISHES_ONCE_BEGUN, REPLAN_PLACES_AGAIN, STREAM_REPLAN, STREAM_REPLAN_STOPS_AGAIN, STREAM_REPLAN_WAITS_FOR_ROOM, STREAM_RESIZE_WAITS_FOR_ROOM, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 const long = proxyActivities<Activities>(profiles.longCall);
 const agentCalls = proxyActivities<Activities>(profiles.agentCall);
 
-/** The longest reason a replan takes (its input schema's bound). */
-export const REPLAN_REASON_MAX = 500;
-
-export const ReplanInputSchema = z.object({
-  workload: WorkloadName,
-  /** the size to replan at; a stream job's operators scale proportionally to it (default: as defined) */
-  replicas: Replicas.optional(),
-  /** stream jobs: the parallelism of some operators, by operator id (the others keep theirs) */
-  parallelism: z.record(z.string().max(63), z.int().min(1).max(32768)).optional(),
-  reason: z.string().min(1).max(REPLAN_REASON_MAX),
-  /** the workflow whose abort led here */
-  cause: z.string().max(300).optional(),
-  convergeTimeoutMs: z.int().min(1000).max(3_600_000).default(DEFAULT_CONVERGE_TIMEOUT_MS),
-});
-export type ReplanInput = z.input<typeof ReplanInputSchema>;
+export type { ReplanInput } from '../protocol/workflow-inputs';
 
 /**
  * The one compensation: stop every task of the workload, recompute placement at the requested
@@ -39,7 +25,7 @@ export async function stopTheWorldReplan(rawInput: unknown): Promise<PlacementOu
 }
 
 async function runStopTheWorldReplan(rawInput: unknown): Promise<PlacementOutcome> {
-  const input = parseInput(ReplanInputSchema, rawInput, 'stopTheWorldReplan');
+  const input = await checkInput('stopTheWorldReplan', rawInput);
   // Runs recorded before stream jobs existed replay without this look-up.
   const workload = askPatch(STREAM_REPLAN) ? await store.loadWorkload.executeWithOptions({ summary: `load workload ${input.workload}` }, [input.workload]) : null;
   if (workload?.kind === 'stream') return replanStreamJob(input);
@@ -132,7 +118,7 @@ export interface StreamReplanOutcome extends PlacementOutcome {
  * (sources seek to its offsets, aggregates load the key groups they own now, the sink drops what
  * was pre-committed after it); converge; ledger.
  */
-async function replanStreamJob(input: z.infer<typeof ReplanInputSchema>): Promise<StreamReplanOutcome> {
+async function replanStreamJob(input: CheckedInput<'stopTheWorldReplan'>): Promise<StreamReplanOutcome> {
   const { workflowId, runId } = workflowInfo();
   const size = input.parallelism ? JSON.stringify(input.parallelism) : String(input.replicas ?? 'as defined');
   const op = trackOperation('replan', input.workload, `replan stream job ${input.workload} → ${size}`);

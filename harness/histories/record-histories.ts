@@ -11,6 +11,7 @@ import { ApplicationFailure, type Duration } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { bundleWorkflows } from '../../workers/workflow-bundle';
 import type { Activities } from '../../activities';
+import { workflowInputActivities } from '../../activities/workflow-input';
 import type { WorkloadRecovery } from '../../domain/recovery';
 import { ADMIT_BY_MEMO, OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
@@ -1721,7 +1722,8 @@ export async function recordHistories(options: RecordOptions): Promise<string[]>
       const taskQueue = `histories-${scenario.name}`;
       const fakes = scenario.fakes(scenario.name);
       const worker = await Worker.create({
-        connection: nativeConnection, namespace, taskQueue, activities: fakes.activities, workflowBundle, identity: IDENTITY,
+        // the input check is pure: the worker's own, beside the fakes
+        connection: nativeConnection, namespace, taskQueue, activities: { ...workflowInputActivities(), ...fakes.activities }, workflowBundle, identity: IDENTITY,
         ...IN_THIS_THREAD,
       });
       const recorded = await worker

@@ -25,20 +25,16 @@ import { offlineApiDocument } from '../../api/server';
 import { USAGE } from '../../cli/main';
 import { describeIssues, HeartbeatSchema, PlanRequestSchema, RegisterRuntimeSchema, RescaleRequestSchema, RolloutRequestSchema, ScaleRequestSchema, WorkloadDefinitionSchema } from '../../protocol';
 import { TierPolicySchema, TierSignalSchema } from '../../protocol/tiers';
+import { CHECKED_INPUT_SCHEMAS } from '../../protocol/workflow-inputs';
 import type * as registered from '../../workflows';
-import { ApplyPlanInputSchema } from '../../workflows/apply-plan';
 import { AutoscalerInputSchema } from '../../workflows/autoscaler';
 import { CrashLoopsInputSchema } from '../../workflows/crash-loops';
 import { LeaseSweeperInputSchema } from '../../workflows/lease-sweeper';
 import { PingInputSchema } from '../../workflows/ping';
 import { ReconcileInputSchema } from '../../workflows/reconcile';
-import { RecoverRuntimeInputSchema } from '../../workflows/recover-runtime';
 import { RescaleInputSchema } from '../../workflows/rescale-operator';
 import { RetireInputSchema } from '../../workflows/retire-workload';
 import { RolloutInputSchema } from '../../workflows/rollout';
-import { ScaleInInputSchema } from '../../workflows/scale-in';
-import { ScaleOutInputSchema } from '../../workflows/scale-out';
-import { ReplanInputSchema } from '../../workflows/stop-the-world-replan';
 import { SubtaskFailuresInputSchema } from '../../workflows/subtask-failures';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -50,20 +46,16 @@ const DOC_FILES = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filte
 
 /** Each workflow type the worker registers (the exports of workflows/index.ts) → its own input schema. */
 const INPUT_SCHEMAS: Record<keyof typeof registered, z.ZodType> = {
-  applyPlan: ApplyPlanInputSchema,
+  ...CHECKED_INPUT_SCHEMAS,
   autoscaler: AutoscalerInputSchema,
   handleCrashLoops: CrashLoopsInputSchema,
   handleSubtaskFailures: SubtaskFailuresInputSchema,
   leaseSweeper: LeaseSweeperInputSchema,
   ping: PingInputSchema,
   reconcile: ReconcileInputSchema,
-  recoverRuntime: RecoverRuntimeInputSchema,
   rescaleOperator: RescaleInputSchema,
   retireWorkload: RetireInputSchema,
   rollout: RolloutInputSchema,
-  scaleIn: ScaleInInputSchema,
-  scaleOut: ScaleOutInputSchema,
-  stopTheWorldReplan: ReplanInputSchema,
 };
 
 /** The body schema of each API operation that takes one (by operationId; the routes validate with these). */

@@ -8,7 +8,7 @@ import { build } from 'esbuild';
 import { ROOT } from '../../embedded/processes';
 
 /** The protocol modules the workflows may import values from: small, and each needed by one. */
-const ALLOWED = ['protocol/issues.ts', 'protocol/ledger.ts', 'protocol/names.ts', 'protocol/scale-inputs.ts', 'protocol/search-attributes.ts', 'protocol/stream.ts', 'protocol/task-reports.ts', 'protocol/tiers.ts'];
+const ALLOWED = ['protocol/bounds.ts', 'protocol/issues.ts', 'protocol/ledger.ts', 'protocol/names.ts', 'protocol/scale-inputs.ts', 'protocol/search-attributes.ts', 'protocol/stream.ts', 'protocol/task-reports.ts', 'protocol/tiers.ts', 'protocol/workflow-inputs.ts'];
 
 it('the workflow bundle imports no protocol module beyond the names, the ledger words, the search attributes, stream failures, task reports and tiers', async () => {
   const result = await build({
@@ -29,3 +29,40 @@ it('the ledger words every workflow run evaluates build no schema (the rows as r
   expect(ledger).toBeDefined();
   expect(ledger!.imports.map((i) => i.path)).not.toContain('zod');
 });
+
+/**
+ * What a run of `entry` evaluates: the modules it imports, followed through their imports, but not
+ * through a `require()` inside a function (evaluated only when that code runs, as workflows/index.ts's
+ * lazy exports and checkInput's path for runs recorded before patch input-checked-by-worker).
+ */
+async function evaluatedBy(entry: string): Promise<{ modules: string[]; packages: string[] }> {
+  const result = await build({
+    entryPoints: [path.join(ROOT, entry)], bundle: true, write: false, metafile: true, platform: 'node',
+    external: ['@temporalio/*', 'zod'], logLevel: 'error', outfile: path.join(ROOT, 'workflow-imports.js'), absWorkingDir: ROOT,
+  });
+  const { inputs } = result.metafile;
+  const modules = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (file: string) => {
+    if (modules.has(file)) return;
+    modules.add(file);
+    for (const imported of inputs[file]?.imports ?? []) {
+      if (imported.kind === 'require-call') continue;
+      if (imported.external) packages.add(imported.path);
+      else visit(imported.path);
+    }
+  };
+  visit(entry);
+  return { modules: [...modules], packages: [...packages] };
+}
+
+it.each(['workflows/scale-out.ts', 'workflows/scale-in.ts', 'workflows/apply-plan.ts', 'workflows/stop-the-world-replan.ts', 'workflows/recover-runtime.ts'])(
+  'a run of %s evaluates no zod: the worker checks its input (protocol/workflow-inputs.ts)',
+  async (entry) => {
+    const { modules, packages } = await evaluatedBy(entry);
+    expect(modules).toContain('workflows/operation.ts'); // the graph was followed
+    expect(packages).toContain('@temporalio/workflow');
+    expect(packages.filter((name) => name === 'zod' || name.startsWith('zod/'))).toEqual([]);
+    expect(modules).not.toContain('protocol/workflow-inputs.ts');
+  },
+);
