@@ -20,7 +20,7 @@ export function evidenceActivities(deps: ActivityDeps) {
     async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[]; broker?: BrokerPartitions }> {
       const workload = await requireWorkload(input.workload);
       // Every placement's replicas counted by the database, and the workload's own: not every placement read.
-      const [all, used, own] = await Promise.all([runtimes.list(), registry.usedSlots(), registry.getPlacement(workload.name)]);
+      const [all, used, own] = await Promise.all([runtimes.fleet(), registry.usedSlots(), registry.getPlacement(workload.name)]);
       const hosts = new Set((own?.assignments ?? []).map((a) => a.runtimeId));
       const eligible = eligibleRuntimes(all, workload, now()).map((r) => ({
         id: r.id, freeSlots: Math.max(0, r.slots - (used[r.id] ?? 0)), alreadyHostsWorkload: hosts.has(r.id),
@@ -60,7 +60,7 @@ export function evidenceActivities(deps: ActivityDeps) {
       let sampled = false;
       const throughputPerTask: (readonly [number, number])[][] = [];
       const windowMs = input.sinceMs === undefined ? Infinity : now() - input.sinceMs;
-      const lost = new Set((await runtimes.list()).filter((r) => r.status === 'LOST').map((r) => r.id));
+      const lost = await runtimes.lostAmong((placement?.assignments ?? []).map((a) => a.runtimeId));
       for (const a of placement?.assignments ?? []) {
         // An agent that does not answer, or that does not host the task, measured nothing: its zeros are no figures.
         // One on a LOST runtime is not asked: recovery decided it is gone, and a cut-off host answers no call before its timeout.

@@ -73,8 +73,7 @@ export function streamActivities(deps: ActivityDeps) {
       const placement = await registry.getPlacement(input.workload);
       const placementFence = placement?.fence;
       // A LOST runtime holding subtasks is not called (skipLost) but named: the replan removes nothing there.
-      const held = new Set((placement?.assignments ?? []).map((a) => a.runtimeId));
-      const unreachable = (await runtimes.list()).filter((r) => r.status === 'LOST' && held.has(r.id)).map((r) => r.id);
+      const unreachable = [...await runtimes.lostAmong((placement?.assignments ?? []).map((a) => a.runtimeId))].sort();
       const stopped = await stopEveryTaskOf(
         input.workload, { placementFence, skipLost: true, limitMs: STREAM_STOP_UNANSWERED_MS, atLimit: 'unreachable' }, (runtime) => unreachable.push(runtime.id),
       ).catch((error: unknown) => {

@@ -9,7 +9,7 @@ import type { RegistryStore } from './registry';
 import type { RuntimeStore } from './runtimes';
 
 export interface PlannerStores {
-  runtimes: Pick<RuntimeStore, 'list'>;
+  runtimes: Pick<RuntimeStore, 'fleet'>;
   registry: Pick<RegistryStore, 'listPlacements' | 'listWorkloads' | 'getPlacement' | 'usedSlots'>;
   plans: Pick<PlanStore, 'save'>;
 }
@@ -17,7 +17,7 @@ export interface PlannerStores {
 /** `keys`: rendezvous keys kept across plans by the process (activities/rendezvous-threads.ts). */
 export function createPlanner(stores: PlannerStores, now: () => number = Date.now, keys?: RendezvousKeyCache) {
   async function snapshot(): Promise<FleetSnapshot> {
-    const [runtimes, placements, workloads] = await Promise.all([stores.runtimes.list(), stores.registry.listPlacements(), stores.registry.listWorkloads()]);
+    const [runtimes, placements, workloads] = await Promise.all([stores.runtimes.fleet(), stores.registry.listPlacements(), stores.registry.listWorkloads()]);
     return { runtimes, placements, workloads };
   }
 
@@ -27,7 +27,7 @@ export function createPlanner(stores: PlannerStores, now: () => number = Date.no
    * and workload: an operation's cost then grows with the runtimes, not with the workloads.
    */
   async function snapshotFor(workload: string): Promise<FleetSnapshot & { placement: Placement | null; usedSlots: Record<string, number> }> {
-    const [runtimes, placement, usedSlots] = await Promise.all([stores.runtimes.list(), stores.registry.getPlacement(workload), stores.registry.usedSlots({ except: workload })]);
+    const [runtimes, placement, usedSlots] = await Promise.all([stores.runtimes.fleet(), stores.registry.getPlacement(workload), stores.registry.usedSlots({ except: workload })]);
     return { runtimes, placements: placement ? [placement] : [], workloads: [], placement, usedSlots };
   }
 

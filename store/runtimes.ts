@@ -30,7 +30,11 @@ export type StoredRuntime = Runtime & {
   heldAt: string | null;
 };
 
-const toRuntime = (row: RuntimeRow): StoredRuntime => ({
+/** A runtime's protocol fields: what placement and the gates read of every runtime. */
+const FLEET_COLUMNS = 'id, endpoint, labels, slots, status, lease_expires_at, fence';
+type FleetRow = Pick<RuntimeRow, 'id' | 'endpoint' | 'labels' | 'slots' | 'status' | 'lease_expires_at' | 'fence'>;
+
+const toFleetRuntime = (row: FleetRow): Runtime => ({
   id: row.id,
   endpoint: row.endpoint,
   labels: row.labels,
@@ -38,6 +42,10 @@ const toRuntime = (row: RuntimeRow): StoredRuntime => ({
   status: row.status,
   leaseExpiresAt: row.lease_expires_at.toISOString(),
   fence: Number(row.fence),
+});
+
+const toRuntime = (row: RuntimeRow): StoredRuntime => ({
+  ...toFleetRuntime(row),
   tasks: row.tasks,
   lastHeartbeatAt: row.last_heartbeat_at?.toISOString() ?? null,
   lostAt: row.lost_at?.toISOString() ?? null,
@@ -430,6 +438,26 @@ export function createRuntimeStore(db: Pool) {
     async list() {
       const { rows } = await db.query<RuntimeRow>(`select ${COLUMNS} from runtimes order by id`);
       return rows.map(toRuntime);
+    },
+
+    /**
+     * Every runtime's protocol fields, without its task reports and its records: what a plan and the
+     * scale-out gates read of the whole fleet at every operation (at 1,000 runtimes, parsing those
+     * was a large share of the worker's main thread in bench/fleet's profile).
+     */
+    async fleet(): Promise<Runtime[]> {
+      const { rows } = await db.query<FleetRow>(`select ${FLEET_COLUMNS} from runtimes order by id`);
+      return rows.map(toFleetRuntime);
+    },
+
+    /**
+     * Which of `ids` are LOST: what a placement's readers ask of the fleet, without reading every
+     * runtime (a scale-out's evidence asked it twice, and read the whole fleet each time).
+     */
+    async lostAmong(ids: readonly string[]): Promise<Set<string>> {
+      if (ids.length === 0) return new Set();
+      const { rows } = await db.query<{ id: string }>(`select id from runtimes where status = 'LOST' and id = any($1::text[])`, [[...new Set(ids)]]);
+      return new Set(rows.map((row) => row.id));
     },
   };
 }

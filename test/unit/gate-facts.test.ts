@@ -19,7 +19,7 @@ function depsWithProbes(probe: (endpoint: string) => Promise<unknown>, partition
   return {
     stores: {
       registry: { getWorkload: async () => workload, usedSlots: async () => ({}), getPlacement: async () => null },
-      runtimes: { list: async () => [], agentTarget: async (id: string) => ({ endpoint: `http://${id}`, credential: 'c' }) },
+      runtimes: { fleet: async () => [], lostAmong: async () => new Set<string>(), agentTarget: async (id: string) => ({ endpoint: `http://${id}`, credential: 'c' }) },
     },
     agents: { probe: (target: { endpoint: string }) => probe(target.endpoint) },
     now: () => 0,
