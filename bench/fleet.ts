@@ -17,7 +17,10 @@
 //   3. Scale operations through the HTTP API (POST /v1/workloads/:name/scale, service 1 → 2, no
 //      soak), request → workflow result, on the smallest fleet: a few alone, in sequence (the
 //      reference), then `ops` at once on distinct workloads with one worker, then `ops` others
-//      with two worker processes, each batch run once; and what the cores allow (cpuCeiling).
+//      with two worker processes, each batch run once; and what the cores allow (cpuCeiling). The
+//      stack is metered idle for one reconcile interval before the batches, so each process's CPU
+//      per operation is also given net of what it spends with nothing asked (cpuMsPerOperationNetOfIdle),
+//      and the worker's against Temporal's both ways (workerToTemporal).
 import fs from 'node:fs';
 import os from 'node:os';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -263,15 +266,22 @@ async function timeShares(stack: Stack, runs: Timed[]): Promise<Record<string, {
  * cores are full (cores ÷ the cores in use). PostgreSQL's share can read low (backends that exited
  * during the batch take their ticks with them), which only lowers the floor.
  */
-function cpuCeiling(figures: { operations: number; wallMs: number; cpuShareOfOneCore: Record<string, number> }, batch: number) {
+function cpuCeiling(figures: { operations: number; wallMs: number; cpuShareOfOneCore: Record<string, number> }, batch: number, idleShareOfOneCore: Record<string, number>) {
   const cores = os.cpus().length;
   const shares = Object.entries(figures.cpuShareOfOneCore).map(([name, share]) => [name, Math.max(0, share)] as const);
   const cpuMsPerOperation = Object.fromEntries(shares.map(([name, share]) => [name, round((share * figures.wallMs) / figures.operations)]));
+  // What the operations themselves cost: each process's share less what it spends with the same
+  // fleet and nothing asked (heartbeats, lease sweeps, reconcile passes), measured just before.
+  const cpuMsPerOperationNetOfIdle = Object.fromEntries(shares.map(([name, share]) =>
+    [name, round((Math.max(0, share - (idleShareOfOneCore[name] ?? 0)) * figures.wallMs) / figures.operations)]));
+  const workerToTemporal = (perOperation: Record<string, number>) => (perOperation.temporal ? round(perOperation.worker / perOperation.temporal, 2) : null);
   // the bench's own share is the simulated fleet and the clients: load on these cores, not the control plane's work
   const controlPlaneCpuMsPerOperation = round(shares.filter(([name]) => name !== 'bench').reduce((sum, [, share]) => sum + (share * figures.wallMs) / figures.operations, 0));
   const coresInUse = shares.reduce((sum, [, share]) => sum + share, 0);
   return {
-    cores, cpuMsPerOperation, controlPlaneCpuMsPerOperation,
+    cores, cpuMsPerOperation, idleShareOfOneCore, cpuMsPerOperationNetOfIdle,
+    workerToTemporal: { gross: workerToTemporal(cpuMsPerOperation), netOfIdle: workerToTemporal(cpuMsPerOperationNetOfIdle) },
+    controlPlaneCpuMsPerOperation,
     wallMsFloorForTheBatch: Math.round((batch * controlPlaneCpuMsPerOperation) / cores),
     coresInUse: round(coresInUse, 2),
     throughputHeadroom: round(cores / coresInUse, 2),
@@ -338,6 +348,8 @@ async function scaleOperations(stack: Stack, fleet: SimulatedFleet, cpu: Record<
     for (const name of reference) runs.push(await scaleOnce(stack, name));
     return runs;
   });
+  log(`the same stack idle for ${RECONCILE_INTERVAL_MS / 1000} s (one reconcile interval): the CPU no operation asked for`);
+  const idle = await metered(cpu, () => sleep(RECONCILE_INTERVAL_MS));
   log(`${batch} operations at once, one worker`);
   const first = await metered(cpu, () => Promise.all(oneWorker.map((name) => scaleOnce(stack, name))));
   log('starting a second worker');
@@ -350,7 +362,7 @@ async function scaleOperations(stack: Stack, fleet: SimulatedFleet, cpu: Record<
   const referenceFigures = await batchFigures(stack, alone.result, alone.cpu);
   const one = await batchFigures(stack, first.result, first.cpu);
   const two = await batchFigures(stack, both.result, both.cpu);
-  const ceiling = cpuCeiling(one, batch);
+  const ceiling = cpuCeiling(one, batch, idle.cpu);
   return {
     what: `service 1 → 2 (soakMs 0) through POST /v1/workloads/:name/scale, request → workflow result; fleet of ${fleet.size} simulated runtimes heartbeating`,
     alone: referenceFigures,
@@ -443,6 +455,8 @@ async function main() {
         concurrentP95GoalWithinTheseCores: operations ? operations.cpuCeiling.wallMsFloorForTheBatch <= 3 * operations.alone.p50Ms : null,
         twoWorkersAtLeast1_6xThroughput: operations ? operations.ratios.twoWorkersToOneWorkerThroughput >= 1.6 : null,
         twoWorkersGoalWithinTheseCores: operations ? operations.cpuCeiling.throughputHeadroom >= 1.6 : null,
+        // issue 36: the worker spends at most what Temporal spends per operation, the idle fleet's share apart
+        workerCpuAtMostTemporalsPerOperation: operations ? (operations.cpuCeiling.workerToTemporal.netOfIdle ?? Infinity) <= 1 : null,
       },
       totalBenchMs: 0,
     };
