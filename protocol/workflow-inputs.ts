@@ -8,7 +8,7 @@
 // The workflows import only this module's types (test/unit/workflow-imports.test.ts).
 import { z } from 'zod';
 import { DEFAULT_CONVERGE_TIMEOUT_MS, REPLAN_REASON_MAX } from './bounds';
-import { describeIssues } from './issues';
+import { checkInputWith, type InputCheck as CheckOf } from './issues';
 import { Replicas, RuntimeId, WorkloadName } from './names';
 import { ScaleInInputSchema, ScaleOutInputSchema } from './scale-inputs';
 
@@ -61,14 +61,11 @@ export type CheckedWorkflow = keyof typeof CHECKED_INPUT_SCHEMAS;
 export type CheckedInput<W extends CheckedWorkflow> = z.output<(typeof CHECKED_INPUT_SCHEMAS)[W]>;
 
 /** The check's answer: plain JSON, as a local activity's result is recorded. */
-export type InputCheck<W extends CheckedWorkflow> = { ok: true; input: CheckedInput<W> } | { ok: false; message: string };
+export type InputCheck<W extends CheckedWorkflow> = CheckOf<CheckedInput<W>>;
 
 /** Checks `input` against `workflowType`'s schema; a refusal's message names each bad field. */
 export function checkWorkflowInput<W extends CheckedWorkflow>(workflowType: W, input: unknown): InputCheck<W> {
   const schema: z.ZodType | undefined = Object.hasOwn(CHECKED_INPUT_SCHEMAS, workflowType) ? CHECKED_INPUT_SCHEMAS[workflowType] : undefined;
   if (!schema) return { ok: false, message: `${String(workflowType)}: no input schema: the worker checks only ${Object.keys(CHECKED_INPUT_SCHEMAS).join(', ')}` };
-  const parsed = schema.safeParse(input);
-  return parsed.success
-    ? { ok: true, input: parsed.data as CheckedInput<W> }
-    : { ok: false, message: `${workflowType}: invalid input: ${describeIssues(parsed.error)}` };
+  return checkInputWith(schema, input, workflowType) as InputCheck<W>;
 }

@@ -8,9 +8,8 @@ import {
 import type { z } from 'zod';
 import type { Activities } from '../activities';
 // Values from protocol's own modules, not its index: see protocol/names.ts for why.
-import { describeIssues } from '../protocol/issues';
-import type * as WorkflowInputsModule from '../protocol/workflow-inputs';
-import type { CheckedInput, CheckedWorkflow, InputCheck } from '../protocol/workflow-inputs';
+import { checkInputWith, type InputCheck } from '../protocol/issues';
+import type * as WorkflowInputs from '../protocol/workflow-inputs';
 import { statusOfOutcome, type LedgerOutcome, type OperationStatusWord } from '../protocol/ledger';
 import { ADMIT_BY_MEMO, OPERATION_KEY, OUTCOME_KEY, PHASE_KEY, WORKLOAD_KEY } from '../protocol/search-attributes';
 import { ADMISSION_BY_RECORDED_START, EVIDENCE_JUDGED, FEWER_ROUND_TRIPS, INPUT_CHECKED_BY_WORKER, SCALEGATE_OUTCOME, askPatch } from './patches';
@@ -126,15 +125,13 @@ export function refuseLateStart(workflowType: string): void {
 
 export function parseInput<T>(schema: z.ZodType<T>, input: unknown, workflowType: string): T {
   refuseLateStart(workflowType);
-  const parsed = schema.safeParse(input);
-  if (!parsed.success) {
-    throw ApplicationFailure.create({
-      type: 'invalid-input',
-      nonRetryable: true,
-      message: `${workflowType}: invalid input: ${describeIssues(parsed.error)}`,
-    });
-  }
-  return parsed.data;
+  return inputOrRefusal(checkInputWith(schema, input, workflowType));
+}
+
+/** The checked input, or its refusal: a non-retryable failure naming each bad field. */
+function inputOrRefusal<T>(check: InputCheck<T>): T {
+  if (!check.ok) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: check.message });
+  return check.input;
 }
 
 const inputCheck = proxyLocalActivities<Activities>({ startToCloseTimeout: '10 seconds', retry: { maximumAttempts: 5, initialInterval: '200ms' } });
@@ -145,21 +142,20 @@ const inputCheck = proxyLocalActivities<Activities>({ startToCloseTimeout: '10 s
  * as parseInput's. Runs recorded before patch input-checked-by-worker check it inline, as they did:
  * the schemas are required only on that path, so a run evaluates no zod.
  */
-export async function checkInput<W extends CheckedWorkflow>(workflowType: W, input: unknown): Promise<CheckedInput<W>> {
+export async function checkInput<W extends WorkflowInputs.CheckedWorkflow>(workflowType: W, input: unknown): Promise<WorkflowInputs.CheckedInput<W>> {
   refuseLateStart(workflowType);
-  let check: InputCheck<W>;
+  let check: WorkflowInputs.InputCheck<W>;
   if (askPatch(INPUT_CHECKED_BY_WORKER)) {
     // Asked before the local activity, not in the activation that resolves it, where the store calls
     // that follow would ask it: a replay can resolve a local activity a workflow task earlier than
     // the run did, and a patch first asked there then reads as absent (docs/workflows.md, "Patches").
     askPatch(FEWER_ROUND_TRIPS);
-    check = await inputCheck.checkWorkflowInput.executeWithOptions({ summary: `check ${workflowType}'s input` }, [workflowType, input]) as InputCheck<W>;
+    check = await inputCheck.checkWorkflowInput.executeWithOptions({ summary: `check ${workflowType}'s input` }, [workflowType, input]) as WorkflowInputs.InputCheck<W>;
   } else {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- evaluated only by runs recorded before the patch
-    check = (require('../protocol/workflow-inputs') as typeof WorkflowInputsModule).checkWorkflowInput(workflowType, input);
+    check = (require('../protocol/workflow-inputs') as typeof WorkflowInputs).checkWorkflowInput(workflowType, input);
   }
-  if (!check.ok) throw ApplicationFailure.create({ type: 'invalid-input', nonRetryable: true, message: check.message });
-  return check.input;
+  return inputOrRefusal(check);
 }
 
 /**

@@ -7,25 +7,26 @@ import path from 'node:path';
 import { build } from 'esbuild';
 import { ROOT } from '../../embedded/processes';
 
+/** Every module `entry` reaches (webpack's import graph, as esbuild reads it), each with its imports. */
+async function importGraph(entry: string) {
+  const result = await build({
+    entryPoints: [path.join(ROOT, entry)], bundle: true, write: false, metafile: true, platform: 'node',
+    external: ['@temporalio/*', 'zod'], logLevel: 'error', outfile: path.join(ROOT, 'workflow-imports.js'), absWorkingDir: ROOT,
+  });
+  return result.metafile.inputs;
+}
+
 /** The protocol modules the workflows may import values from: small, and each needed by one. */
 const ALLOWED = ['protocol/bounds.ts', 'protocol/issues.ts', 'protocol/ledger.ts', 'protocol/names.ts', 'protocol/scale-inputs.ts', 'protocol/search-attributes.ts', 'protocol/stream.ts', 'protocol/task-reports.ts', 'protocol/tiers.ts', 'protocol/workflow-inputs.ts'];
 
 it('the workflow bundle imports no protocol module beyond the names, the ledger words, the search attributes, stream failures, task reports and tiers', async () => {
-  const result = await build({
-    entryPoints: [path.join(ROOT, 'workflows/index.ts')], bundle: true, write: false, metafile: true, platform: 'node',
-    external: ['@temporalio/*', 'zod'], logLevel: 'error', outfile: path.join(ROOT, 'workflow-imports.js'), absWorkingDir: ROOT,
-  });
-  const modules = Object.keys(result.metafile.inputs);
+  const modules = Object.keys(await importGraph('workflows/index.ts'));
   expect(modules).toContain('workflows/scale-out.ts');
   expect(modules.filter((file) => file.startsWith('protocol/')).sort()).toEqual(ALLOWED);
 });
 
 it('the ledger words every workflow run evaluates build no schema (the rows as read back are protocol/api.ts\'s)', async () => {
-  const result = await build({
-    entryPoints: [path.join(ROOT, 'workflows/operation.ts')], bundle: true, write: false, metafile: true, platform: 'node',
-    external: ['@temporalio/*', 'zod'], logLevel: 'error', outfile: path.join(ROOT, 'workflow-imports.js'), absWorkingDir: ROOT,
-  });
-  const ledger = result.metafile.inputs['protocol/ledger.ts'];
+  const ledger = (await importGraph('workflows/operation.ts'))['protocol/ledger.ts'];
   expect(ledger).toBeDefined();
   expect(ledger!.imports.map((i) => i.path)).not.toContain('zod');
 });
@@ -36,11 +37,7 @@ it('the ledger words every workflow run evaluates build no schema (the rows as r
  * lazy exports and checkInput's path for runs recorded before patch input-checked-by-worker).
  */
 async function evaluatedBy(entry: string): Promise<{ modules: string[]; packages: string[] }> {
-  const result = await build({
-    entryPoints: [path.join(ROOT, entry)], bundle: true, write: false, metafile: true, platform: 'node',
-    external: ['@temporalio/*', 'zod'], logLevel: 'error', outfile: path.join(ROOT, 'workflow-imports.js'), absWorkingDir: ROOT,
-  });
-  const { inputs } = result.metafile;
+  const inputs = await importGraph(entry);
   const modules = new Set<string>();
   const packages = new Set<string>();
   const visit = (file: string) => {
