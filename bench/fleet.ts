@@ -369,6 +369,7 @@ async function scaleOperations(stack: Stack, fleet: SimulatedFleet, cpu: Record<
     concurrentOneWorker: one,
     concurrentTwoWorkers: two,
     cpuCeiling: ceiling,
+    everyBatchOperationCompleted: [one, two].every((figures) => figures.outcomes.completed === batch),
     ratios: {
       oneWorkerP95ToAloneP50: round(one.p95Ms / referenceFigures.p50Ms, 2),
       twoWorkersP95ToAloneP50: round(two.p95Ms / referenceFigures.p50Ms, 2),
@@ -378,6 +379,17 @@ async function scaleOperations(stack: Stack, fleet: SimulatedFleet, cpu: Record<
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * Slots per simulated runtime: room for the placed workloads seeded at the largest size (3 replicas
+ * per runtime) and every operation's workload at 2 replicas on the smallest fleet, where the
+ * operations run, and one to spare. With less, the operations are refused for capacity, and what
+ * they cost says nothing about what a scale-out costs.
+ */
+function slotsFor(sizes: number[], batch: number): number {
+  const operationReplicas = 2 * (REFERENCE_OPS + 2 * batch);
+  return 3 + Math.ceil(operationReplicas / Math.min(...sizes)) + 1;
+}
 
 async function main() {
   const sizes = argument('sizes', '1000,10000').split(',').map(Number).sort((a, b) => a - b);
@@ -391,7 +403,7 @@ async function main() {
   try {
     stack = await startStack({ leaseTtlMs: LEASE_TTL_MS, env: { SCALEGATE_RECONCILE_INTERVAL_MS: String(RECONCILE_INTERVAL_MS), ...(process.env.PROF ? { NODE_OPTIONS: process.env.PROF } : {}) } });
     const running = stack;
-    fleet = await SimulatedFleet.start({ apiUrl: running.apiUrl, agentToken: running.tokens.agent });
+    fleet = await SimulatedFleet.start({ apiUrl: running.apiUrl, agentToken: running.tokens.agent, slots: slotsFor(sizes, batch) });
     // The bench's own reads wait for a connection as long as it takes: PostgreSQL shares the cores with the fleet.
     db = createPool(running.databaseUrl, { max: 2, connectTimeoutMs: 60_000 });
     const postgresPid = servers.env.postgresPid;
@@ -456,7 +468,8 @@ async function main() {
         twoWorkersAtLeast1_6xThroughput: operations ? operations.ratios.twoWorkersToOneWorkerThroughput >= 1.6 : null,
         twoWorkersGoalWithinTheseCores: operations ? operations.cpuCeiling.throughputHeadroom >= 1.6 : null,
         // issue 36: the worker spends at most what Temporal spends per operation, the idle fleet's share apart
-        workerCpuAtMostTemporalsPerOperation: operations ? (operations.cpuCeiling.workerToTemporal.netOfIdle ?? Infinity) <= 1 : null,
+        // judged on scale-outs that completed only: a refused one costs a fraction of one that runs
+        workerCpuAtMostTemporalsPerOperation: operations?.everyBatchOperationCompleted ? (operations.cpuCeiling.workerToTemporal.netOfIdle ?? Infinity) <= 1 : null,
       },
       totalBenchMs: 0,
     };

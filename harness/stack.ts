@@ -307,7 +307,8 @@ export async function startStack(options: {
     },
     async stop() {
       await temporal.workflow.getHandle(`reconcile:${taskQueue}`).terminate('test stack stopped').catch(() => {});
-      await Promise.all(processes.map((p) => p.stop(5000)));
+      // A profiled process writes its CPU profile as it exits, which can take longer than a shutdown.
+      await Promise.all(processes.map((p) => p.stop(process.env.SCALEGATE_CPU_PROFILE_DIR ? 60_000 : 5000)));
       await balancer?.close();
       await connection.close();
       await db.end();
