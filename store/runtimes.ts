@@ -30,22 +30,29 @@ export type StoredRuntime = Runtime & {
   heldAt: string | null;
 };
 
-/** A runtime's protocol fields: what placement and the gates read of every runtime. */
-const FLEET_COLUMNS = 'id, endpoint, labels, slots, status, lease_expires_at, fence';
-type FleetRow = Pick<RuntimeRow, 'id' | 'endpoint' | 'labels' | 'slots' | 'status' | 'lease_expires_at' | 'fence'>;
+/**
+ * A runtime's protocol fields: what placement and the gates read of every runtime. Cheap to parse,
+ * since every scale operation reads them for the whole fleet twice: the lease's end comes as the
+ * text toISOString() would make of it (milliseconds, truncated as pg's own parser truncates) rather
+ * than as a Date parsed and formatted again, and the labels as their text, parsed once per distinct
+ * set (bench/fleet at 1,000 runtimes: 1.7 ms of the worker's CPU a read instead of 2.9).
+ */
+const FLEET_COLUMNS = `id, endpoint, labels::text as labels, slots, status, fence,
+  to_char(lease_expires_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as lease_expires_at`;
+type FleetRow = Pick<RuntimeRow, 'id' | 'endpoint' | 'slots' | 'status' | 'fence'> & { labels: string; lease_expires_at: string };
 
-const toFleetRuntime = (row: FleetRow): Runtime => ({
+const protocolFields = (row: Pick<RuntimeRow, 'id' | 'endpoint' | 'slots' | 'status' | 'fence'>, labels: Runtime['labels'], leaseExpiresAt: string): Runtime => ({
   id: row.id,
   endpoint: row.endpoint,
-  labels: row.labels,
+  labels,
   slots: row.slots,
   status: row.status,
-  leaseExpiresAt: row.lease_expires_at.toISOString(),
+  leaseExpiresAt,
   fence: Number(row.fence),
 });
 
 const toRuntime = (row: RuntimeRow): StoredRuntime => ({
-  ...toFleetRuntime(row),
+  ...protocolFields(row, row.labels, row.lease_expires_at.toISOString()),
   tasks: row.tasks,
   lastHeartbeatAt: row.last_heartbeat_at?.toISOString() ?? null,
   lostAt: row.lost_at?.toISOString() ?? null,
@@ -447,7 +454,13 @@ export function createRuntimeStore(db: Pool) {
      */
     async fleet(): Promise<Runtime[]> {
       const { rows } = await db.query<FleetRow>(`select ${FLEET_COLUMNS} from runtimes order by id`);
-      return rows.map(toFleetRuntime);
+      // A fleet has few distinct label sets: runtimes with the same one share one parsed object (read only).
+      const labelSets = new Map<string, Runtime['labels']>();
+      return rows.map((row) => {
+        let labels = labelSets.get(row.labels);
+        if (labels === undefined) labelSets.set(row.labels, (labels = Object.freeze(JSON.parse(row.labels)) as Runtime['labels']));
+        return protocolFields(row, labels, row.lease_expires_at);
+      });
     },
 
     /**
