@@ -2,9 +2,9 @@
 // consumer sink audit), and the proof after a scale-in that the removed own nothing.
 import { ApplicationFailure } from '@temporalio/activity';
 import { throughputSamplesOf, type EvidenceSnapshot } from '../domain/evidence';
-import type { BrokerPartitions, EligibleRuntime, RuntimeProbe } from '../domain/gates';
+import { capacityOf, roomOf, type BrokerPartitions, type GateFacts, type RuntimeProbe } from '../domain/gates';
 import { eligibleRuntimes } from '../domain/placement';
-import { sourceTableOf, sourceTopicOf, THROUGHPUT_INTERVAL_MS } from '../protocol';
+import { sourceTableOf, sourceTopicOf, THROUGHPUT_INTERVAL_MS, type Workload } from '../protocol';
 import { isUndefinedTable } from '../store/db';
 import { consumerGroupReads, declaredGroup } from './consumer-group';
 import { heartbeat, lookups, type ActivityDeps, type TaskRef } from './ports';
@@ -15,16 +15,24 @@ export function evidenceActivities(deps: ActivityDeps) {
   const { agentOf, requireWorkload } = lookups(deps);
   const groups = consumerGroupReads(deps);
 
+  /** The eligible runtimes' room for `workload` now, counted or a row each. */
+  async function roomNow(workload: Workload, counted: boolean): Promise<Pick<GateFacts, 'capacity' | 'eligible'>> {
+    // The others' replicas counted by the database, and the workload's own: not every placement read.
+    const [all, usedByOthers, own] = await Promise.all([runtimes.fleet(), registry.usedSlots({ except: workload.name }), registry.getPlacement(workload.name)]);
+    const eligible = roomOf(eligibleRuntimes(all, workload, now()), usedByOthers, own?.assignments ?? []);
+    return counted ? { capacity: capacityOf(eligible) } : { eligible };
+  }
+
   return {
-    /** What the scale-out gates judge from: capacity per eligible runtime and probes of the recipients. */
-    async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[] }): Promise<{ eligible: EligibleRuntime[]; probes: RuntimeProbe[]; broker?: BrokerPartitions }> {
+    /**
+     * What the scale-out gates judge from: probes of the recipients, the broker's partitions, and
+     * the room on the eligible runtimes. `capacity`: 'count', the room as its counts; 'known', none
+     * (the workflow has its plan's count, so the fleet is not read again); absent (workflow code from
+     * before, still running), a row per eligible runtime.
+     */
+    async gatherGateFacts(input: { workload: string; recipientRuntimeIds: string[]; capacity?: 'count' | 'known' }): Promise<GateFacts> {
       const workload = await requireWorkload(input.workload);
-      // Every placement's replicas counted by the database, and the workload's own: not every placement read.
-      const [all, used, own] = await Promise.all([runtimes.fleet(), registry.usedSlots(), registry.getPlacement(workload.name)]);
-      const hosts = new Set((own?.assignments ?? []).map((a) => a.runtimeId));
-      const eligible = eligibleRuntimes(all, workload, now()).map((r) => ({
-        id: r.id, freeSlots: Math.max(0, r.slots - (used[r.id] ?? 0)), alreadyHostsWorkload: hosts.has(r.id),
-      }));
+      const room = input.capacity === 'known' ? {} : await roomNow(workload, input.capacity === 'count');
       // Every recipient is probed at once, and the broker read beside them: the gates wait for the
       // slowest fact, not for their sum (issue 23, round trips).
       heartbeat({ probing: input.recipientRuntimeIds });
@@ -41,7 +49,7 @@ export function evidenceActivities(deps: ActivityDeps) {
         : deps.kafka ? deps.kafka.partitionCount(topic).then((partitions) => ({ topic, partitions }), (error: Error) => ({ topic, error: error.message }))
           : Promise.resolve({ topic, error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' });
       const [probes, broker] = await Promise.all([probing, reading]);
-      return broker === undefined ? { eligible, probes } : { eligible, probes, broker };
+      return broker === undefined ? { ...room, probes } : { ...room, probes, broker };
     },
 
     /** A snapshot of every task of the workload (from its agents) and, for consumers and stream jobs, the sink audit. */

@@ -58,7 +58,8 @@ export function placementActivities(deps: ActivityDeps, rendezvous: Rendezvous =
      */
     async preparePlan(input: { workload: string; replicas: ReplicaCount; newGeneration?: boolean; decided?: DecidedTarget; avoidRuntimes?: string[] }) {
       const workload = await requireWorkload(input.workload);
-      return planner.plan(workload, input.replicas, { newGeneration: input.newGeneration, decided: input.decided, avoidRuntimes: input.avoidRuntimes }).catch(stalePlan);
+      // with the room its fleet had: a scale-out's capacity gate judges that (the workflows that do not, ignore it)
+      return planner.planWithCapacity(workload, input.replicas, { newGeneration: input.newGeneration, decided: input.decided, avoidRuntimes: input.avoidRuntimes }).catch(stalePlan);
     },
 
     /**

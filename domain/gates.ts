@@ -70,6 +70,71 @@ export interface EligibleRuntime {
   alreadyHostsWorkload: boolean;
 }
 
+/**
+ * The room the capacity gate judges, counted over the eligible runtimes (fresh READY, matching the
+ * selector) where the fleet is read: a scale records two numbers, not a row per runtime (at 1,000
+ * runtimes those rows were about 65 KB of every scale-out's history; past ~30,000 they would not
+ * fit in a Temporal payload).
+ */
+export interface FleetCapacity {
+  /** eligible runtimes with a free slot that do not host the workload yet: a service's or consumer's room (one task per runtime) */
+  runtimesWithRoom: number;
+  /** free slots on the eligible runtimes: a stream job's room (its subtasks pack into slots) */
+  freeSlots: number;
+}
+
+/**
+ * Each eligible runtime's room for a workload: its slots less the replicas placed on it, other
+ * workloads' (`usedByOthers`, per runtime) and the workload's own (`own`), and whether it hosts the
+ * workload already.
+ */
+export function roomOf(
+  eligible: readonly { id: string; slots: number }[],
+  usedByOthers: Readonly<Record<string, number>>,
+  own: readonly { runtimeId: string }[],
+): EligibleRuntime[] {
+  const ownOn = new Map<string, number>();
+  for (const assignment of own) ownOn.set(assignment.runtimeId, (ownOn.get(assignment.runtimeId) ?? 0) + 1);
+  return eligible.map((runtime) => {
+    const hosted = ownOn.get(runtime.id) ?? 0;
+    return { id: runtime.id, freeSlots: Math.max(0, runtime.slots - (usedByOthers[runtime.id] ?? 0) - hosted), alreadyHostsWorkload: hosted > 0 };
+  });
+}
+
+export function capacityOf(eligible: readonly EligibleRuntime[]): FleetCapacity {
+  let runtimesWithRoom = 0;
+  let freeSlots = 0;
+  for (const runtime of eligible) {
+    if (runtime.freeSlots <= 0) continue;
+    freeSlots += runtime.freeSlots;
+    if (!runtime.alreadyHostsWorkload) runtimesWithRoom += 1;
+  }
+  return { runtimesWithRoom, freeSlots };
+}
+
+/**
+ * What the gatherGateFacts activity answers: the probes of the recipients, the broker's partitions,
+ * and the capacity counted when asked (`capacity: 'count'`); nothing of the fleet when the workflow
+ * has its plan's count (`'known'`); or, from workers before the count and in the histories they
+ * recorded, a row per eligible runtime.
+ */
+export interface GateFacts {
+  probes: RuntimeProbe[];
+  broker?: BrokerPartitions;
+  capacity?: FleetCapacity;
+  eligible?: EligibleRuntime[];
+}
+
+/**
+ * The room the capacity gate judges: `known`, the count of the plan the gates judge (a plan made by
+ * a worker since `preparePlan` counted it), else the facts' count, else their rows counted.
+ */
+export function capacityFrom(facts: GateFacts, known?: FleetCapacity): FleetCapacity {
+  const capacity = known ?? facts.capacity ?? (facts.eligible && capacityOf(facts.eligible));
+  if (!capacity) throw new Error('gate facts without the fleet\'s room, and no plan that counted it');
+  return capacity;
+}
+
 /** Pick over each member of a union, so `kind` still narrows `spec` in the result. */
 type DistributivePick<T, K extends keyof T> = T extends unknown ? Pick<T, K> : never;
 export type GateWorkload = DistributivePick<Workload, 'name' | 'kind' | 'contract' | 'spec'>;
@@ -78,8 +143,8 @@ export interface ScaleOutGateInput {
   workload: GateWorkload;
   currentReplicas: number;
   targetReplicas: number;
-  /** fresh READY runtimes matching the selector */
-  eligibleRuntimes: EligibleRuntime[];
+  /** the room on fresh READY runtimes matching the selector */
+  capacity: FleetCapacity;
   probes: RuntimeProbe[];
   /** the healthy-baseline capture; when absent this evaluation does not judge it */
   baseline?: ProbeOutcome;
@@ -98,11 +163,8 @@ export interface ScaleOutGateInput {
    * `unknown-downstream-refused`) are judged as they were then: an unknown downstream passed.
    */
   unknownDownstreamPasses?: boolean;
-  /**
-   * The runtimes the plan would start new replicas on. Without a plan any capacity candidate may be
-   * chosen by placement, so every candidate must then pass its probes.
-   */
-  recipientRuntimeIds?: string[];
+  /** the runtimes the plan would start new replicas on: each must pass its probes */
+  recipientRuntimeIds: string[];
   /** the broker's own partition count of a Kafka source (or why it could not be read): it, not a declaration, bounds the replicas */
   broker?: BrokerPartitions;
 }
@@ -343,31 +405,11 @@ function recoveryGate({ recovery }: Contract): GateRow {
   }
 }
 
-/**
- * The runtimes that could take a new replica: services and consumers run one task per runtime, so
- * only runtimes not hosting the workload yet; stream jobs pack subtasks into slots, so any runtime
- * with a free slot.
- */
-function capacityCandidates({ workload, eligibleRuntimes }: ScaleOutGateInput): EligibleRuntime[] {
-  const withRoom = eligibleRuntimes.filter((runtime) => runtime.freeSlots > 0);
-  switch (workload.kind) {
-    case 'service':
-    case 'consumer':
-      return withRoom.filter((runtime) => !runtime.alreadyHostsWorkload);
-    case 'stream':
-      return withRoom;
-    default:
-      return assertNever(workload, 'workload.kind');
-  }
-}
-
 function capacityGate(input: ScaleOutGateInput): GateRow {
   const needed = smallestIncrease(input.currentReplicas, input.targetReplicas);
-  const candidates = capacityCandidates(input);
-  const available =
-    input.workload.kind === 'stream'
-      ? candidates.reduce((sum, runtime) => sum + runtime.freeSlots, 0)
-      : candidates.length;
+  // Services and consumers run one task per runtime, so only runtimes not hosting the workload yet
+  // count; stream jobs pack subtasks into slots, so every free slot does.
+  const available = input.workload.kind === 'stream' ? input.capacity.freeSlots : input.capacity.runtimesWithRoom;
   const unit = input.workload.kind === 'stream' ? 'free slots' : 'eligible runtimes with a free slot not already hosting it';
   const detail = `needs ${needed} new replica(s); ${available} ${unit}`;
   if (available >= needed) return pass(GATE.capacity, detail);
@@ -380,7 +422,7 @@ function capacityGate(input: ScaleOutGateInput): GateRow {
 
 function connectivityGate(input: ScaleOutGateInput): GateRow {
   const needed = smallestIncrease(input.currentReplicas, input.targetReplicas);
-  const recipients = input.recipientRuntimeIds ?? capacityCandidates(input).map((runtime) => runtime.id);
+  const recipients = input.recipientRuntimeIds;
   if (needed === 0) return pass(GATE.connectivity, 'no replica is added');
   if (recipients.length === 0) {
     // Nothing was probed, so reachability is unproven (capacity reports why there is no recipient).

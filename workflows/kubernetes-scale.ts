@@ -111,7 +111,7 @@ export async function kubernetesScale(kind: 'scaleOut' | 'scaleIn', input: Kuber
     const facts = await cluster.kubernetesGateFacts.executeWithOptions({ summary: summary('gates: read the nodes') }, [{ workload: input.workload }]);
     const health = baselineHealth(status.baseline, from);
     const contractRows = evaluateScaleOutGates({
-      workload: op.workload, currentReplicas: from, targetReplicas: input.replicas, eligibleRuntimes: [], probes: [], recipientRuntimeIds: [],
+      workload: op.workload, currentReplicas: from, targetReplicas: input.replicas, capacity: { runtimesWithRoom: 0, freeSlots: 0 }, probes: [], recipientRuntimeIds: [],
       baseline: health, baselineTasks: status.baseline.tasks, accepted: input.accept as never,
     }).rows;
     const capacity = kubernetesCapacityGate({ nodes: facts.nodes, nodeSelector: read.object.nodeSelector, requests: read.object.requests, current: from, target: input.replicas });

@@ -12,7 +12,7 @@ import type { Activities } from '../activities';
 import {
   baselineHealth, compareEvidence, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, expectedRateAt, type EvidenceComparison, type EvidenceSnapshot,
 } from '../domain/evidence';
-import { evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
+import { capacityFrom, evaluateScaleOutGates, formatEvidenceGap, type GateReport } from '../domain/gates';
 import { planRolloutSteps, replaceReplicas, revisionOfReplica, type Replacement } from '../domain/rollout';
 import type { Assignment, LedgerOutcome, Workload } from '../protocol';
 import { ACCEPTABLE_UNKNOWNS, LIMITS, WorkloadName } from '../protocol/names';
@@ -243,9 +243,9 @@ async function runRollout(rawInput: unknown): Promise<RolloutStatus> {
         // The scale-out's gates, for this step's runtimes: the baseline healthy, the contract known, the recipients reachable.
         enter('gates');
         const recipients = [...new Set(step.replaced.map((r) => r.runtimeId))];
-        const facts = await agentCalls.gatherGateFacts.executeWithOptions({ summary: `gates: probe ${runtimesOf(step.replaced)} (${which})` }, [{ workload: input.workload, recipientRuntimeIds: recipients }]);
+        const facts = await agentCalls.gatherGateFacts.executeWithOptions({ summary: `gates: probe ${runtimesOf(step.replaced)} (${which})` }, [{ workload: input.workload, recipientRuntimeIds: recipients, capacity: 'count' }]);
         status.gates = evaluateScaleOutGates({
-          workload, currentReplicas: replicas, targetReplicas: replicas, eligibleRuntimes: facts.eligible, probes: facts.probes,
+          workload, currentReplicas: replicas, targetReplicas: replicas, capacity: capacityFrom(facts), probes: facts.probes,
           recipientRuntimeIds: recipients, broker: facts.broker, baseline: baselineHealth(status.baseline!, replicas),
           ...(index === 0 ? { baselineTasks: status.baseline!.tasks } : {}),
           expectedRatePerSec: expectedRateAt(workload.kind, status.baseline!, replicas, replicas), accepted: input.accept,

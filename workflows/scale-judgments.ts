@@ -3,12 +3,11 @@
 // comparison of the evidence after a scale-out or a scale-in with the baseline. Pure functions of
 // recorded results, but for the patch questions (each a marker command), asked in the order the
 // steps have always asked them.
-import type { Activities } from '../activities';
 import {
   baselineHealth, compareEvidence, CPU_JUDGED_AFTER_SOAK_MS, DEFAULT_BACKLOG_TOLERANCE, DEFAULT_CPU_TOLERANCE, DEFAULT_LATENCY_TOLERANCE, DEFAULT_RSS_TOLERANCE, expectedRateAt,
   type ComparisonOptions, type EvidenceComparison, type EvidenceSnapshot,
 } from '../domain/evidence';
-import { evaluateScaleOutGates, type GateReport, type ScaleOutGateInput } from '../domain/gates';
+import { capacityFrom, evaluateScaleOutGates, type FleetCapacity, type GateFacts, type GateReport, type ScaleOutGateInput } from '../domain/gates';
 import type { planScaleIn } from '../domain/scale-in';
 import type { Workload } from '../protocol';
 import { judgedSinceEvidencePatch, judgedSincePatch, regressionDiffers } from './operation';
@@ -19,11 +18,13 @@ import {
 /** A scale-out's gates on the facts gathered for the recipients of its proposal. */
 export function judgeScaleOutGates(args: {
   workload: Workload; from: number; to: number; baseline: EvidenceSnapshot; recipients: string[];
-  facts: Awaited<ReturnType<Activities['gatherGateFacts']>>; accepted: ScaleOutGateInput['accepted'];
+  facts: GateFacts; accepted: ScaleOutGateInput['accepted'];
+  /** the room the plan's fleet had, when preparePlan counted it */
+  planned?: FleetCapacity;
 }): GateReport {
   const { workload, from, baseline, facts } = args;
   return evaluateScaleOutGates({
-    workload, currentReplicas: from, targetReplicas: args.to, eligibleRuntimes: facts.eligible, probes: facts.probes,
+    workload, currentReplicas: from, targetReplicas: args.to, capacity: capacityFrom(facts, args.planned), probes: facts.probes,
     recipientRuntimeIds: args.recipients, broker: facts.broker,
     baseline: judgedSinceEvidencePatch(baselineHealth(baseline, from), () => baselineHealth(baseline, from, false), (a, b) => a.ok !== b.ok),
     // Since BASELINE_TASKS_READY: a crash-looping or unready task of the baseline refuses, named.

@@ -3,7 +3,7 @@
 // change; a failure after the placement write, or an abort, ends in the stop-the-world replan.
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { formatEvidenceGap } from '../domain/gates';
+import { formatEvidenceGap, type FleetCapacity } from '../domain/gates';
 import { stepSizes } from '../domain/steps';
 import { applyPlacement } from './apply-placement';
 import { kubernetesScale } from './kubernetes-scale';
@@ -55,11 +55,14 @@ async function runScaleOut(rawInput: unknown): Promise<ScaleStatus> {
     // A reviewed plan, or one proposed for a manual approval, is shown before anything is decided.
     if (input.planId !== undefined || input.approval === 'manual') status.plan = planView(proposal);
     const recipients = [...proposal.starts, ...proposal.moves.map((m) => m.to)].map((a) => a.runtimeId);
+    // A plan preparePlan made counts the room its fleet had, and the capacity gate judges that fleet;
+    // a reviewed plan (or one from a worker before the count) has none, and the facts count it now.
+    const planned = 'capacity' in proposal ? proposal.capacity as FleetCapacity | undefined : undefined;
     const facts = await agentCalls.gatherGateFacts.executeWithOptions(
       { summary: `gates: probe ${recipients.length ? runtimesOf(recipients.map((runtimeId) => ({ runtimeId }))) : 'no recipient'}` },
-      [{ workload: input.workload, recipientRuntimeIds: recipients }],
+      [{ workload: input.workload, recipientRuntimeIds: recipients, capacity: planned ? 'known' : 'count' }],
     );
-    status.gates = judgeScaleOutGates({ workload, from, to: input.replicas, baseline: status.baseline, recipients, facts, accepted: input.accept });
+    status.gates = judgeScaleOutGates({ workload, from, to: input.replicas, baseline: status.baseline, recipients, facts, planned, accepted: input.accept });
     if (!status.gates.passed || proposal.unplaced) {
       status.evidenceGap = formatEvidenceGap(status.gates) || `placement short: ${proposal.unplaced?.missing} replica(s) unplaced`;
       return op.refuse(status.evidenceGap);

@@ -13,6 +13,7 @@ import { bundleWorkflows } from '../../workers/workflow-bundle';
 import type { Activities } from '../../activities';
 import { workflowInputActivities } from '../../activities/workflow-input';
 import type { WorkloadRecovery } from '../../domain/recovery';
+import { capacityOf } from '../../domain/gates';
 import { ADMIT_BY_MEMO, OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
@@ -192,6 +193,27 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     ...fields,
   });
 
+  /** The plan preparePlan answers (without the room its fleet had). */
+  const planFor = (input: Parameters<Activities['preparePlan']>[0]) => {
+    if (faults.staleDecision && input.decided) throw nonRetryable('stale-plan', `the target for ${name} was decided on placement fence ${input.decided.onFence}, now ${fence + 1}; decide again`);
+    const size = typeof input.replicas === 'number' ? input.replicas : current.length;
+    const generation = input.newGeneration ? 2 : 1;
+    // A rollout's replacement (task ids of its own on the same indices): the decided target as it is.
+    if (faults.placedRevision && input.decided) {
+      const target = input.decided.assignments;
+      const kept = (a: Assignment) => target.some((t) => t.taskId === a.taskId);
+      return plan({ target, generation, starts: target.filter((t) => !current.some((a) => a.taskId === t.taskId)), stops: current.filter((a) => !kept(a)) });
+    }
+    if (faults.noRoomOnce && input.newGeneration && count('preparePlan') === 1) {
+      return plan({ target: [], generation, starts: [], stops: [], unplaced: { workload: name, reason: 'placement-unavailable', missing: size } });
+    }
+    const target = Array.from({ length: size }, (_, i) => assignment(name, i, generation, partitionsOf(i, size)));
+    return input.newGeneration
+      ? plan({ target, generation, starts: target, stops: [] })
+      : plan({ target, generation, starts: target.slice(current.length), stops: current.slice(size) });
+  };
+  /** The fake fleet: four runtimes of four slots. */
+  const fleetRoom = () => ['rt-0', 'rt-1', 'rt-2', 'rt-3'].map((id) => ({ id, freeSlots: 4, alreadyHostsWorkload: current.some((a) => a.runtimeId === id) }));
   const activities: Partial<Activities> = {
     async storePing() {
       call('storePing');
@@ -223,22 +245,8 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
     },
     async preparePlan(input) {
       call('preparePlan');
-      if (faults.staleDecision && input.decided) throw nonRetryable('stale-plan', `the target for ${name} was decided on placement fence ${input.decided.onFence}, now ${fence + 1}; decide again`);
-      const size = typeof input.replicas === 'number' ? input.replicas : current.length;
-      const generation = input.newGeneration ? 2 : 1;
-      // A rollout's replacement (task ids of its own on the same indices): the decided target as it is.
-      if (faults.placedRevision && input.decided) {
-        const target = input.decided.assignments;
-        const kept = (a: Assignment) => target.some((t) => t.taskId === a.taskId);
-        return plan({ target, generation, starts: target.filter((t) => !current.some((a) => a.taskId === t.taskId)), stops: current.filter((a) => !kept(a)) });
-      }
-      if (faults.noRoomOnce && input.newGeneration && count('preparePlan') === 1) {
-        return plan({ target: [], generation, starts: [], stops: [], unplaced: { workload: name, reason: 'placement-unavailable', missing: size } });
-      }
-      const target = Array.from({ length: size }, (_, i) => assignment(name, i, generation, partitionsOf(i, size)));
-      return input.newGeneration
-        ? plan({ target, generation, starts: target, stops: [] })
-        : plan({ target, generation, starts: target.slice(current.length), stops: current.slice(size) });
+      // with the room its fleet had, as the planner counts it
+      return { ...planFor(input), capacity: capacityOf(fleetRoom()) };
     },
     async commitPlacement(input) {
       call('commitPlacement');
@@ -371,7 +379,7 @@ function fakeActivities(definition: Workload, replicas: number, faults: Faults =
       call('gatherGateFacts');
       const probe = faults.probesFail ? { ok: false, detail: 'probe failed: connection refused' } : { ok: true, detail: 'reachable' };
       return {
-        eligible: ['rt-0', 'rt-1', 'rt-2', 'rt-3'].map((id) => ({ id, freeSlots: 4, alreadyHostsWorkload: current.some((a) => a.runtimeId === id) })),
+        ...(input.capacity === 'count' ? { capacity: capacityOf(fleetRoom()) } : input.capacity === 'known' ? {} : { eligible: fleetRoom() }),
         probes: input.recipientRuntimeIds.map((runtimeId) => ({ runtimeId, source: probe, destination: probe })),
       };
     },

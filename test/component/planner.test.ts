@@ -7,6 +7,7 @@ import type { Pool } from 'pg';
 import { evidenceActivities } from '../../activities/evidence';
 import type { ActivityDeps } from '../../activities/ports';
 import { buildPlan, usedSlotsByOthers } from '../../domain/plan';
+import { capacityOf } from '../../domain/gates';
 import { UNKNOWN_CONTRACT, type Workload } from '../../protocol';
 import { createPool } from '../../store/db';
 import { migrate } from '../../store/migrate';
@@ -84,9 +85,20 @@ it('gathers a scale-out\'s gate facts from the same counts', async () => {
   expect(rowsRead).toBeLessThanOrEqual(3 * RUNTIMES + 2);
   const used = usedSlotsByOthers('', await stores.registry.listPlacements());
   const own = (await stores.registry.getPlacement('wl-003'))!.assignments.map((a) => a.runtimeId);
-  expect(facts.eligible).toEqual(Array.from({ length: RUNTIMES }, (_, i) => `rt-${i}`).sort().map((id) => ({
+  const eligible = Array.from({ length: RUNTIMES }, (_, i) => `rt-${i}`).sort().map((id) => ({
     id, freeSlots: 200 - (used[id] ?? 0), alreadyHostsWorkload: own.includes(id),
-  })));
+  }));
+  expect(facts.eligible).toEqual(eligible);
+  // what workflows ask for since: the same room, counted
+  const counted = await gatherGateFacts({ workload: 'wl-003', recipientRuntimeIds: [], capacity: 'count' });
+  expect(counted).toEqual({ capacity: capacityOf(eligible), probes: [] });
+  expect(counted.capacity).toEqual({ runtimesWithRoom: RUNTIMES - own.length, freeSlots: eligible.reduce((sum, r) => sum + r.freeSlots, 0) });
+  // a plan counts the same room on the fleet it read, so a scale-out's gates need not read it again
+  const planned = await createPlanner(stores, () => Date.now()).planWithCapacity(await workloadOf('wl-003'), 5);
+  expect(planned.capacity).toEqual(counted.capacity);
+  rowsRead = 0;
+  expect(await gatherGateFacts({ workload: 'wl-003', recipientRuntimeIds: [], capacity: 'known' })).toEqual({ probes: [] });
+  expect(rowsRead).toBe(1); // the workload's definition: no runtime, no placement
 });
 
 it('refuses a placement write that names one task id twice, naming both replicas, and writes nothing', async () => {

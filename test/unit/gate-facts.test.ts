@@ -3,7 +3,7 @@
 // counting the probes in flight together, not by timing.
 import { evidenceActivities } from '../../activities/evidence';
 import type { ActivityDeps } from '../../activities/ports';
-import { evaluateScaleOutGates, GATE } from '../../domain/gates';
+import { capacityFrom, evaluateScaleOutGates, GATE } from '../../domain/gates';
 import { freePort } from '../../embedded/processes';
 import { kafkaMetadata } from '../../lib/kafka';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -62,6 +62,9 @@ describe('gatherGateFacts', () => {
     const facts = await evidenceActivities(depsWithProbes(async () => ({ source: { ok: true, detail: '' }, destination: { ok: true, detail: '' } })))
       .gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [] });
     expect(facts).toEqual({ eligible: [], probes: [], broker: { topic: 'orders', error: 'the control plane has no Kafka brokers (SCALEGATE_KAFKA_BROKERS)' } });
+    const counted = await evidenceActivities(depsWithProbes(async () => ({ source: { ok: true, detail: '' }, destination: { ok: true, detail: '' } })))
+      .gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [], capacity: 'count' });
+    expect(counted).toEqual({ capacity: { runtimesWithRoom: 0, freeSlots: 0 }, probes: [], broker: facts.broker });
   });
 
   it('with the broker unreachable, the ownership gate refuses with broker-unavailable, naming the topic (no hang, no pass)', async () => {
@@ -72,7 +75,7 @@ describe('gatherGateFacts', () => {
     const facts = await evidenceActivities(deps).gatherGateFacts({ workload: 'orders', recipientRuntimeIds: [] });
     expect(facts.broker).toMatchObject({ topic: 'orders', error: expect.any(String) });
     const workload = await deps.stores.registry.getWorkload('orders');
-    const report = evaluateScaleOutGates({ workload: workload! as never, currentReplicas: 1, targetReplicas: 3, eligibleRuntimes: facts.eligible, probes: facts.probes, broker: facts.broker });
+    const report = evaluateScaleOutGates({ workload: workload! as never, currentReplicas: 1, targetReplicas: 3, capacity: capacityFrom(facts), probes: facts.probes, recipientRuntimeIds: [], broker: facts.broker });
     expect(report.rows.find((row) => row.gate === GATE.inputOwnership)).toMatchObject({ passed: false, detail: expect.stringMatching(/^broker-unavailable: the partition count of kafka topic orders could not be read: /) });
   }, 30_000);
 });

@@ -1,6 +1,9 @@
 import {
   GATE,
   GATE_ORDER,
+  capacityFrom,
+  capacityOf,
+  roomOf,
   evaluateScaleOutGates,
   formatEvidenceGap,
   smallestIncrease,
@@ -9,6 +12,7 @@ import {
   type ScaleOutGateInput,
   unreadyBaselineTasks,
   type BaselineTask,
+  type EligibleRuntime,
 } from '../../domain/gates';
 import { UNKNOWN_CONTRACT, type Contract } from '../../protocol';
 import { expectedRateAt } from '../../domain/evidence';
@@ -27,6 +31,14 @@ const passingContract: Contract = {
 
 const okProbe = (runtimeId: string) => ({ runtimeId, source: { ok: true }, destination: { ok: true } });
 
+const ELIGIBLE: readonly EligibleRuntime[] = [
+  { id: 'rt-a', freeSlots: 2, alreadyHostsWorkload: true },
+  { id: 'rt-b', freeSlots: 2, alreadyHostsWorkload: true },
+  { id: 'rt-c', freeSlots: 1, alreadyHostsWorkload: false },
+  { id: 'rt-d', freeSlots: 3, alreadyHostsWorkload: false },
+  { id: 'rt-e', freeSlots: 0, alreadyHostsWorkload: false },
+];
+
 function passingInput(): ScaleOutGateInput {
   return {
     workload: {
@@ -37,14 +49,10 @@ function passingInput(): ScaleOutGateInput {
     },
     currentReplicas: 2,
     targetReplicas: 4,
-    eligibleRuntimes: [
-      { id: 'rt-a', freeSlots: 2, alreadyHostsWorkload: true },
-      { id: 'rt-b', freeSlots: 2, alreadyHostsWorkload: true },
-      { id: 'rt-c', freeSlots: 1, alreadyHostsWorkload: false },
-      { id: 'rt-d', freeSlots: 3, alreadyHostsWorkload: false },
-      { id: 'rt-e', freeSlots: 0, alreadyHostsWorkload: false },
-    ],
+    capacity: capacityOf(ELIGIBLE),
     probes: ['rt-a', 'rt-b', 'rt-c', 'rt-d', 'rt-e'].map(okProbe),
+    // the runtimes not hosting the consumer with a free slot
+    recipientRuntimeIds: ['rt-c', 'rt-d'],
     baseline: { ok: true },
     expectedRatePerSec: 4000,
   };
@@ -294,7 +302,7 @@ describe('evaluateScaleOutGates', () => {
     it('fails alone when too few runtimes not hosting the consumer have a free slot', () => {
       const input = passingInput();
       // rt-d now hosts it: only rt-c can take a new task, the increase needs two
-      input.eligibleRuntimes = input.eligibleRuntimes.map((r) => (r.id === 'rt-d' ? { ...r, alreadyHostsWorkload: true } : r));
+      input.capacity = capacityOf(ELIGIBLE.map((r) => (r.id === 'rt-d' ? { ...r, alreadyHostsWorkload: true } : r)));
       expectOnlyFailure(evaluateScaleOutGates(input), GATE.capacity, /needs 2 new replica\(s\); 1 eligible runtime/, /1 more fresh READY runtime/);
     });
 
@@ -307,16 +315,50 @@ describe('evaluateScaleOutGates', () => {
         spec: { source: 'clicks', sink: 'click_counts', partitions: 8, checkpointIntervalMs: 1000, maxParallelism: 128, operators: [{ id: 'src', kind: 'source', parallelism: 2 }] },
       };
       // only hosting runtimes have room: 2 + 1 free slots for 2 new subtasks
-      input.eligibleRuntimes = [
+      input.capacity = capacityOf([
         { id: 'rt-a', freeSlots: 2, alreadyHostsWorkload: true },
         { id: 'rt-b', freeSlots: 1, alreadyHostsWorkload: true },
-      ];
+      ]);
       const report = evaluateScaleOutGates(input);
       expect(report.passed).toBe(true);
       expect(row(report, GATE.capacity).detail).toBe('needs 2 new replica(s); 3 free slots');
 
       input.targetReplicas = 6; // 4 new subtasks, 3 slots
       expectOnlyFailure(evaluateScaleOutGates(input), GATE.capacity, /needs 4 new replica\(s\); 3 free slots/, /1 more/);
+    });
+  });
+
+  describe('the room counted', () => {
+    it('counts runtimes with a free slot not hosting the workload, and every free slot', () => {
+      expect(capacityOf(ELIGIBLE)).toEqual({ runtimesWithRoom: 2, freeSlots: 8 });
+      expect(capacityOf([])).toEqual({ runtimesWithRoom: 0, freeSlots: 0 });
+    });
+
+    it('takes from each runtime\'s slots the other workloads\' replicas and the workload\'s own, however many', () => {
+      const rows = roomOf([{ id: 'rt-a', slots: 4 }, { id: 'rt-b', slots: 2 }, { id: 'rt-c', slots: 1 }], { 'rt-a': 1, 'rt-b': 2 }, [{ runtimeId: 'rt-a' }, { runtimeId: 'rt-a' }, { runtimeId: 'rt-c' }]);
+      expect(rows).toEqual([
+        { id: 'rt-a', freeSlots: 1, alreadyHostsWorkload: true },
+        { id: 'rt-b', freeSlots: 0, alreadyHostsWorkload: false },
+        { id: 'rt-c', freeSlots: 0, alreadyHostsWorkload: true },
+      ]);
+      expect(capacityOf(rows)).toEqual({ runtimesWithRoom: 0, freeSlots: 1 });
+    });
+
+    it('prefers the plan\'s count, and will not judge facts with no room at all', () => {
+      const probes = ['rt-c', 'rt-d'].map(okProbe);
+      const planned = { runtimesWithRoom: 7, freeSlots: 9 };
+      expect(capacityFrom({ capacity: capacityOf(ELIGIBLE), probes }, planned)).toEqual(planned);
+      expect(capacityFrom({ probes }, planned)).toEqual(planned);
+      expect(() => capacityFrom({ probes })).toThrow(/no plan that counted it/);
+    });
+
+    it('judges facts recorded as a row per runtime (before the count) as it judges the count', () => {
+      const probes = ['rt-c', 'rt-d'].map(okProbe);
+      expect(capacityFrom({ eligible: [...ELIGIBLE], probes })).toEqual(capacityFrom({ capacity: capacityOf(ELIGIBLE), probes }));
+      const input = passingInput();
+      const fromRows = evaluateScaleOutGates({ ...input, capacity: capacityFrom({ eligible: [...ELIGIBLE], probes }) });
+      expect(fromRows).toEqual(evaluateScaleOutGates(input));
+      expect(row(fromRows, GATE.capacity).detail).toBe('needs 2 new replica(s); 2 eligible runtimes with a free slot not already hosting it');
     });
   });
 
@@ -365,7 +407,8 @@ describe('evaluateScaleOutGates', () => {
 
     it('is unproven (and fails) when no runtime could receive a replica', () => {
       const input = passingInput();
-      input.eligibleRuntimes = [];
+      input.capacity = capacityOf([]);
+      input.recipientRuntimeIds = [];
       const report = evaluateScaleOutGates(input);
       expect(failedGates(report)).toEqual(['capacity', 'connectivity']);
     });
