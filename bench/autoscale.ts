@@ -6,10 +6,10 @@
 import os from 'node:os';
 import path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { startStack, type Stack } from '../harness/stack';
-import { startSharedServers } from '../harness/shared-servers';
+import type { Stack } from '../harness/stack';
 import { tasksOf } from '../harness/workloads';
 import { eventMillis } from './support/history';
+import { benchOnStack } from './support/on-stack';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const FIXTURE = path.resolve(__dirname, '../harness/fixtures/http-server.js');
@@ -78,89 +78,79 @@ async function decisionPath(stack: Stack, timings: SignalTiming[]) {
   };
 }
 
-async function main() {
+async function measure(stack: Stack) {
   const signals = Number(process.argv[2] ?? 50);
-  const servers = await startSharedServers({ prefix: 'scalegate-bench' });
+  const service = {
+    kind: 'service', replicas: 2,
+    contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
+    spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
+  };
+  await stack.api('PUT', '/v1/workloads/web', { body: service });
+  const readyAt = async (replicas: number) => {
+    const placement = (await stack.api('GET', '/v1/workloads/web', { role: 'viewer' })).body.placement;
+    if (placement?.assignments.length !== replicas) return false;
+    const ready = (await tasksOf(stack, 'web')).filter((t) => t.state === 'ready');
+    if (ready.length !== replicas) return false;
+    const d = await stack.temporal.workflow.getHandle('scale:web').describe().catch(() => null);
+    return d === null || d.status.name !== 'RUNNING';
+  };
+  await stack.waitFor('web at 2 replicas', () => readyAt(2), 120_000);
+  const policy = {
+    workloads: ['web'], minReplicas: 1, maxReplicas: 3, targets: { qpsPerInstance: 100 }, tolerance: 0.1,
+    scaleUpStabilizationMs: 0, scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, soakMs: 0, drainTimeoutMs: 10_000,
+  };
+  const put = await stack.api('PUT', '/v1/tiers/web/policy', { body: policy });
+  if (put.status >= 300) throw new Error(`policy refused: ${JSON.stringify(put.body)}`);
 
-  const stack = await startStack({ leaseTtlMs: 5000, agents: ['a', 'b', 'c', 'd'].map((z) => ({ id: `bench-${z}`, labels: { zone: z } })) });
-  try {
-    const service = {
-      kind: 'service', replicas: 2,
-      contract: { ownership: 'shared-queue', state: 'none', ordering: 'none', delivery: 'at-least-once', recovery: 'restart', downstream: 'none' },
-      spec: { command: [process.execPath, FIXTURE], readiness: { http: '/healthz' }, graceMs: 500 },
-    };
-    await stack.api('PUT', '/v1/workloads/web', { body: service });
-    const readyAt = async (replicas: number) => {
-      const placement = (await stack.api('GET', '/v1/workloads/web', { role: 'viewer' })).body.placement;
-      if (placement?.assignments.length !== replicas) return false;
-      const ready = (await tasksOf(stack, 'web')).filter((t) => t.state === 'ready');
-      if (ready.length !== replicas) return false;
-      const d = await stack.temporal.workflow.getHandle('scale:web').describe().catch(() => null);
-      return d === null || d.status.name !== 'RUNNING';
-    };
-    await stack.waitFor('web at 2 replicas', () => readyAt(2), 120_000);
-    const policy = {
-      workloads: ['web'], minReplicas: 1, maxReplicas: 3, targets: { qpsPerInstance: 100 }, tolerance: 0.1,
-      scaleUpStabilizationMs: 0, scaleDownStabilizationMs: 0, cooldownMs: 0, maxStep: 4, soakMs: 0, drainTimeoutMs: 10_000,
-    };
-    const put = await stack.api('PUT', '/v1/tiers/web/policy', { body: policy });
-    if (put.status >= 300) throw new Error(`policy refused: ${JSON.stringify(put.body)}`);
-
-    const reference: number[] = [];
-    for (let i = 0; i < signals; i++) {
-      const t0 = process.hrtime.bigint();
-      await stack.temporal.workflow.execute('ping', { taskQueue: stack.taskQueue, workflowId: `bench-ping-${i}-${Date.now()}`, args: [{}] });
-      reference.push(ms(t0));
-    }
-
-    const timings: SignalTiming[] = [];
-    const toDecision: number[] = [];
-    const toReady: number[] = [];
-    let lastId = 0;
-    let replicas = 2;
-    for (let i = 0; i < signals; i++) {
-      const target = replicas === 2 ? 3 : 2;
-      const qps = target === 3 ? 250 + i / 100 : 150 + i / 100; // distinct figures: each row is found by its observation
-      const t0 = process.hrtime.bigint();
-      const sentAt = Date.now();
-      const sent = await stack.api('POST', '/v1/tiers/web/signals', { body: { qps }, role: 'agent' });
-      if (sent.status !== 202) throw new Error(`signal refused: ${JSON.stringify(sent.body)}`);
-      timings.push({ qps, sentAt, answeredAt: Date.now() });
-      for (;;) {
-        const { rows } = await stack.db.query(
-          `select id, inputs->>'decision' as decision from ledger where kind = 'autoscale' and tier = 'web' and id > $1 and (inputs->'observation'->>'qps')::float8 = $2 order by id limit 1`,
-          [lastId, qps],
-        );
-        if (rows[0]) {
-          toDecision.push(ms(t0));
-          lastId = Number(rows[0].id);
-          if (!String(rows[0].decision).startsWith('scale-')) throw new Error(`signal ${i}: expected a scale decision, got ${rows[0].decision}`);
-          break;
-        }
-        await sleep(10);
-      }
-      while (!(await readyAt(target))) await sleep(20);
-      toReady.push(ms(t0));
-      replicas = target;
-    }
-    const referenceP50 = percentile(reference, 50);
-    console.log(JSON.stringify({
-      bench: 'autoscale', signals, node: process.version, cpus: os.cpus().length,
-      signalToDecisionInLedger: summary(toDecision),
-      signalToReplicasReady: summary(toReady),
-      reference: { what: 'ping workflow round trip (one store activity)', ...summary(reference) },
-      ratioDecisionToReferenceP50: +(percentile(toDecision, 50) / referenceP50).toFixed(2),
-      ratioReadyToReferenceP50: +(percentile(toReady, 50) / referenceP50).toFixed(2),
-      decisionPath: await decisionPath(stack, timings),
-      note: 'service tier alternating 2 ↔ 3 replicas (scale-out and drained scale-in alternate); soak 0, stabilization 0, cooldown 0; ready = placement at target, every task ready, scale:web closed',
-    }, null, 2));
-  } finally {
-    await stack.stop();
-    await servers.stop();
+  const reference: number[] = [];
+  for (let i = 0; i < signals; i++) {
+    const t0 = process.hrtime.bigint();
+    await stack.temporal.workflow.execute('ping', { taskQueue: stack.taskQueue, workflowId: `bench-ping-${i}-${Date.now()}`, args: [{}] });
+    reference.push(ms(t0));
   }
+
+  const timings: SignalTiming[] = [];
+  const toDecision: number[] = [];
+  const toReady: number[] = [];
+  let lastId = 0;
+  let replicas = 2;
+  for (let i = 0; i < signals; i++) {
+    const target = replicas === 2 ? 3 : 2;
+    const qps = target === 3 ? 250 + i / 100 : 150 + i / 100; // distinct figures: each row is found by its observation
+    const t0 = process.hrtime.bigint();
+    const sentAt = Date.now();
+    const sent = await stack.api('POST', '/v1/tiers/web/signals', { body: { qps }, role: 'agent' });
+    if (sent.status !== 202) throw new Error(`signal refused: ${JSON.stringify(sent.body)}`);
+    timings.push({ qps, sentAt, answeredAt: Date.now() });
+    for (;;) {
+      const { rows } = await stack.db.query(
+        `select id, inputs->>'decision' as decision from ledger where kind = 'autoscale' and tier = 'web' and id > $1 and (inputs->'observation'->>'qps')::float8 = $2 order by id limit 1`,
+        [lastId, qps],
+      );
+      if (rows[0]) {
+        toDecision.push(ms(t0));
+        lastId = Number(rows[0].id);
+        if (!String(rows[0].decision).startsWith('scale-')) throw new Error(`signal ${i}: expected a scale decision, got ${rows[0].decision}`);
+        break;
+      }
+      await sleep(10);
+    }
+    while (!(await readyAt(target))) await sleep(20);
+    toReady.push(ms(t0));
+    replicas = target;
+  }
+  const referenceP50 = percentile(reference, 50);
+  return {
+    bench: 'autoscale', signals, node: process.version, cpus: os.cpus().length,
+    signalToDecisionInLedger: summary(toDecision),
+    signalToReplicasReady: summary(toReady),
+    reference: { what: 'ping workflow round trip (one store activity)', ...summary(reference) },
+    ratioDecisionToReferenceP50: +(percentile(toDecision, 50) / referenceP50).toFixed(2),
+    ratioReadyToReferenceP50: +(percentile(toReady, 50) / referenceP50).toFixed(2),
+    decisionPath: await decisionPath(stack, timings),
+    note: 'service tier alternating 2 ↔ 3 replicas (scale-out and drained scale-in alternate); soak 0, stabilization 0, cooldown 0; ready = placement at target, every task ready, scale:web closed',
+  };
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+benchOnStack({ leaseTtlMs: 5000, agents: ['a', 'b', 'c', 'd'].map((z) => ({ id: `bench-${z}`, labels: { zone: z } })) }, measure);
+

@@ -5,16 +5,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CONTAINER_PORTS, createContainerDriver, LABEL, WORKLOAD_NETWORK } from '../../agent/drivers/container';
-import { DriverError, type DriverContext, type TaskDriver, type TaskHandle, type TaskStart } from '../../agent/drivers/driver';
+import { LABEL, WORKLOAD_NETWORK } from '../../agent/drivers/container';
 import type { ContainerInspect, Engine } from '../../agent/drivers/engine';
-import { PortAllocator } from '../../agent/ports';
-import type { RestartPolicy } from '../../domain/supervision';
 import type { RunningEngine } from '../../embedded/container-engine';
 import { podmanSupportMissing, startPodmanEngine } from '../../embedded/podman-engine';
 import { testEnv } from '../../harness/env';
 import { reservePortRange, type PortRange } from '../../harness/ports';
 import { waitFor as pollUntil } from '../../harness/wait-for';
+import { containerDriverHarnesses, HTTPD as httpd, page } from '../support/container-driver';
 
 const env = testEnv();
 let podman: RunningEngine | undefined;
@@ -22,8 +20,7 @@ let engine: Engine;
 let image: string;
 let dir: string;
 let block: PortRange;
-let slices = 0;
-const stateDirs: string[] = [];
+const { harness, start, ready, containersOf, removeStateDirs, refusesAnUnpullableImage, adoptsAndSweeps } = containerDriverHarnesses('pm', () => ({ engine, image, block }));
 
 beforeAll(async () => {
   // podman is part of what CI proves (.ci/run installs it): missing, the file fails and says why.
@@ -38,44 +35,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await podman?.stop();
-  for (const folder of [...stateDirs, dir]) if (folder) fs.rmSync(folder, { recursive: true, force: true });
+  removeStateDirs();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
   block?.release();
 });
-
-interface Harness {
-  runtimeId: string;
-  driver: TaskDriver;
-  events: { event: string; fields: unknown }[];
-  stateDir: string;
-  range: PortRange;
-}
-
-let runtimes = 0;
-/** One agent's container driver on podman; a restart reuses the runtime id, state folder and port range of the first. */
-function harness(previous?: Harness, policy?: RestartPolicy): Harness {
-  const runtimeId = previous?.runtimeId ?? `pm-${process.pid}-${++runtimes}`;
-  const stateDir = previous?.stateDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'scalegate-podman-agent-'));
-  if (!previous) stateDirs.push(stateDir);
-  const range = previous?.range ?? block.slice(8 * slices++, 8);
-  const events: Harness['events'] = [];
-  const ctx: DriverContext = { runtimeId, stateDir, log: (event, fields) => events.push({ event, fields }), ...(policy ? { restartPolicy: policy } : {}) };
-  const ports = new PortAllocator({ stateDir, rangeStart: range.start, rangeEnd: range.end, quarantineMs: 0 });
-  return { runtimeId, driver: createContainerDriver(ctx, engine, ports, { bindHost: '127.0.0.1' }), events, stateDir, range };
-}
-
-let tasks = 0;
-const httpd = { command: ['httpd', '-f', '-p', String(CONTAINER_PORTS.public), '-h', '/www'], readiness: { http: '/index.html' }, graceMs: 1000 };
-function start(spec: Record<string, unknown>): TaskStart {
-  tasks++;
-  return { taskId: `pm-${process.pid}-${tasks}-g1`, workload: 'box', kind: 'service', index: tasks, generation: 1, placementFence: 1, spec: { image, ...spec } };
-}
-
-const ready = async (handle: TaskHandle) => {
-  await pollUntil(`${handle.taskId} ready`, () => handle.status().state === 'ready' || handle.status().state === 'failed', { timeoutMs: 30_000 });
-  expect(handle.status()).toMatchObject({ state: 'ready' });
-};
-const containersOf = async (runtimeId: string) => engine.list({ [LABEL.runtime]: runtimeId });
-const page = async (port: number) => (await fetch(`http://127.0.0.1:${port}/index.html`)).text();
 
 describe('the container driver on podman', () => {
   it('pulls the pinned image, runs it with podman\'s limits and labels, serves the task\'s port, reads memory from its stats, and a drain removes it', async () => {
@@ -120,41 +83,13 @@ describe('the container driver on podman', () => {
     expect(await containersOf(agent.runtimeId)).toEqual([]);
   });
 
-  it('refuses a start whose image cannot be pulled, naming the runtime and the image, with nothing started', async () => {
-    const agent = harness();
-    const missing = image.replace(/@sha256:[a-f0-9]{64}$/, `@sha256:${'0'.repeat(64)}`);
-    const attempt = agent.driver.start(start({ ...httpd, image: missing }));
-    await expect(attempt).rejects.toBeInstanceOf(DriverError);
-    await expect(attempt).rejects.toMatchObject({ code: 'image-unavailable', message: expect.stringContaining(`runtime ${agent.runtimeId} cannot pull ${missing}`) });
-    expect(await containersOf(agent.runtimeId)).toEqual([]);
-  });
+  it('refuses a start whose image cannot be pulled, naming the runtime and the image, with nothing started', () => refusesAnUnpullableImage());
 
-  it('a restarted agent adopts its running container (same id, still serving) and the sweep removes the ones no hosted task names', async () => {
+  it('a restarted agent adopts its running container (same id, still serving) and the sweep removes the ones no hosted task names', () =>
     // The first agent's driver lives on in this process: its supervision must never restart what
     // it watched (podman shows a container as not running from the start of its stop's grace, so
     // the second agent's drain would otherwise race a restart of the first).
-    const first = harness(undefined, { baseMs: 600_000, maxMs: 600_000, healthyAfterMs: 60_000, crashLoopRestarts: 3, crashLoopWindowMs: 600_000 });
-    const kept = start(httpd);
-    const stray = start(httpd);
-    const keptHandle = await first.driver.start(kept);
-    await ready(keptHandle);
-    await ready(await first.driver.start(stray));
-    const before = new Map((await containersOf(first.runtimeId)).map((c) => [c.Labels[LABEL.task], c.Id]));
-    expect(before.size).toBe(2);
-
-    // The agent is gone (its driver with it); podman keeps the containers running. A new one starts what it recorded.
-    const second = harness(first);
-    const adopted = await second.driver.start(kept);
-    expect(adopted.incarnation).toBe(keptHandle.incarnation);
-    await ready(adopted);
-    expect(adopted.status().counts.adopted).toBe(1);
-    expect(await page(adopted.status().ports!.public)).toBe('v1\n');
-    expect(await second.driver.sweep!((taskId) => taskId === kept.taskId)).toEqual([stray.taskId]);
-    const after = await containersOf(first.runtimeId);
-    expect(after.map((c) => [c.Labels[LABEL.task], c.Id])).toEqual([[kept.taskId, before.get(kept.taskId)]]);
-    await adopted.drain({ graceMs: 1000 });
-    expect(await containersOf(first.runtimeId)).toEqual([]);
-  });
+    adoptsAndSweeps({ baseMs: 600_000, maxMs: 600_000, healthyAfterMs: 60_000, crashLoopRestarts: 3, crashLoopWindowMs: 600_000 }));
 
   it('does not enforce inter-container isolation on the workload network: another container reaches a task\'s port by its address', async () => {
     const agent = harness();
