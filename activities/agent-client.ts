@@ -82,8 +82,15 @@ function exchange(url: string, options: { method: string; headers: Record<string
   });
 }
 
-export function createAgentClient(timeoutMs = 30_000) {
-  const agent = new http.Agent({ keepAlive: true });
+/**
+ * `idleSocketMs`: how long a kept-alive connection may sit unused before the client closes it (as
+ * fetch's pool did, 4 s). Left open, an agent shutting down would wait for it: a server's close()
+ * ends a kept-alive connection only at its own keep-alive timeout (Fastify's: 72 s) when a request
+ * was in flight as it began.
+ */
+export function createAgentClient(timeoutMs = 30_000, idleSocketMs = 4_000) {
+  // The agent's socket timeout destroys a free (idle) socket; a request in flight is bounded by its own timer.
+  const agent = new http.Agent({ keepAlive: true, timeout: idleSocketMs });
   async function call<T>(target: AgentTarget, method: string, path: string, answer: z.ZodType<T>, body?: unknown, callTimeoutMs = timeoutMs): Promise<T | null> {
     const { endpoint } = target;
     let response: { status: number; text: string };

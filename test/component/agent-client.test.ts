@@ -5,6 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentUnreachableError, createAgentClient } from '../../activities/agent-client';
+import { waitFor as pollUntil } from '../../harness/wait-for';
 
 const TASK = { taskId: 'web-0-g1', workload: 'web', incarnation: 'web-0-g1-1', state: 'ready', generation: 1, errors: 0, counts: {} };
 const BOUND_MS = 300;
@@ -28,6 +29,7 @@ beforeAll(async () => {
     if (id === 'bad-request') return answer(422, JSON.stringify({ error: 'invalid-input', message: 'taskId: too long' }));
     if (id === 'broken') return answer(500, 'not json');
     if (id === 'off-protocol') return answer(200, JSON.stringify({ taskId: 'x' }));
+    if (id === 'slow') return void setTimeout(() => answer(200, JSON.stringify({ ...TASK, taskId: 'slow' })), 600);
     if (id === 'silent') return; // never answers
     if (id === 'stalls') {
       response.writeHead(200, { 'content-type': 'application/json' });
@@ -59,6 +61,24 @@ it('answers the task an agent reports, presenting the runtime\'s credential, ove
   for (let i = 0; i < 3; i++) expect(await client.taskStatus(target(), TASK.taskId)).toEqual(TASK);
   expect(authorizations).toEqual(Array(3).fill('Bearer runtime-credential'));
   expect(connections).toHaveLength(1);
+});
+
+it('closes a kept-alive connection it has not used for a while, so an agent stopping need not wait for it', async () => {
+  const closed: number[] = [];
+  const watching = (socket: import('node:net').Socket) => socket.once('close', () => closed.push(Date.now()));
+  server.on('connection', watching);
+  try {
+    connections.length = 0;
+    const brief = createAgentClient(BOUND_MS, 200);
+    expect(await brief.taskStatus(target(), TASK.taskId)).toEqual(TASK);
+    expect(connections).toHaveLength(1);
+    // well before the server's own keep-alive timeout (node:http's 5 s) would close it
+    await pollUntil('the idle connection closed by the client', () => closed.length === 1, { timeoutMs: 2_000 });
+  } finally {
+    server.off('connection', watching);
+  }
+  // and a call that is answered later than that is not cut short by it (a drain waits for its task)
+  expect(await createAgentClient(2_000, 200).taskStatus(target(), 'slow')).toEqual({ ...TASK, taskId: 'slow' });
 });
 
 it('answers null for a task the agent does not host', async () => {
