@@ -303,7 +303,8 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
         [`${CONTAINER_PORTS.public}/tcp`]: { hostIp: options.bindHost, hostPort: pair.public },
         [`${CONTAINER_PORTS.internal}/tcp`]: { hostIp: options.bindHost, hostPort: pair.internal },
       },
-      network: WORKLOAD_NETWORK,
+      // by id: should agents have created twins of the name at once, the name is ambiguous until they are removed
+      network: network.id,
       ...engineLimits(spec.limits),
     });
     try {

@@ -70,10 +70,11 @@ export interface Engine {
   pull(ref: string): Promise<void>;
   /**
    * creates a bridge network unless it exists, asking for inter-container communication off;
-   * answers whether this call created it and the engine's warnings (podman: the ICC option is not
-   * a recognized option)
+   * answers its id (the earliest network of the name, should agents have created twins at once:
+   * the twins are removed), whether this call created it, and the engine's warnings (podman: the
+   * ICC option is not a recognized option)
    */
-  ensureNetwork(name: string): Promise<{ created: boolean; warnings: string[] }>;
+  ensureNetwork(name: string): Promise<{ id: string; created: boolean; warnings: string[] }>;
   /** removes the networks ensureNetwork created (with their bridge interfaces) */
   removeNetworks(): Promise<void>;
   create(spec: ContainerCreate): Promise<string>;
@@ -124,6 +125,20 @@ function engineMessageOf(answer: Answer): string {
   return answer.body.trim().slice(0, 500) || `HTTP ${answer.status}`;
 }
 
+/**
+ * Orders two creation times as the engine writes them (RFC 3339, nanoseconds with trailing zeros
+ * dropped, so as text ".5Z" sorts after ".123456789Z").
+ */
+export function compareCreated(a: string, b: string): number {
+  const nanos = (created: string): [number, number] => {
+    const fraction = /\.(\d+)/.exec(created)?.[1] ?? '';
+    return [Date.parse(created.replace(/\.\d+/, '')), Number(fraction.padEnd(9, '0').slice(0, 9))];
+  };
+  const [secondsA, fractionA] = nanos(a);
+  const [secondsB, fractionB] = nanos(b);
+  return secondsA - secondsB || fractionA - fractionB;
+}
+
 export function createEngine(socketPath: string): Engine {
   // A pool of keep-alive connections: a long call (a stop that waits out the grace, a stats sample)
   // never holds up the others, as one connection would. Idle sockets are unref'd by undici: an
@@ -162,38 +177,39 @@ export function createEngine(socketPath: string): Engine {
       }
     },
     async ensureNetwork(name) {
-      const exists = async () => (await call('GET', `/networks/${encodeURIComponent(name)}`, undefined, { allow: [404] })).status !== 404;
-      const none = { created: false, warnings: [] };
-      if (await exists()) return none;
-      let created: Answer;
-      try {
-        created = await call('POST', '/networks/create', {
-          Name: name, Driver: 'bridge', CheckDuplicate: true,
-          Options: { 'com.docker.network.bridge.enable_icc': 'false' },
-          Labels: { 'io.scalegate.network': 'workloads' },
-        });
-      } catch (error) {
-        // Another agent on this engine created it meanwhile: dockerd answers 409, podman 500
-        // ("network already exists"). Whatever the status, the network being there now is success.
-        if (error instanceof EngineError && (await exists())) return none;
-        throw error;
-      }
-      const body = json<{ Id: string; Warning?: string }>(created);
-      const result = { created: true, warnings: body.Warning ? [body.Warning] : [] };
-      // The engine's duplicate check is not atomic: agents that create it at once may each get a
-      // network of that name, and the name is then ambiguous to every later create (rollout.test's
-      // first 3-replica placement on three agents of one engine). The first created stays; a twin
-      // created after it removes itself (each creator sorts the same list the same way).
-      const ours = body.Id;
       const filters = encodeURIComponent(JSON.stringify({ name: [name] }));
-      const twins = json<{ Id: string; Name: string; Created: string }[]>(await call('GET', `/networks?filters=${filters}`))
+      // Every network of that name, the earliest first (the name filter matches substrings). A
+      // list never fails on a name that matches two networks, as GET /networks/<name> does.
+      const named = async () => json<{ Id: string; Name: string; Created: string }[]>(await call('GET', `/networks?filters=${filters}`))
         .filter((network) => network.Name === name)
-        .sort((a, b) => a.Created.localeCompare(b.Created) || a.Id.localeCompare(b.Id));
-      if (twins.length > 1 && twins[0].Id !== ours) {
-        await call('DELETE', `/networks/${ours}`, undefined, { allow: [404] });
-        return none;
+        .sort((a, b) => compareCreated(a.Created, b.Created) || a.Id.localeCompare(b.Id));
+      let networks = await named();
+      let created: { id: string; warnings: string[] } | null = null;
+      if (networks.length === 0) {
+        try {
+          const body = json<{ Id: string; Warning?: string }>(await call('POST', '/networks/create', {
+            Name: name, Driver: 'bridge', CheckDuplicate: true,
+            Options: { 'com.docker.network.bridge.enable_icc': 'false' },
+            Labels: { 'io.scalegate.network': 'workloads' },
+          }));
+          created = { id: body.Id, warnings: body.Warning ? [body.Warning] : [] };
+        } catch (error) {
+          // Another agent on this engine created it meanwhile: dockerd answers 409, podman 500
+          // ("network already exists"). Whatever the status, the network being there now is success.
+          if (!(error instanceof EngineError)) throw error;
+          networks = await named();
+          if (networks.length === 0) throw error;
+        }
+        if (created) networks = await named();
       }
-      return result;
+      // The engine's duplicate check is not atomic: agents that create it at once may each get a
+      // network of that name, and the name is then ambiguous to every later lookup by name. Every
+      // agent keeps the earliest and starts its containers on it by id; whoever sees a twin
+      // removes it (one an engine will not remove, being in use, stays harmless: nothing asks by name).
+      const [kept, ...twins] = networks;
+      if (!kept) throw new EngineError(404, `network ${name}: the engine lists none after creating it`);
+      for (const twin of twins) await call('DELETE', `/networks/${twin.Id}`, undefined, { allow: [403, 404, 409, 500] });
+      return created?.id === kept.Id ? { id: kept.Id, created: true, warnings: created.warnings } : { id: kept.Id, created: false, warnings: [] };
     },
     async removeNetworks() {
       const filters = encodeURIComponent(JSON.stringify({ label: ['io.scalegate.network=workloads'] }));

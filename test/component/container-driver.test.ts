@@ -2,7 +2,8 @@
 // shared-servers.ts: Debian's dockerd and docker-registry; the image is a busybox root pushed there
 // and pinned by digest). Each harness is one "agent": its own runtime id, state folder and ports.
 import { LABEL } from '../../agent/drivers/container';
-import { createEngine, type Engine } from '../../agent/drivers/engine';
+import { Pool } from 'undici';
+import { createEngine, ENGINE_API_VERSION, type Engine } from '../../agent/drivers/engine';
 import { testEnv } from '../../harness/env';
 import { reservePortRange, type PortRange } from '../../harness/ports';
 import { waitFor as pollUntil } from '../../harness/wait-for';
@@ -92,5 +93,30 @@ describe('the container driver', () => {
     await handle.drain({ graceMs: 500 });
     expect(handle.status().state).toBe('stopped');
     expect(await containersOf(agent.runtimeId)).toEqual([]);
+  });
+
+  it('twin networks of one name (agents that created it at once) heal to the earliest, whose id the driver starts containers on', async () => {
+    const name = `scalegate-twins-${process.pid}`;
+    // Straight to the engine's socket, past the driver's checks.
+    const socket = new Pool('http://localhost', { socketPath: engine.socketPath });
+    const raw = async (method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown) => {
+      const answer = await socket.request({
+        method, path: `/${ENGINE_API_VERSION}${path}`, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await answer.body.text();
+      return { status: answer.statusCode, body: (text ? JSON.parse(text) : {}) as { Id?: string; message?: string } };
+    };
+    // What two agents' creates at once can leave on dockerd, whose duplicate check is not atomic.
+    const first = (await raw('POST', '/networks/create', { Name: name, Driver: 'bridge', CheckDuplicate: false })).body.Id!;
+    const second = (await raw('POST', '/networks/create', { Name: name, Driver: 'bridge', CheckDuplicate: false })).body.Id!;
+    try {
+      expect((await raw('GET', `/networks/${name}`)).body.message).toMatch(/ambiguous/);
+      expect(await engine.ensureNetwork(name)).toEqual({ id: first, created: false, warnings: [] });
+      // the twin is gone: the name is no longer ambiguous
+      expect(await raw('GET', `/networks/${name}`)).toMatchObject({ status: 200, body: { Id: first } });
+    } finally {
+      for (const id of [first, second]) await raw('DELETE', `/networks/${id}`);
+      await socket.close();
+    }
   });
 });
