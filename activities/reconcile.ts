@@ -49,9 +49,16 @@ export function reconcileActivities(deps: ActivityDeps, rendezvous: Rendezvous =
       return { skipped: false, inputsKey, planIds };
     },
 
-    /** Records a pass whose decided applies have all started, so the next pass may skip. */
-    async recordReconcilePass(input: { inputsKey: string }): Promise<void> {
-      await registry.recordReconcile(input.inputsKey, false);
+    /**
+     * Records a pass whose decided applies have all started, so the next pass may skip. An apply
+     * that could not start because its workload's `scale:<name>` id was busy (a rollout, a scale)
+     * left its change undone: the pass is recorded under a key no later pass matches, so the next
+     * one runs in full and plans it again. Recorded as seen, it would be skipped until something
+     * else moved (scale-in.test's consumer, defined while a rollout held its id, was never placed).
+     */
+    async recordReconcilePass(input: { inputsKey: string; busy?: string[] }): Promise<void> {
+      const busy = input.busy ?? [];
+      await registry.recordReconcile(busy.length ? `busy:${busy.join(',')}` : input.inputsKey, false);
     },
   };
 }

@@ -17,7 +17,8 @@ export const ReconcileInputSchema = z.object({
 /**
  * The reconcile loop: a durable timer workflow (id `reconcile:<task queue>`, started by the worker). Each pass places pending
  * workloads, grows `all` workloads onto new matching runtimes and retries unplaced shortfalls,
- * each through applyPlan under the workload's `scale:<name>` id (a busy workload waits a pass).
+ * each through applyPlan under the workload's `scale:<name>` id. A busy workload waits a pass: the
+ * pass that found it busy is not recorded as seen, so the next one plans it again.
  */
 export async function reconcile(rawInput: unknown = {}): Promise<never> {
   const input = parseInput(ReconcileInputSchema, rawInput ?? {}, 'reconcile');
@@ -38,6 +39,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
       await sleep(input.intervalMs, nextPass);
       continue;
     }
+    const busy: string[] = [];
     for (const { workload, planId } of result.planIds) {
       try {
         await startChild(applyPlan, {
@@ -49,10 +51,11 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
         });
       } catch (error) {
         if (!(error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError')) throw error;
+        busy.push(workload);
       }
     }
     if (markerAfterChildren && !result.skipped) {
-      await store.recordReconcilePass.executeWithOptions({ summary: `record the pass (${result.planIds.length} apply(s) started)` }, [{ inputsKey: result.inputsKey }]);
+      await store.recordReconcilePass.executeWithOptions({ summary: `record the pass (${result.planIds.length - busy.length} apply(s) started${busy.length ? `, ${busy.length} workload(s) busy` : ''})` }, [{ inputsKey: result.inputsKey, busy }]);
     }
     op.enter(result.skipped ? 'idle (skipped)' : 'idle');
     await sleep(input.intervalMs, nextPass);

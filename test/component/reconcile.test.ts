@@ -59,3 +59,19 @@ it('plans a workload whose PUT had not committed when a pass read its inputs, on
   expect(after.skipped).toBe(false);
   expect(after.planIds.map((p) => p.workload)).toContain('late');
 });
+
+it('a pass whose apply found its workload busy is not recorded as seen: the next pass plans it again', async () => {
+  const activities = createPostgresActivities({ db });
+  const registry = createRegistryStore(db);
+  await registry.putWorkload('held', { kind: 'service', replicas: 1, selector: {}, contract: UNKNOWN_CONTRACT, spec: { command: ['true'], env: {}, graceMs: 100 } });
+  const found = await activities.reconcilePass({ deferMarker: true });
+  expect(found.planIds.map((p) => p.workload)).toContain('held');
+  // The loop could not start its apply: `scale:held` was running (a rollout, a scale).
+  await activities.recordReconcilePass({ inputsKey: found.inputsKey, busy: ['held'] });
+  const again = await activities.reconcilePass({ deferMarker: true });
+  expect(again.skipped).toBe(false);
+  expect(again.planIds.map((p) => p.workload)).toContain('held');
+  // Its apply started this time: the pass is recorded as seen, and the next one skips.
+  await activities.recordReconcilePass({ inputsKey: again.inputsKey, busy: [] });
+  expect((await activities.reconcilePass({ deferMarker: true })).skipped).toBe(true);
+});

@@ -139,6 +139,20 @@ describe('fleet changes', () => {
     expect(anchoredAfter.fence).toBe(anchoredBefore.fence);
   });
 
+  it('a workload whose scale:<name> is busy when the loop plans it is planned again on the next pass and placed once the id is free', async () => {
+    // The id held by an open run (a rollout, a scale: here a run on a queue no worker polls).
+    const holder = await stack.temporal.workflow.start('holdsTheId', { taskQueue: `${stack.taskQueue}-idle`, workflowId: 'scale:held' });
+    try {
+      expect((await stack.api('PUT', '/v1/workloads/held', { body: service(1) })).status).toBe(201);
+      const plansOfHeld = async () => Number((await stack.db.query("select count(*) as n from plans where workload = 'held'")).rows[0].n);
+      // A pass that found it busy is not recorded as seen: the next pass plans it again.
+      await stack.waitFor('two passes planning the busy workload', async () => (await plansOfHeld()) >= 2);
+    } finally {
+      await holder.terminate('the test frees scale:held');
+    }
+    await waitReady('held', 1);
+  });
+
   it('records a workload whose selector matches nothing as unplaced with placement-unavailable', async () => {
     await stack.api('PUT', '/v1/workloads/nowhere', { body: service(2, { selector: { zone: 'mars' } }) });
     const { state } = await stack.waitFor('nowhere unplaced', async () => {
