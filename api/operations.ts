@@ -7,6 +7,8 @@ import { ApiError } from '../http/errors';
 import { apiUrlOf } from './config';
 import { canonicalSha256 } from '../lib/canonical-json';
 import { workloadOfWorkflowId } from '../lib/log';
+import { messageOf } from '../lib/errors';
+import { wakeSignal } from '../workflows/reconcile';
 
 import { ADMIT_BY_MEMO, IDEMPOTENCY_KEY, START_ID_MEMO, type StartedOperation, type Workload } from '../protocol';
 import type { RecordedStart } from '../store/operation-starts';
@@ -193,4 +195,19 @@ export function sameRequest(start: RecordedStart, ask: KeyedAsk): StartedOperati
       { workflowId: started.workflowId, runId: started.runId, kind: started.kind });
   }
   return started;
+}
+
+/**
+ * Asks the reconcile loop for its next pass now (workflows/reconcile.ts `wake`), after a write that
+ * gives it something to place: a workload defined, a runtime registered. Not awaited by the request
+ * and never failing it: a wake that does not reach the loop (not started yet, Temporal away) only
+ * leaves the placement to the loop's next interval.
+ */
+export function wakeReconcileLoop(deps: ApiDeps, log: { warn(fields: object, message: string): void }): void {
+  void (async () => {
+    const client = await deps.temporal.client();
+    await client.workflow.getHandle(`reconcile:${deps.config.SCALEGATE_TASK_QUEUE}`).signal(wakeSignal);
+  })().catch((error: unknown) => {
+    if (!(error instanceof WorkflowNotFoundError)) log.warn({ error: messageOf(error) }, 'the reconcile loop was not woken: it places at its next interval');
+  });
 }

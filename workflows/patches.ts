@@ -62,6 +62,7 @@ export const ROLLOUT_STOPS_REPLACED = 'rollout-stops-replaced';
 export const REPLAN_CANCELLATION_LEDGERED = 'replan-cancellation-ledgered';
 export const DRAIN_TASKS_NAMED = 'drain-tasks-named';
 export const INPUT_CHECKED_BY_WORKER = 'input-checked-by-worker';
+export const RECONCILE_WAKE = 'reconcile-wake';
 
 export const PATCH_LOG: readonly PatchEntry[] = [
   patch(RECONCILE_MARKER_AFTER_CHILDREN, '2026-11-30', "reconcile writes its skip marker after the applies it started, so a pass interrupted in between is redone, not skipped; before, inside the pass"),
@@ -105,6 +106,7 @@ export const PATCH_LOG: readonly PatchEntry[] = [
   patch(REPLAN_CANCELLATION_LEDGERED, '2026-12-04', 'a replan cancelled before its first stop writes its ledger row, `cancelled`, in a scope the cancellation does not cut; before, the row was asked for in the cancelled scope and none was written (asked only on that path)'),
   patch(DRAIN_TASKS_NAMED, '2026-12-04', "the drain is scheduled as activity `drainTasks`, the name it has below (the agent client's drainTask, the agent's DELETE /v1/tasks/:id); before, as `stopTasks`, which the worker registers too while this patch's old branch lives (asked only where a drain is scheduled)"),
   patch(INPUT_CHECKED_BY_WORKER, '2026-12-05', "scaleOut, scaleIn, applyPlan, stopTheWorldReplan and recoverRuntime have their input checked by the worker (local activity checkWorkflowInput), so their runs evaluate no zod; before, each run built the schemas and checked it inline (same schemas, same message)"),
+  patch(RECONCILE_WAKE, '2026-12-05', "reconcile takes the signal `wake` (the API's, after a workload PUT or a runtime's registration): the interval's timer is cancelled and the next pass runs; before, the signal had no handler and the timer ran out (a run recorded before the patch ignores a wake as it did)"),
 ];
 
 const DEPRECATED = new Set(PATCH_LOG.filter((entry) => entry.deprecatedSince).map((entry) => entry.id));

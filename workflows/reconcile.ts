@@ -1,10 +1,10 @@
 // reconcile: the durable reconcile loop (DESIGN.md §3 placement), one pass per interval.
-import { continueAsNew, log, ParentClosePolicy, proxyActivities, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { CancellationScope, condition, continueAsNew, defineSignal, isCancellation, log, ParentClosePolicy, proxyActivities, setHandler, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { applyPlan } from './apply-plan';
 import { failureMessage, formatDuration, parseInput, profiles, trackOperation } from './operation';
-import { RECONCILE_MARKER_AFTER_CHILDREN, askPatch } from './patches';
+import { RECONCILE_MARKER_AFTER_CHILDREN, RECONCILE_WAKE, askPatch } from './patches';
 
 const store = proxyActivities<Activities>(profiles.storeCall);
 
@@ -13,6 +13,14 @@ export const ReconcileInputSchema = z.object({
   /** passes before continue-as-new keeps the history small */
   passesPerRun: z.int().min(1).max(10_000).default(200),
 });
+
+/**
+ * Asks for the next pass now rather than at the end of the interval: the API sends it when a
+ * workload is defined or a runtime registers, so a new workload is placed within a pass instead of
+ * up to an interval later (15 s under npm start). Fire-and-forget: a lost wake only means the
+ * interval's pass places it.
+ */
+export const wakeSignal = defineSignal('wake');
 
 /**
  * The reconcile loop: a durable timer workflow (id `reconcile:<task queue>`, started by the worker). Each pass places pending
@@ -24,6 +32,31 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
   const input = parseInput(ReconcileInputSchema, rawInput ?? {}, 'reconcile');
   const op = trackOperation('reconcile', null, 'reconcile loop');
   const nextPass = { summary: `next pass in ${formatDuration(input.intervalMs)}` };
+  let woken = false;
+  // Patched: a run begun before the handler existed ignored a wake (its timer ran out), and replays so.
+  if (askPatch(RECONCILE_WAKE)) {
+    setHandler(wakeSignal, () => {
+      woken = true;
+    });
+  }
+  /** The interval's timer, cut short by a wake (one that came during the pass skips it). */
+  const untilNextPass = async (): Promise<void> => {
+    if (!woken) {
+      let slept = false;
+      await CancellationScope.cancellable(async () => {
+        const timer = sleep(input.intervalMs, nextPass).then(() => {
+          slept = true;
+        });
+        await condition(() => woken || slept);
+        if (!slept) CancellationScope.current().cancel();
+        await timer;
+      }).catch((error: unknown) => {
+        // the timer cut short by a wake; a cancellation of the loop itself still ends it
+        if (!isCancellation(error) || CancellationScope.current().consideredCancelled) throw error;
+      });
+    }
+    woken = false;
+  };
   for (let pass = 0; pass < input.passesPerRun; pass++) {
     op.enter('reconciling');
     // The skip marker is written after the applies below have started (not inside the pass), so a
@@ -36,7 +69,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
       // A loop that must run forever outlives a failed pass: note it and try again next interval.
       log.warn('reconcile pass failed', { error: failureMessage(error) });
       op.enter('idle (last pass failed)');
-      await sleep(input.intervalMs, nextPass);
+      await untilNextPass();
       continue;
     }
     const busy: string[] = [];
@@ -58,7 +91,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
       await store.recordReconcilePass.executeWithOptions({ summary: `record the pass (${result.planIds.length - busy.length} apply(s) started${busy.length ? `, ${busy.length} workload(s) busy` : ''})` }, [{ inputsKey: result.inputsKey, busy }]);
     }
     op.enter(result.skipped ? 'idle (skipped)' : 'idle');
-    await sleep(input.intervalMs, nextPass);
+    await untilNextPass();
   }
   return continueAsNew<typeof reconcile>(input);
 }

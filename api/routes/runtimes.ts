@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { HeartbeatRenewalSchema, HeartbeatSchema, RegisterRuntimeSchema, RegistrationSchema, RuntimeParamsSchema, RuntimeViewSchema, StartedOperationSchema } from '../../protocol';
 import { newRuntimeCredential, RuntimeLiveError, StaleFenceError } from '../../store/runtimes';
 import { recoverRuntime } from '../../workflows/recover-runtime';
-import { startOperation } from '../operations';
+import { startOperation, wakeReconcileLoop } from '../operations';
 import { reportCrashLoopingTasks, reportFailedSubtasks } from '../task-reports';
 import type { ApiDeps } from '../deps';
 import { ApiError } from '../../http/errors';
@@ -41,7 +41,7 @@ export function runtimeRoutes(deps: ApiDeps) {
       body: RegisterRuntimeSchema, operationId: 'registerRuntime',
       response: { schema: RegistrationSchema, status: { 201: 'registered: a new fence and the runtime\'s credential (shown once)', 200: 'resumed with its own credential: same fence, no credential' } },
       errors: [409],
-      handler: async ({ body, runtime: caller }) => {
+      handler: async ({ body, runtime: caller, request }) => {
         if (caller) {
           // Its own credential: resume. Same fence, same credential, nothing revoked.
           const resumed = await deps.runtimes.resume(body, caller.credential, leaseTtlMs);
@@ -55,6 +55,8 @@ export function runtimeRoutes(deps: ApiDeps) {
         const credential = newRuntimeCredential();
         try {
           const runtime = await deps.runtimes.register(body, leaseTtlMs, credential);
+          // a new runtime: `all` workloads grow onto it, unplaced shortfalls may fit
+          wakeReconcileLoop(deps, request.log);
           return ok({ ...runtime, ...leaseTerms, credential, resumed: false }, 201);
         } catch (error) {
           if (error instanceof RuntimeLiveError) throw new ApiError('runtime-live', error.message);

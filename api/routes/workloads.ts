@@ -13,7 +13,7 @@ import { checkReplicaLimit } from '../limits';
 import { ImageResolveError, isLoopback, parseImageName, pinImage } from '../../lib/image-registry';
 import { ApiError } from '../../http/errors';
 import { CodedError } from '../../protocol/errors';
-import { requireActiveWorkload, requireIdle, startOperation } from '../operations';
+import { requireActiveWorkload, requireIdle, startOperation, wakeReconcileLoop } from '../operations';
 import { defineRoute, ok } from '../../http/route';
 import { KindChangeError } from '../../store/registry';
 
@@ -81,7 +81,11 @@ export function workloadRoutes(deps: ApiDeps) {
         const rollsOut = existed && !existed.retired && runs !== existed.runs && ((await deps.registry.getPlacement(params.name))?.assignments.length ?? 0) > 0;
         if (rollsOut) await requireIdle(deps, `scale:${params.name}`);
         const { workload, change } = await deps.registry.putWorkloadRevision(params.name, definition);
-        if (!change || change.placed === 0) return ok(workload, existed ? 200 : 201);
+        if (!change || change.placed === 0) {
+          // something for the reconcile loop to place (a new workload, a pending one, a changed size or selector): now, not at its next interval
+          wakeReconcileLoop(deps, request.log);
+          return ok(workload, existed ? 200 : 201);
+        }
         const started = await startOperation(deps, {
           request, workflow: rollout, workflowId: `scale:${params.name}`,
           input: { workload: params.name, revision: change.to, reason: `PUT /v1/workloads/${params.name}: ${change.from} → ${change.to}` },

@@ -16,6 +16,7 @@ import type { WorkloadRecovery } from '../../domain/recovery';
 import { capacityOf } from '../../domain/gates';
 import { ADMIT_BY_MEMO, OUTCOME_KEY, statusOfOutcome, UNKNOWN_CONTRACT, type StreamSpec } from '../../protocol';
 import { applyPlan, autoscaler, leaseSweeper, ping, reconcile, recoverRuntime, retireWorkload, scaleIn, scaleOut, stopTheWorldReplan } from '../../workflows';
+import { wakeSignal } from '../../workflows/reconcile';
 import type { StreamReplanOutcome } from '../../workflows/stop-the-world-replan';
 import { rollout } from '../../workflows/rollout';
 import { abortSignal as rescaleAbortSignal, rescaleOperator, rescaleStatusQuery, type RescaleStatus } from '../../workflows/rescale-operator';
@@ -902,6 +903,26 @@ export const SCENARIOS: Scenario[] = [
       // the next run keeps going: the recorder terminates it once this worker has stopped
       assert.equal(fakes.count('reconcilePass') >= 3, true);
       assert.deepEqual(ledgerOutcomes(fakes), ['apply:completed']);
+      return { workflowId, runId };
+    },
+  },
+  {
+    // The API's wake (a workload PUT, a runtime registered) cuts the loop's interval short: each
+    // pass here follows a wake, not its 10-minute timer (cancelled, then a new one).
+    name: 'reconcile-woken',
+    fakes: (name) => fakeActivities(serviceWorkload(name), 1, { passes: [{ skipped: true, inputsKey: 'k1', planIds: [] }, { skipped: true, inputsKey: 'k1', planIds: [] }] }),
+    async run({ client, taskQueue, fakes }) {
+      const workflowId = `reconcile:${taskQueue}`;
+      const handle = await client.workflow.start(reconcile, { taskQueue, workflowId, args: [{ intervalMs: 600_000, passesPerRun: 2 }] });
+      const runId = handle.firstExecutionRunId;
+      // Each wake once the pass is over and its timer runs (a wake during a pass skips the timer instead).
+      const timersStarted = async () => (await handle.fetchHistory()).events?.filter((event) => event.timerStartedEventAttributes).length ?? 0;
+      for (const passes of [1, 2]) {
+        await waitFor(`reconcile pass ${passes} over, its timer running`, async () => fakes.count('reconcilePass') >= passes && (await timersStarted()) >= passes);
+        await handle.signal(wakeSignal);
+      }
+      const end = await client.workflow.getHandle(workflowId, runId, { followRuns: false }).result().then(() => null, (e: unknown) => e);
+      assert.ok(end instanceof WorkflowContinuedAsNewError, `expected continue-as-new after two woken passes, got ${end}`);
       return { workflowId, runId };
     },
   },
