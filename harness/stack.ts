@@ -7,11 +7,11 @@ import path from 'node:path';
 import type { Pool } from 'pg';
 import { createPool } from '../store/db';
 import { migrate } from '../store/migrate';
-import { freePort, ServiceProcess, spawnService, waitForHttp } from '../embedded/processes';
+import { ServiceProcess, spawnService, waitForHttp } from '../embedded/processes';
 import { startBalancer, type Balancer } from './balancer';
 import { createTestDatabase, testAgentDatabaseUrl } from './database';
 import { testEnv } from './env';
-import { reservePortRange, type PortRange } from './ports';
+import { PORT_BLOCK_SIZE, reservePortRange, type PortRange } from './ports';
 import { GiveUp, waitFor as pollUntil, type WaitForOptions } from './wait-for';
 
 export interface AgentSpec {
@@ -88,9 +88,6 @@ function withAddress(url: string, address: string): string {
   parsed.host = address;
   return parsed.toString();
 }
-
-/** Every agent port this test process handed out (see agentPort). */
-const agentPortsGiven = new Set<number>();
 
 export async function startStack(options: {
   agents?: AgentSpec[]; leaseTtlMs?: number; worker?: boolean; env?: NodeJS.ProcessEnv;
@@ -226,31 +223,24 @@ export async function startStack(options: {
     })) as T;
 
   /**
-   * A free port no other agent of this process was given: agents launched side by side could each
-   * be told the same just-freed port (hot-rescale.test: EADDRINUSE for the third agent).
+   * One reserved port block per agent id, kept across restarts of that id and given back on stop:
+   * its first port is the agent's own, the rest its tasks'. A port bound to 0 and closed lies among
+   * the ephemeral ports, where any process's outgoing connection can take it before the agent binds
+   * it (hardening.test: EADDRINUSE for an agent); a reserved block lies below them.
    */
-  const agentPort = async (): Promise<number> => {
-    for (;;) {
-      const port = await freePort();
-      if (agentPortsGiven.has(port)) continue;
-      agentPortsGiven.add(port);
-      return port;
-    }
-  };
-
-  /** One reserved port block per agent id, kept across restarts of that id and given back on stop. */
   const portRanges: Record<string, PortRange> = {};
 
   /** Spawns an agent; answers it and the wait for it to come up (as `spec.waitReady` says), not yet begun. */
   const launchAgent = async (spec: AgentSpec): Promise<{ agent: RunningAgent; up: () => Promise<void> }> => {
-    const port = await agentPort();
+    const block = (portRanges[spec.id] ??= await reservePortRange());
+    const port = block.start;
     const stateDir = path.join(home, 'agents', spec.id);
     const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
     const args = ['--id', spec.id, '--port', String(port), '--state-dir', stateDir, '--api', spec.apiUrl ?? apiUrl, '--slots', String(spec.slots ?? 4)];
     if (labels) args.push('--labels', labels);
     if (spec.bind) args.push('--bind', spec.bind);
-    // Its process tasks draw ports from a block reserved for this agent id (harness/ports.ts).
-    args.push('--port-range', (portRanges[spec.id] ??= await reservePortRange()).label);
+    // Its process tasks draw ports from the rest of the block (harness/ports.ts).
+    args.push('--port-range', block.slice(1, PORT_BLOCK_SIZE - 1).label);
     const agentProcess = launch(`agent:${spec.id}`, 'agent/main.ts', args, { DATABASE_URL: agentDatabaseUrl, ...spec.env }, spec.wrap);
     const agent = { id: spec.id, port, url: `http://${spec.bind ?? '127.0.0.1'}:${port}`, stateDir, process: agentProcess };
     agents[spec.id] = agent;
