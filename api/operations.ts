@@ -197,6 +197,8 @@ export function sameRequest(start: RecordedStart, ask: KeyedAsk): StartedOperati
   return started;
 }
 
+const WAKE_DEADLINE_MS = 5_000;
+
 /**
  * Asks the reconcile loop for its next pass now (workflows/reconcile.ts `wake`), after a write that
  * gives it something to place: a workload defined, a runtime registered. Not awaited by the request
@@ -206,7 +208,8 @@ export function sameRequest(start: RecordedStart, ask: KeyedAsk): StartedOperati
 export function wakeReconcileLoop(deps: ApiDeps, log: { warn(fields: object, message: string): void }): void {
   void (async () => {
     const client = await deps.temporal.client();
-    await client.workflow.getHandle(`reconcile:${deps.config.SCALEGATE_TASK_QUEUE}`).signal(wakeSignal);
+    // bounded: during an outage of Temporal a wake gives up rather than wait for it
+    await client.connection.withDeadline(Date.now() + WAKE_DEADLINE_MS, () => client.workflow.getHandle(`reconcile:${deps.config.SCALEGATE_TASK_QUEUE}`).signal(wakeSignal));
   })().catch((error: unknown) => {
     if (!(error instanceof WorkflowNotFoundError)) log.warn({ error: messageOf(error) }, 'the reconcile loop was not woken: it places at its next interval');
   });

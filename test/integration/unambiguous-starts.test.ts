@@ -125,3 +125,20 @@ it('a start Temporal took in time runs even when no worker picks it up until aft
   expect(status.outcome).toBe('completed');
   expect((await stack.api('GET', '/v1/workloads/awaited', { role: 'viewer' })).body.replicas).toBe(2);
 });
+
+it('a workload PUT while Temporal is paused is answered at once; its wake of the reconcile loop gives up at its deadline, and the loop places the workload once Temporal is back', async () => {
+  const gaveUp = () => stack.logs.filter((line) => line.includes('the reconcile loop was not woken')).length;
+  const before = gaveUp();
+  process.kill(temporal.pid!, 'SIGSTOP');
+  try {
+    expect((await stack.api('PUT', '/v1/workloads/put-paused', { body })).status).toBe(201);
+    // Still paused: the wake did not wait for Temporal (without its deadline it would, and nothing would be logged yet).
+    await stack.waitFor('the wake given up', async () => gaveUp() > before, 20_000);
+  } finally {
+    process.kill(temporal.pid!, 'SIGCONT');
+  }
+  await stack.waitFor('put-paused placed by the loop\'s own pass', async () => {
+    const { body: workload } = await stack.api('GET', '/v1/workloads/put-paused', { role: 'viewer' });
+    return (workload.placement?.assignments.length ?? 0) === 1;
+  });
+});
