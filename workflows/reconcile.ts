@@ -1,5 +1,5 @@
 // reconcile: the durable reconcile loop (DESIGN.md §3 placement), one pass per interval.
-import { CancellationScope, condition, continueAsNew, defineSignal, isCancellation, log, ParentClosePolicy, proxyActivities, setHandler, sleep, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { condition, continueAsNew, defineSignal, log, ParentClosePolicy, proxyActivities, setHandler, startChild, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities } from '../activities';
 import { applyPlan } from './apply-plan';
@@ -41,20 +41,7 @@ export async function reconcile(rawInput: unknown = {}): Promise<never> {
   }
   /** The interval's timer, cut short by a wake (one that came during the pass skips it). */
   const untilNextPass = async (): Promise<void> => {
-    if (!woken) {
-      let slept = false;
-      await CancellationScope.cancellable(async () => {
-        const timer = sleep(input.intervalMs, nextPass).then(() => {
-          slept = true;
-        });
-        await condition(() => woken || slept);
-        if (!slept) CancellationScope.current().cancel();
-        await timer;
-      }).catch((error: unknown) => {
-        // the timer cut short by a wake; a cancellation of the loop itself still ends it
-        if (!isCancellation(error) || CancellationScope.current().consideredCancelled) throw error;
-      });
-    }
+    if (!woken) await condition(() => woken, input.intervalMs, nextPass);
     woken = false;
   };
   for (let pass = 0; pass < input.passesPerRun; pass++) {
