@@ -18,9 +18,20 @@ export interface ServiceProcess {
   kill(signal: NodeJS.Signals): void;
 }
 
+/** `[wrap…] node [profile] entry args`: the entry bundled, or through tsx's loader in this same process. */
+function nodeCommand(options: { name: string; entry: string; args?: string[]; script?: string; wrap?: readonly string[] }): string[] {
+  // A bench's CPU profile of one service (node ≥ 20 refuses --cpu-prof in NODE_OPTIONS): one file
+  // per thread, written when the service exits (README, the benches).
+  const profiled = process.env.SCALEGATE_CPU_PROFILE_DIR && options.name === process.env.SCALEGATE_CPU_PROFILE_SERVICE;
+  const profile = profiled ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SCALEGATE_CPU_PROFILE_DIR}`] : [];
+  const program = options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)];
+  return [...(options.wrap ?? []), process.execPath, ...profile, ...program, ...(options.args ?? [])];
+}
+
 /** Starts `entry` (a .ts file under the repo) with tsx; output goes to `output` line by line. */
 export function spawnService(options: {
   name: string;
+  /** a .ts file under the repo (with `npmScript`: the file that script runs) */
   entry: string;
   args?: string[];
   env: NodeJS.ProcessEnv;
@@ -35,14 +46,14 @@ export function spawnService(options: {
    * harness/hosts.ts); it must exec, not fork, so that signals reach the service itself.
    */
   wrap?: readonly string[];
+  /**
+   * Started as a user types it, `npm run <npmScript> -- <args>` (the tests of `npm start`): what
+   * package.json's script puts between npm and `entry` is then what runs, and what a signal meets.
+   */
+  npmScript?: string;
 }): ServiceProcess {
-  // A bench's CPU profile of one service (node ≥ 20 refuses --cpu-prof in NODE_OPTIONS): one file
-  // per thread, written when the service exits (README, the benches).
-  const profiled = process.env.SCALEGATE_CPU_PROFILE_DIR && options.name === process.env.SCALEGATE_CPU_PROFILE_SERVICE;
-  const profile = profiled ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SCALEGATE_CPU_PROFILE_DIR}`] : [];
-  const program = [...profile, ...(options.script ? [options.script] : ['--import', 'tsx', path.join(ROOT, options.entry)])];
-  const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
-  const child = spawn(command!, [...prefix, ...program, ...(options.args ?? [])], {
+  const [command, ...args] = options.npmScript ? ['npm', 'run', options.npmScript, '--', ...(options.args ?? [])] : nodeCommand(options);
+  const child = spawn(command!, args, {
     cwd: ROOT,
     env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],

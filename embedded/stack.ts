@@ -409,7 +409,7 @@ export function temporalCliLines(address: string, namespace: string, cli = insta
 export function runEmbeddedStack(): void {
   // `on`, not `once`: a second Ctrl-C (or SIGTERM) while the agents drain must not take the default
   // action and kill this process halfway, leaving Temporal, PostgreSQL, Kafka and the agents behind
-  // with nobody to stop them (tsx, under npm start, also kills a child that no longer handles it).
+  // with nobody to stop them. Under npm start a Ctrl-C arrives twice: the group's and npm's forward.
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signals++ > 0) say(`${signal} again: still stopping (the agents drain their tasks first); nothing is left behind`);

@@ -34,6 +34,24 @@ function processesOf(home: string): { pid: number; argv: string[] }[] {
     }
   });
 }
+/** The stack's own process in process group `group` (npm's): the innermost one running scripts/start.ts. */
+function stackProcess(group: number): number {
+  const stat = (pid: string) => {
+    try {
+      // pid (comm) state ppid pgrp …: comm may hold spaces, so the fields after its closing parenthesis
+      const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const [, ppid, pgrp] = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), argv: fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0') };
+    } catch {
+      return null; // gone meanwhile
+    }
+  };
+  const running = fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(stat)
+    .filter((p) => p !== null && p.pgrp === group && p.argv.some((arg) => arg.endsWith('scripts/start.ts')));
+  const innermost = running.filter((p) => !running.some((q) => q!.ppid === p!.pid));
+  expect(innermost).toHaveLength(1);
+  return innermost[0]!.pid;
+}
 /** The pids of the JVMs running a Kafka broker out of `home` (its data folder is <home>/kafka). */
 const stackBrokers = (home: string): number[] => processesOf(home).filter((p) => p.argv.includes('kafka.Kafka')).map((p) => p.pid);
 
@@ -76,8 +94,8 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   const containersOff = containerSupportMissing();
   const registryPort = await freePort();
   const containersEnv = { SCALEGATE_CONTAINERS: 'on', DOCKER_HOST: '', SCALEGATE_REGISTRY_PORT: String(registryPort) };
-  // In a process group of its own, as from a terminal, so that its stop below is a Ctrl-C's: the signal reaches every process of the group.
-  started = await startNpmStart({ name: 'start', processGroup: true, env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, ...containersEnv }, onLine: (line) => {
+  // npm in a process group of its own, as from a terminal, so that its stop below is a Ctrl-C's: the signal reaches every process of the group.
+  started = await startNpmStart({ name: 'start', env: { SCALEGATE_WORKERS: '2', ...kafkaEnv, ...containersEnv }, onLine: (line) => {
     if (atReady === null && line.startsWith('[scalegate] ready')) atReady = observe();
   } });
   await started.ready;
@@ -163,9 +181,24 @@ test('prints the banner, then "ready" once the API, the worker (polling) and eve
   // SIGTERM to the process group (a terminal's Ctrl-C signals the group) stops all of it: exit 0, the API's, the agents', the broker's, the registry's and the
   // container's ports free again, no process naming the state folder left (no broker JVM, no
   // dockerd, containerd, shim or registry), no bridge interface, the pointer gone. Sent twice, as an impatient Ctrl-C does: the second must not
-  // kill the stack halfway through its stop.
+  // kill the stack halfway through its stop. And the stack is too busy to take the signal at once
+  // (stopped for half a second, as a loaded machine may keep it): nothing between npm and the stack
+  // may take that for a hung process and SIGKILL it (tsx's CLI did within 60 ms, leaving the
+  // Docker engine of its own process group running).
   const printed = started.lines;
+  const stack = stackProcess(started.process.child.pid!);
+  process.kill(stack, 'SIGSTOP');
   process.kill(-started.process.child.pid!, 'SIGTERM');
+  await new Promise((resolve) => setTimeout(resolve, 500)); // the scenario itself: half a second unanswered
+  const survivedThePause = (() => {
+    try {
+      process.kill(stack, 'SIGCONT');
+      return true;
+    } catch {
+      return false; // ESRCH: killed while it could not answer
+    }
+  })();
+  expect(survivedThePause).toBe(true);
   await waitFor('the first SIGTERM taken', () => printed.includes('[scalegate] stopping (SIGTERM)'), { timeoutMs: 30_000, intervalMs: 20 });
   expect(await started.stop()).toBe(0);
   expect(started.lines.some((line) => line.startsWith('[scalegate] SIGTERM again: still stopping'))).toBe(true);

@@ -1,4 +1,4 @@
-// `npm start` as a user runs it (scripts/start.ts → embedded/stack.ts), against the shared test
+// `npm start` as a user runs it (npm, package.json's script, scripts/start.ts → embedded/stack.ts), against the shared test
 // Temporal server, PostgreSQL, Kafka broker and Docker engine (TEMPORAL_ADDRESS, DATABASE_URL,
 // SCALEGATE_KAFKA_BROKERS and DOCKER_HOST set, as a user with their own servers would;
 // SCALEGATE_KAFKA=off / SCALEGATE_CONTAINERS=off when the run has none), on ports and a task queue
@@ -40,8 +40,6 @@ export async function startNpmStart(options: {
   name: string;
   env?: Record<string, string>;
   onLine?: (line: string) => void;
-  /** in a process group of its own, as from a terminal: process.kill(-pid) then signals it and every child it did not move out, as a Ctrl-C does */
-  processGroup?: boolean;
 }): Promise<NpmStart> {
   const env = testEnv();
   const { databaseUrl } = await createTestDatabase(options.name);
@@ -60,7 +58,9 @@ export async function startNpmStart(options: {
   const lines: string[] = [];
   let sawReady = false;
   const child = spawnService({
-    name: options.name, entry: 'scripts/start.ts', processGroup: options.processGroup,
+    // npm in a process group of its own, as from a terminal: process.kill(-pid) signals npm, the
+    // stack and every child it did not move out, as a Ctrl-C does
+    name: options.name, entry: 'scripts/start.ts', npmScript: 'start', processGroup: true,
     env: {
       PATH: process.env.PATH, HOME: process.env.HOME,
       // where Java and the cached Kafka jars are, for a start that runs a broker of its own
@@ -97,7 +97,15 @@ export async function startNpmStart(options: {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([stop(), new Promise((resolve) => { timer = setTimeout(resolve, 20_000); })]);
       clearTimeout(timer);
-      if (child.child.exitCode === null) await child.stop(5_000);
+      // npm's own SIGKILL would leave the stack behind it running: the whole group's, as a last resort
+      if (child.child.exitCode === null) {
+        try {
+          process.kill(-child.child.pid!, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+        await child.exited;
+      }
       const connection = await Connection.connect({ address: env.temporalAddress });
       const client = new Client({ connection });
       // the loops the worker started on its task queue outlive it on the shared server

@@ -581,7 +581,7 @@ function check(docs: Doc[], ctx: Context): Findings {
       checked.npm++;
       const command = ctx.npmScripts[script];
       if (command === undefined) return say('npm', line, `npm ${words.slice(1).join(' ')}: package.json has no script ${script}`);
-      const file = /^tsx (\S+\.ts)$/.exec(command)?.[1];
+      const file = /^(?:exec )?(?:tsx|node --import tsx) (\S+\.ts)$/.exec(command)?.[1];
       if (file && after[0] === '--') checkScriptFlags(file, after.slice(1), line);
     };
 
