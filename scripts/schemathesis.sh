@@ -37,7 +37,9 @@ if [ -z "${SCALEGATE_API_URL:-}" ]; then
   agent_base=$(free_block)
   export SCALEGATE_HOME="$home" SCALEGATE_API_PORT="$api_port" SCALEGATE_TEMPORAL_PORT="$(free_port)" SCALEGATE_UI_PORT="$(free_port)" \
     SCALEGATE_PG_PORT="$(free_port)" SCALEGATE_AGENT_BASE_PORT="$agent_base" SCALEGATE_KAFKA=off SCALEGATE_CONTAINERS=off SCALEGATE_PG_FSYNC=off
-  ./node_modules/.bin/tsx scripts/start.ts >"$home/start.log" 2>&1 &
+  # npm start itself (package.json's script runs the stack in the process npm starts, which takes
+  # the SIGINT npm forwards; tsx's CLI in between SIGKILLed a stack busy at that moment)
+  npm start >"$home/start.log" 2>&1 &
   stack_pid=$!
   stop_stack() {
     kill -INT "$stack_pid" 2>/dev/null || true

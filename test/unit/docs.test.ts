@@ -573,7 +573,7 @@ function check(docs: Doc[], ctx: Context): Findings {
       if (server) checkRoute(method ?? (body === undefined ? 'GET' : 'POST'), target[2] ?? '/', body, [server], line, `curl ${args.join(' ')}`);
     };
 
-    /** `npm run X [-- args]`, `npm start|test [-- args]`: X is a script; a `tsx F` script's args are F's flags. */
+    /** `npm run X [-- args]`, `npm start|test [-- args]`: X is a script; a `node --import tsx F` script's args are F's flags. */
     const checkNpm = (words: string[], line: number) => {
       const [verb, ...after] = words.slice(1);
       const script = verb === 'run' ? after.shift() : verb === 'start' || verb === 'test' ? verb : undefined;
@@ -581,7 +581,7 @@ function check(docs: Doc[], ctx: Context): Findings {
       checked.npm++;
       const command = ctx.npmScripts[script];
       if (command === undefined) return say('npm', line, `npm ${words.slice(1).join(' ')}: package.json has no script ${script}`);
-      const file = /^(?:exec )?(?:tsx|node --import tsx) (\S+\.ts)$/.exec(command)?.[1];
+      const file = /^(?:exec )?node --import tsx (\S+\.ts)$/.exec(command)?.[1];
       if (file && after[0] === '--') checkScriptFlags(file, after.slice(1), line);
     };
 
