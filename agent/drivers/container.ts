@@ -217,6 +217,16 @@ class ContainerTask implements TaskHandle {
     };
   }
 
+  /**
+   * The agent closes (its SIGTERM): the container runs on for the next agent to adopt, and this
+   * agent stops watching it. As after a drain, no watch loop goes on and no restart is launched.
+   */
+  detach(): void {
+    this.stopping = true;
+    if (this.restartTimer) clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
+  }
+
   /** The engine's stop with the task's grace, then remove; the port pair goes back to the allocator. Never restarted after. */
   async drain(options: DrainOptions): Promise<DrainReceipt> {
     const began = Date.now();
@@ -395,6 +405,7 @@ export function createContainerDriver(ctx: DriverContext, engine: Engine | null,
     },
     // The containers run on without the agent (static stability); a restarted agent adopts them.
     close: async () => {
+      for (const task of tasks.values()) task.detach();
       tasks.clear();
     },
   };

@@ -75,6 +75,24 @@ describe('the container driver', () => {
     expect(await containersOf(agent.runtimeId)).toEqual([]);
   });
 
+  it('a stopped agent leaves its container running and watches it no more: one removed afterwards is not restarted (beside an agent that does)', async () => {
+    // Two agents watch a container each; one closes (its SIGTERM). Both containers are then removed
+    // behind their backs: the open agent restarts its own, and by then the closed one had the same
+    // watch and backoff to restart its own had it still been watching.
+    const policy = { baseMs: 50, maxMs: 50, healthyAfterMs: 60_000, crashLoopRestarts: 100, crashLoopWindowMs: 600_000 };
+    const [closed, open] = [harness({ policy }), harness({ policy })];
+    const [closedHandle, openHandle] = await Promise.all([closed.driver.start(start(httpd)), open.driver.start(start(httpd))]);
+    await Promise.all([ready(closedHandle), ready(openHandle)]);
+    await closed.driver.close!();
+    const [kept] = await containersOf(closed.runtimeId);
+    expect(kept.State).toBe('running');
+    for (const agent of [closed, open]) for (const container of await containersOf(agent.runtimeId)) await engine.remove(container.Id);
+    await pollUntil('the open agent restarted its container', () => openHandle.status().state === 'ready' && openHandle.status().counts.restarts === 1, { timeoutMs: 30_000 });
+    expect(closed.events.filter((e) => e.event === 'task-restart-scheduled')).toEqual([]);
+    expect(await containersOf(closed.runtimeId)).toEqual([]);
+    await openHandle.drain({ graceMs: 1000 });
+  });
+
   it('a container that exits at once is restarted with growing delays, never ready, and crash-loops; a drain ends it for good', async () => {
     const agent = harness({ policy: { baseMs: 100, maxMs: 10_000, healthyAfterMs: 60_000, crashLoopRestarts: 3, crashLoopWindowMs: 600_000 } });
     const handle = await agent.driver.start(start({ command: ['sh', '-c', 'exit 3'], readiness: { tcp: true }, graceMs: 500 }));

@@ -85,11 +85,7 @@ describe('the container driver on podman', () => {
 
   it('refuses a start whose image cannot be pulled, naming the runtime and the image, with nothing started', () => refusesAnUnpullableImage());
 
-  it('a restarted agent adopts its running container (same id, still serving) and the sweep removes the ones no hosted task names', () =>
-    // The first agent's driver lives on in this process: its supervision must never restart what
-    // it watched (podman shows a container as not running from the start of its stop's grace, so
-    // the second agent's drain would otherwise race a restart of the first).
-    adoptsAndSweeps({ baseMs: 600_000, maxMs: 600_000, healthyAfterMs: 60_000, crashLoopRestarts: 3, crashLoopWindowMs: 600_000 }));
+  it('a restarted agent adopts its running container (same id, still serving) and the sweep removes the ones no hosted task names', () => adoptsAndSweeps());
 
   it('does not enforce inter-container isolation on the workload network: another container reaches a task\'s port by its address', async () => {
     const agent = harness();

@@ -78,10 +78,9 @@ export function containerDriverHarnesses(prefix: string, on: () => { engine: Eng
     /**
      * A restarted agent adopts its running container (the same container, its incarnation, still
      * serving) and its sweep removes the one no hosted task names; nothing is left after a drain.
-     * `firstPolicy`: the first agent's restart policy (its driver lives on in the test's process).
      */
-    async adoptsAndSweeps(firstPolicy?: RestartPolicy): Promise<void> {
-      const first = harness(firstPolicy ? { policy: firstPolicy } : {});
+    async adoptsAndSweeps(): Promise<void> {
+      const first = harness();
       const kept = start(HTTPD);
       const stray = start(HTTPD);
       const keptHandle = await first.driver.start(kept);
@@ -90,7 +89,9 @@ export function containerDriverHarnesses(prefix: string, on: () => { engine: Eng
       const before = new Map((await containersOf(first.runtimeId)).map((c) => [c.Labels[LABEL.task], c.Id]));
       expect(before.size).toBe(2);
 
-      // The agent is gone (its driver with it); the engine keeps the containers running. A new one starts what it recorded.
+      // The agent stops (its driver closes: it watches and restarts nothing more); the engine keeps
+      // the containers running. A new one starts what it recorded.
+      await first.driver.close!();
       const second = harness({ previous: first });
       const adopted = await second.driver.start(kept);
       expect(adopted.incarnation).toBe(keptHandle.incarnation);
