@@ -225,15 +225,13 @@ class ContainerTask implements TaskHandle {
     this.stopping = true;
     if (this.restartTimer) clearTimeout(this.restartTimer);
     this.restartTimer = undefined;
+    this.nextRestartAtMs = undefined;
   }
 
   /** The engine's stop with the task's grace, then remove; the port pair goes back to the allocator. Never restarted after. */
   async drain(options: DrainOptions): Promise<DrainReceipt> {
     const began = Date.now();
-    this.stopping = true;
-    if (this.restartTimer) clearTimeout(this.restartTimer);
-    this.restartTimer = undefined;
-    this.nextRestartAtMs = undefined;
+    this.detach(); // nothing watched or restarted from here, then the container stops
     this.state = 'draining';
     const graceMs = options.graceMs ?? this.spec.graceMs;
     const before = await this.engine.inspect(this.containerId);

@@ -12,6 +12,7 @@ import { Connection } from '@temporalio/client';
 import fs from 'node:fs';
 import path from 'node:path';
 import { LABEL, WORKLOAD_NETWORK } from '../../agent/drivers/container';
+import { readStat, type ProcStat } from '../../agent/drivers/proc';
 import { createEngine } from '../../agent/drivers/engine';
 import { containerSupportMissing } from '../../embedded/container-engine';
 import { kafkaUnavailable } from '../../embedded/kafka';
@@ -23,32 +24,23 @@ import { EMBEDDED_AGENTS as AGENTS, startNpmStart, type NpmStart } from '../supp
 import { waitFor } from '../../harness/wait-for';
 import { kafkaClient } from '../../lib/kafka';
 
-/** The processes whose arguments name `home` (the stack's agents, the broker's JVM, dockerd, containerd, its shims, docker-registry), from the process table. */
-function processesOf(home: string): { pid: number; argv: string[] }[] {
-  return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).flatMap((pid) => {
+/** Every process with its arguments and /proc stat (agent/drivers/proc.ts), from the process table. */
+function processTable(): { pid: number; argv: string[]; stat: ProcStat }[] {
+  return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).flatMap((entry) => {
+    const stat = readStat(Number(entry));
     try {
-      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return argv.some((arg) => arg.includes(home)) ? [{ pid: Number(pid), argv }] : [];
+      return stat ? [{ pid: stat.pid, argv: fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0'), stat }] : [];
     } catch {
       return []; // gone meanwhile
     }
   });
 }
+/** The processes whose arguments name `home` (the stack's agents, the broker's JVM, dockerd, containerd, its shims, docker-registry). */
+const processesOf = (home: string) => processTable().filter((p) => p.argv.some((arg) => arg.includes(home)));
 /** The stack's own process in process group `group` (npm's): the innermost one running scripts/start.ts. */
 function stackProcess(group: number): number {
-  const stat = (pid: string) => {
-    try {
-      // pid (comm) state ppid pgrp …: comm may hold spaces, so the fields after its closing parenthesis
-      const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const [, ppid, pgrp] = text.slice(text.lastIndexOf(')') + 2).split(' ');
-      return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), argv: fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0') };
-    } catch {
-      return null; // gone meanwhile
-    }
-  };
-  const running = fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(stat)
-    .filter((p) => p !== null && p.pgrp === group && p.argv.some((arg) => arg.endsWith('scripts/start.ts')));
-  const innermost = running.filter((p) => !running.some((q) => q!.ppid === p!.pid));
+  const running = processTable().filter((p) => p.stat.pgrp === group && p.argv.some((arg) => arg.endsWith('scripts/start.ts')));
+  const innermost = running.filter((p) => !running.some((q) => q.stat.ppid === p.pid));
   expect(innermost).toHaveLength(1);
   return innermost[0]!.pid;
 }
