@@ -2,7 +2,8 @@
 //   unit       pure tests: no process, no port, no database, no file written. Needs nothing.
 //   component  one real part (a driver with real processes and ports, the store on PostgreSQL).
 //   system     workflow replays and integration tests on real Temporal, PostgreSQL and agents.
-// component and system share one globalSetup (jest runs a given globalSetup file once per run):
+// component and system share one globalSetup (jest runs a given globalSetup file once per run;
+// npm test's two runs, scripts/test.ts, share the servers it starts instead):
 // one Temporal dev server and one PostgreSQL per run, started only when one of their tests is
 // selected, so `jest test/unit` (npm run test:unit) starts nothing.
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
