@@ -1,6 +1,7 @@
 // npm test's runner (harness/test-lanes.ts) on real jest runs of small fixture suites: a lane that
 // fails fails the whole, whichever lane it is and however its output is kept; an idle lane's files
 // run under SCHED_IDLE; the shared servers outlive every lane.
+import { execFileSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,12 +22,17 @@ function lane(name: string, files: Record<string, string>, priority: Lane['prior
   return { title: `lane ${name}`, select: ['--config', JSON.stringify({ rootDir: root, testMatch: ['<rootDir>/*.test.js'] })], workers: 1, priority, stream: false };
 }
 
-/** A test that writes the scheduling policy of the process running it (/proc/self/stat field 41: 0 normal, 5 SCHED_IDLE). */
+/** A process's scheduling policy: /proc/<pid>/stat field 41 (0 normal, 5 SCHED_IDLE). */
+function policyOf(pid: 'self' | number): string {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[41 - 3]!;
+}
+
+/** A test that writes the scheduling policy of the process running it (as policyOf reads it). */
 const recordsPolicy = (out: string) => `
 test('records its policy', () => {
   const stat = require('fs').readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  require('fs').writeFileSync(${JSON.stringify(out)}, fields[41 - 3]);
+  require('fs').writeFileSync(${JSON.stringify(out)}, stat.slice(stat.lastIndexOf(')') + 2).split(' ')[41 - 3]);
 });`;
 
 async function run(lanes: Lane[]) {
@@ -46,6 +52,20 @@ async function run(lanes: Lane[]) {
 }
 
 test('every lane passing: 0, one summary of both, the servers started once and stopped after', async () => {
+  // Lanes inherit this process's policy, and npm test runs this file in its idle lane: from there
+  // a lane left idle and one made idle would look alike. So the lanes start from the normal policy
+  // (root may raise it), and this process goes back to its own afterwards.
+  const own = policyOf('self');
+  const setOwn = (policy: '--other' | '--idle') => execFileSync('chrt', ['--all-tasks', policy, '--pid', '0', String(process.pid)]);
+  if (own !== '0') setOwn('--other');
+  try {
+    await lanesOfBothPolicies();
+  } finally {
+    if (own !== '0') setOwn('--idle');
+  }
+});
+
+async function lanesOfBothPolicies() {
   const normalPolicy = path.join(dir, 'normal-policy');
   const idlePolicy = path.join(dir, 'idle-policy');
   const { code, output, events } = await run([
@@ -61,7 +81,7 @@ test('every lane passing: 0, one summary of both, the servers started once and s
   // The idle lane's test ran under SCHED_IDLE (5), the other under the normal policy (0).
   expect(fs.readFileSync(normalPolicy, 'utf8')).toBe('0');
   expect(fs.readFileSync(idlePolicy, 'utf8')).toBe('5');
-});
+}
 
 test('a failing file in the idle lane fails the whole, with its output', async () => {
   const { code, output } = await run([
