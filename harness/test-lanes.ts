@@ -7,9 +7,9 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ROOT } from '../embedded/processes';
 import { sweepStaleHostNetworks } from './hosts';
+import { waitFor } from './wait-for';
 
 const JEST = require.resolve('jest/bin/jest');
 
@@ -90,10 +90,8 @@ async function stopGroup(child: ChildProcess, graceMs: number): Promise<void> {
       return false; // ESRCH: no process of the group is left
     }
   };
-  const emptyWithin = async (ms: number) => {
-    for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(100)) if (!signal(0)) return true;
-    return !signal(0);
-  };
+  const emptyWithin = (ms: number) =>
+    waitFor('the lane\'s process group to empty', () => !signal(0), { timeoutMs: ms, intervalMs: 100 }).then(() => true, () => false);
   if (!signal('SIGTERM') || await emptyWithin(graceMs)) return;
   signal('SIGKILL');
   await emptyWithin(5_000);

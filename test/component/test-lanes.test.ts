@@ -6,7 +6,9 @@ import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { isAlive } from '../../harness/ports';
 import { runLanes, type Lane } from '../../harness/test-lanes';
+import { waitFor } from '../../harness/wait-for';
 
 let dir: string;
 beforeAll(() => {
@@ -127,15 +129,8 @@ test('waits', async () => {
     signals,
   });
   const started = () => fs.readdirSync(pids).flatMap((worker) => [Number(worker), Number(fs.readFileSync(path.join(pids, worker), 'utf8'))]);
-  const alive = () => started().filter((pid) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-  for (const deadline = Date.now() + 60_000; fs.readdirSync(pids).length < 2 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+  const alive = () => started().filter(isAlive);
+  await waitFor('both lanes\' files to start their child', () => fs.readdirSync(pids).length === 2, 60_000);
   expect(alive()).toHaveLength(4); // two jest workers, each with its stubborn child
   signals.emit('SIGTERM', 'SIGTERM');
   expect(await ran).toBe(143);
