@@ -143,7 +143,11 @@ export async function runLanes({ lanes, startServers, write, stopGraceMs = 10_00
   signals.on('SIGTERM', onSignal);
   let passed = false;
   try {
-    servers = await startServers();
+    servers = await startServers().catch((error: unknown) => {
+      // A terminal's Ctrl-C also reaches the servers' own starts (initdb): their failure is the stop asked for.
+      if (signalled) return null;
+      throw error;
+    });
     if (!signalled) {
       running = lanes.map((lane, i) => startLane(lane, dir, i));
       const ends = await Promise.all(running.map((lane) => lane.ended));

@@ -137,3 +137,26 @@ test('waits', async () => {
   expect(events).toEqual(['servers stopped, 0 of the lanes\' processes alive']);
   expect(alive()).toEqual([]);
 });
+
+test('a Ctrl-C while the servers start (it reaches their starts too) is a stop, 130; a failed start without one is an error', async () => {
+  const signals = new EventEmitter();
+  const interrupted = runLanes({
+    lanes: [lane('i', { 'fine.test.js': "test('fine', () => {});" })],
+    startServers: async () => {
+      signals.emit('SIGINT', 'SIGINT');
+      throw new Error('initdb: child process was terminated by signal 2: Interrupt');
+    },
+    write: () => {},
+    signals,
+  });
+  expect(await interrupted).toBe(130);
+  const failed = runLanes({
+    lanes: [lane('j', { 'fine.test.js': "test('fine', () => {});" })],
+    startServers: async () => {
+      throw new Error('initdb failed');
+    },
+    write: () => {},
+    signals: new EventEmitter(),
+  });
+  await expect(failed).rejects.toThrow('initdb failed');
+});
